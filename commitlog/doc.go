@@ -1,0 +1,79 @@
+// Package commitlog is Sluice's single append-only log: every message of a
+// broker, whatever its topic and queue, is appended here, one record after
+// another, into fixed-size segment files. Sequential appends to one log are
+// why throughput stays flat however many queues there are.
+//
+// # Segments
+//
+// The log is a run of segment files in one directory, each SegmentSize bytes
+// and named by the global offset (Offset) of its first byte, as %020d:
+//
+//	00000000000000000000  00000000001073741824  00000000002147483648 ...
+//
+// A segment is preallocated at creation (fallocate) when the file system
+// supports it, so its unwritten tail reads as zeros. Offsets are global byte
+// positions: the byte at Offset o lives in segment o - o%SegmentSize.
+//
+// # Record envelope
+//
+// The log frames opaque records and knows only their envelope, the first
+// eight bytes of RocketMQ's stored message layout:
+//
+//	+-----------------+-----------------+----------------------------+
+//	| TOTALSIZE int32 | MAGICCODE int32 | payload (TOTALSIZE-8 bytes) |
+//	+-----------------+-----------------+----------------------------+
+//
+// big-endian, TOTALSIZE counting the whole record. MAGICCODE is RecordMagic
+// (0xDAA320A7, RocketMQ's v1 message) or BlankMagic (0xCBD43194). Deeper
+// checks (field lengths, physical offset, body CRC) are injected through
+// Options.Validate; internal/message provides them for Sluice's records.
+//
+// A record is placed in the current segment only if TOTALSIZE+8 is at most the
+// bytes left in it, so there is always room for a blank filler: when a record
+// does not fit, the log writes [bytesLeft int32][BlankMagic int32] at the write
+// position, the rest of the segment stays zero, and the record goes to the
+// next segment. A batch is one record run passed to one Append, so it never
+// straddles two segments.
+//
+// # Durability
+//
+// Append writes the record to the operating system before it returns (a
+// killed process loses nothing Append returned), but does not fsync. A flusher
+// goroutine fsyncs: in async mode every FlushInterval; in sync mode whenever a
+// caller waits in WaitDurable, so concurrent appenders share one fsync (group
+// commit). Durable() is the offset below which everything is on disk.
+//
+// After each fsync the flusher may save a checkpoint (at most every
+// CheckpointInterval): the durable offset and the position of the record that
+// ends there. An abort file exists while the log is open and is removed by a
+// clean Close.
+//
+// # Recovery
+//
+// Open scans only what the checkpoint does not cover: from the checkpointed
+// offset (after checking that the record ending there is intact) to the end of
+// the last segment, or every segment when there is no usable checkpoint. Each
+// record must pass, in order: TOTALSIZE 0 means the end of written data; the
+// magic is RecordMagic or BlankMagic; a blank's TOTALSIZE equals the bytes left
+// in its segment; a record's TOTALSIZE is at least MinRecord, at most
+// MaxRecord and leaves 8 bytes in the segment; then Options.Validate. The first
+// failure in the last segment marks the end of the log: the segment is cut and
+// zero-filled from there. A failure in an older segment is corruption: it is
+// reported (RecoveryInfo.Corrupt, with segment and position) and the rest of
+// that segment is skipped, never silently truncated.
+//
+// # Errors and disk full
+//
+// A failed write or fsync makes the log refuse appends with a sticky error. A
+// failed fsync is permanent until the process reopens the log (the page cache
+// can no longer be trusted). Running out of space (ENOSPC, or disk use past
+// Options.FullWatermark) refuses appends with ErrDiskFull; the append that
+// failed was not acknowledged, and appends resume by themselves once space is
+// available again.
+//
+// # Concurrency
+//
+// Append must not be called concurrently: the caller serializes it (the store's
+// put lock). ReadAt, NewScanner, Next, Durable, Min and WaitDurable are safe
+// from any goroutine. A Scanner is used by one goroutine.
+package commitlog

@@ -1,0 +1,478 @@
+package commitlog
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// Offset is a global byte position in the log: a segment's base plus the
+// position inside it.
+type Offset int64
+
+const (
+	// RecordMagic is the MAGICCODE of a record: RocketMQ's v1 message.
+	RecordMagic int32 = -626843481 // 0xDAA320A7
+	// BlankMagic is the MAGICCODE of the filler that ends a segment.
+	BlankMagic int32 = -875286124 // 0xCBD43194
+	// envelopeSize is TOTALSIZE plus MAGICCODE, and the size of a blank
+	// marker, which every segment keeps room for.
+	envelopeSize = 8
+
+	blankMagicBits  = 0xCBD43194
+	recordMagicBits = 0xDAA320A7
+)
+
+// Options configure a Log. The zero value of each field selects its default.
+type Options struct {
+	// SegmentSize is the size of each segment file. Default 1 GiB.
+	SegmentSize int64
+	// MinRecord and MaxRecord bound TOTALSIZE. Defaults 8 and
+	// min(SegmentSize-8, 64 MiB).
+	MinRecord int32
+	MaxRecord int32
+	// Validate checks a record beyond its envelope; recovery and scanners
+	// call it. at is the record's offset. nil checks the envelope only.
+	Validate func(rec []byte, at Offset) error
+	// SyncFlush selects group commit: the flusher fsyncs whenever a caller
+	// waits in WaitDurable. Otherwise the flusher fsyncs every FlushInterval.
+	SyncFlush bool
+	// FlushInterval is the async fsync period. Default 500ms. In sync mode it
+	// is the period of the safety flush that runs without waiters.
+	FlushInterval time.Duration
+	// GroupCommitWindow, in sync mode, lets the flusher wait this long after
+	// being woken before it fsyncs, so that more appends share the fsync.
+	// Default 0: fsync at once; appends that arrive during an fsync share
+	// the next one.
+	GroupCommitWindow time.Duration
+	// CheckpointInterval is the minimum time between checkpoint saves.
+	// Default 1s.
+	CheckpointInterval time.Duration
+	// NoPreallocate disables preallocating segment files.
+	NoPreallocate bool
+	// DiskFullRetry is how long after an ENOSPC failure appends stay refused
+	// before one is tried again. Default 1s.
+	DiskFullRetry time.Duration
+	// Retention deletes old segments; see RetentionOptions.
+	Retention RetentionOptions
+	// OpenFile opens segment files. Default OSOpenFile.
+	OpenFile OpenFileFunc
+	// Logger receives recovery and retention reports. Default slog.Default().
+	Logger *slog.Logger
+}
+
+func (o Options) withDefaults() (Options, error) {
+	if o.SegmentSize == 0 {
+		o.SegmentSize = 1 << 30
+	}
+	if o.SegmentSize < 4096 || o.SegmentSize > 1<<40 {
+		return o, fmt.Errorf("commitlog: segment size %d out of range [4096, 2^40]", o.SegmentSize)
+	}
+	if o.MinRecord == 0 {
+		o.MinRecord = envelopeSize
+	}
+	if o.MaxRecord == 0 {
+		o.MaxRecord = 64 << 20
+		if int64(o.MaxRecord) > o.SegmentSize-envelopeSize {
+			o.MaxRecord = int32(o.SegmentSize - envelopeSize)
+		}
+	}
+	if o.MinRecord < envelopeSize || o.MaxRecord < o.MinRecord || int64(o.MaxRecord) > o.SegmentSize-envelopeSize {
+		return o, fmt.Errorf("commitlog: record bounds [%d, %d] invalid for segment size %d", o.MinRecord, o.MaxRecord, o.SegmentSize)
+	}
+	if o.FlushInterval <= 0 {
+		o.FlushInterval = 500 * time.Millisecond
+	}
+	if o.CheckpointInterval <= 0 {
+		o.CheckpointInterval = time.Second
+	}
+	if o.DiskFullRetry <= 0 {
+		o.DiskFullRetry = time.Second
+	}
+	if o.OpenFile == nil {
+		o.OpenFile = OSOpenFile
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	o.Retention = o.Retention.withDefaults()
+	return o, nil
+}
+
+// Log is an append-only log of records in segment files. See the package
+// documentation for the format and the concurrency contract.
+type Log struct {
+	dir  string
+	opts Options
+
+	// Appender state: touched only by Append, which the caller serializes,
+	// and by Open and Close.
+	active *segment
+	wpos   int64  // write position in active
+	wbuf   []byte // encode buffer handed to fill
+
+	// tailMu pairs the end of the log with the start of its last record so
+	// that the flusher can checkpoint both consistently.
+	tailMu    sync.Mutex
+	tailStart Offset // start of the last record or blank; -1 if none
+
+	next    atomic.Int64 // end of the written log (Offset)
+	durable atomic.Int64 // everything below is fsynced (Offset)
+	min     atomic.Int64 // first readable offset (Offset)
+
+	segMu sync.RWMutex
+	segs  []*segment // sorted by base, contiguous; guarded by segMu
+
+	// errMu guards the sticky write error.
+	errMu      sync.Mutex
+	werr       error     // sticky; nil when appends are allowed
+	werrAt     time.Time // when werr was set
+	werrRetry  bool      // werr is ENOSPC: retry after DiskFullRetry
+	hasErr     atomic.Bool
+	refuseFull atomic.Pointer[DiskFullError] // disk use above the full watermark
+
+	// durMu guards durCh, which is closed and replaced every time durable
+	// advances or the flusher fails, waking WaitDurable callers.
+	durMu sync.Mutex
+	durCh chan struct{}
+
+	// Flusher-owned (Close uses them after the flusher stopped).
+	lastCheckpoint time.Time
+	cpNext, cpTail Offset // last fsynced end and the record that ends there
+
+	kick      chan struct{} // cap 1: wake the flusher
+	quit      chan struct{}
+	closed    chan struct{} // closed when Close has finished
+	closeOnce sync.Once
+	closeErr  error
+	wg        sync.WaitGroup
+
+	recovery RecoveryInfo
+}
+
+// Open opens the log in dir, creating the directory if needed, and recovers
+// its tail (see the package documentation). It starts the flusher, and the
+// retention loop when Options.Retention.Interval is set.
+func Open(dir string, opts Options) (*Log, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("commitlog: create dir: %w", err)
+	}
+	l := &Log{
+		dir:       dir,
+		opts:      opts,
+		wbuf:      make([]byte, 0, 64<<10),
+		tailStart: -1,
+		durCh:     make(chan struct{}),
+		kick:      make(chan struct{}, 1),
+		quit:      make(chan struct{}),
+		closed:    make(chan struct{}),
+	}
+	if err := l.recover(); err != nil {
+		l.closeSegments()
+		return nil, err
+	}
+	if err := l.createAbort(); err != nil {
+		l.closeSegments()
+		return nil, err
+	}
+	l.lastCheckpoint = time.Now()
+	l.wg.Add(1)
+	go l.flushLoop()
+	if opts.Retention.Interval > 0 {
+		l.wg.Add(1)
+		go l.retentionLoop()
+	}
+	return l, nil
+}
+
+// Dir returns the directory of the log.
+func (l *Log) Dir() string { return l.dir }
+
+// SegmentSize returns the size of each segment file.
+func (l *Log) SegmentSize() int64 { return l.opts.SegmentSize }
+
+// Next returns the offset where the next record will start: the end of the
+// written log. Every offset below it is readable.
+func (l *Log) Next() Offset { return Offset(l.next.Load()) }
+
+// Durable returns the offset below which the log is fsynced.
+func (l *Log) Durable() Offset { return Offset(l.durable.Load()) }
+
+// Min returns the first offset still held by the log.
+func (l *Log) Min() Offset { return Offset(l.min.Load()) }
+
+// Recovery reports what Open found.
+func (l *Log) Recovery() RecoveryInfo { return l.recovery }
+
+// Append writes one record of size bytes and returns its offset. It first
+// decides where the record goes (rolling to a new segment behind a blank
+// filler when it does not fit), then calls fill with that offset and a buffer
+// of exactly size bytes to encode the record into. fill must write a valid
+// envelope (TOTALSIZE == size), must not block and must not retain dst. A
+// batch is several records encoded by one fill.
+//
+// When Append returns nil the record has reached the operating system; it is
+// durable once Durable() passes its end (see WaitDurable).
+//
+// REQUIRES: Append is not called concurrently.
+func (l *Log) Append(size int, fill func(at Offset, dst []byte) error) (Offset, error) {
+	if err := l.writable(); err != nil {
+		return 0, err
+	}
+	if size < int(l.opts.MinRecord) || size > int(l.opts.MaxRecord) {
+		return 0, fmt.Errorf("%w: %d bytes, limits [%d, %d]", ErrRecordTooLarge, size, l.opts.MinRecord, l.opts.MaxRecord)
+	}
+	if l.active == nil || l.wpos+int64(size)+envelopeSize > l.opts.SegmentSize {
+		if err := l.roll(); err != nil {
+			return 0, err
+		}
+	}
+	at := l.active.base + Offset(l.wpos)
+	if cap(l.wbuf) < size {
+		l.wbuf = make([]byte, 0, size)
+	}
+	buf := l.wbuf[:size]
+	if err := fill(at, buf); err != nil {
+		return 0, err
+	}
+	if got := int32(binary.BigEndian.Uint32(buf)); got != int32(size) {
+		return 0, fmt.Errorf("%w: TOTALSIZE %d, appended %d", ErrBadFill, got, size)
+	}
+	if _, err := l.active.f.WriteAt(buf, l.wpos); err != nil {
+		l.failWrite(fmt.Errorf("write segment %s at %d: %w", l.active.name(), l.wpos, err), l.wpos, size)
+		return 0, l.stickyErr()
+	}
+	l.wpos += int64(size)
+	l.publish(at, at+Offset(size))
+	return at, nil
+}
+
+// publish makes [.., end) visible to readers and records the last record.
+func (l *Log) publish(start, end Offset) {
+	l.tailMu.Lock()
+	l.tailStart = start
+	l.next.Store(int64(end))
+	l.tailMu.Unlock()
+}
+
+// roll closes the active segment with a blank filler and starts the next one.
+// The new segment is created (and preallocated) before the blank is written,
+// so a failure leaves the log as it was.
+func (l *Log) roll() error {
+	var base Offset
+	if l.active != nil {
+		base = l.active.base + Offset(l.opts.SegmentSize)
+	} else {
+		base = l.Next()
+	}
+	seg, err := l.createSegment(base)
+	if err != nil {
+		l.failWrite(err, -1, 0)
+		return l.stickyErr()
+	}
+	if old := l.active; old != nil {
+		left := l.opts.SegmentSize - l.wpos
+		var blank [envelopeSize]byte
+		binary.BigEndian.PutUint32(blank[0:4], uint32(left))
+		binary.BigEndian.PutUint32(blank[4:8], blankMagicBits)
+		if _, err := old.f.WriteAt(blank[:], l.wpos); err != nil {
+			seg.close()
+			os.Remove(seg.path)
+			l.failWrite(fmt.Errorf("write blank in segment %s: %w", old.name(), err), l.wpos, envelopeSize)
+			return l.stickyErr()
+		}
+		// NB: a segment that could not be preallocated is extended (sparse)
+		// so that every closed segment has its full size.
+		if err := old.f.Truncate(l.opts.SegmentSize); err != nil {
+			l.opts.Logger.Warn("commitlog: extend closed segment", "segment", old.name(), "err", err)
+		}
+		l.publish(old.base+Offset(l.wpos), base)
+	}
+	l.segMu.Lock()
+	l.segs = append(l.segs, seg)
+	l.segMu.Unlock()
+	l.active, l.wpos = seg, 0
+	return nil
+}
+
+// createSegment creates, preallocates and makes durable a new, empty segment.
+func (l *Log) createSegment(base Offset) (*segment, error) {
+	path := filepath.Join(l.dir, segmentName(base))
+	f, err := l.opts.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("create segment %s: %w", segmentName(base), err)
+	}
+	fail := func(err error) (*segment, error) {
+		f.Close()
+		os.Remove(path)
+		return nil, err
+	}
+	if !l.opts.NoPreallocate {
+		if err := f.Preallocate(l.opts.SegmentSize); err != nil && !errors.Is(err, errors.ErrUnsupported) {
+			return fail(fmt.Errorf("preallocate segment %s: %w", segmentName(base), err))
+		}
+	}
+	if err := f.Sync(); err != nil {
+		return fail(fmt.Errorf("sync new segment %s: %w", segmentName(base), err))
+	}
+	if err := syncDir(l.dir); err != nil {
+		return fail(fmt.Errorf("sync dir for segment %s: %w", segmentName(base), err))
+	}
+	return &segment{base: base, path: path, f: f}, nil
+}
+
+// writable returns the error that refuses appends, if any. A disk-full error
+// older than DiskFullRetry is cleared so that this append tries again.
+func (l *Log) writable() error {
+	if full := l.refuseFull.Load(); full != nil {
+		return full
+	}
+	if !l.hasErr.Load() {
+		select {
+		case <-l.quit:
+			return ErrClosed
+		default:
+			return nil
+		}
+	}
+	l.errMu.Lock()
+	defer l.errMu.Unlock()
+	if l.werr != nil && l.werrRetry && time.Since(l.werrAt) >= l.opts.DiskFullRetry {
+		l.opts.Logger.Info("commitlog: retrying appends after disk full", "since", l.werrAt)
+		l.werr, l.werrRetry = nil, false
+		l.hasErr.Store(false)
+		return nil
+	}
+	return l.werr
+}
+
+func (l *Log) stickyErr() error {
+	l.errMu.Lock()
+	defer l.errMu.Unlock()
+	if l.werr == nil {
+		return ErrWriteFailed
+	}
+	return l.werr
+}
+
+// failWrite records a failed write. ENOSPC is retried later; anything else
+// refuses appends until the log is reopened. When pos >= 0 the bytes
+// [pos, pos+n) of the active segment may hold part of the failed record: they
+// are zeroed (best effort) so that they cannot be mistaken for data.
+func (l *Log) failWrite(err error, pos int64, n int) {
+	if pos >= 0 && l.active != nil {
+		zeros := make([]byte, n)
+		if _, zerr := l.active.f.WriteAt(zeros, pos); zerr != nil && l.opts.NoPreallocate {
+			_ = l.active.f.Truncate(pos)
+		}
+	}
+	l.errMu.Lock()
+	defer l.errMu.Unlock()
+	if l.werr != nil && !l.werrRetry {
+		return // a permanent error stays
+	}
+	if errors.Is(err, syscall.ENOSPC) {
+		l.werr = &DiskFullError{Cause: err}
+		l.werrRetry = true
+	} else {
+		l.werr = fmt.Errorf("%w: appends refused until the log is reopened: %w", ErrWriteFailed, err)
+		l.werrRetry = false
+	}
+	l.werrAt = time.Now()
+	l.hasErr.Store(true)
+	l.opts.Logger.Error("commitlog: append failed", "err", err)
+}
+
+// ReadAt reads len(p) bytes of the log starting at off. Reads stop at the end
+// of off's segment and at Next(); a short read returns io.EOF.
+func (l *Log) ReadAt(p []byte, off Offset) (int, error) {
+	next := l.Next()
+	if off >= next || off < 0 {
+		return 0, fmt.Errorf("%w: %d, next %d", ErrOffsetOutOfRange, off, next)
+	}
+	if off < l.Min() {
+		return 0, fmt.Errorf("%w: %d, min %d", ErrOffsetRemoved, off, l.Min())
+	}
+	seg := l.segmentFor(off)
+	if seg == nil {
+		return 0, fmt.Errorf("%w: %d, min %d", ErrOffsetRemoved, off, l.Min())
+	}
+	pos := int64(off - seg.base)
+	want := len(p)
+	if lim := int64(next - off); int64(want) > lim {
+		want = int(lim)
+	}
+	if lim := l.opts.SegmentSize - pos; int64(want) > lim {
+		want = int(lim)
+	}
+	n, err := seg.readAt(p[:want], pos)
+	if err == nil && n < len(p) {
+		err = io.EOF
+	}
+	return n, err
+}
+
+// segmentFor returns the segment holding off, or nil.
+func (l *Log) segmentFor(off Offset) *segment {
+	l.segMu.RLock()
+	defer l.segMu.RUnlock()
+	if len(l.segs) == 0 {
+		return nil
+	}
+	i := int64(off-l.segs[0].base) / l.opts.SegmentSize
+	if off < l.segs[0].base || i >= int64(len(l.segs)) {
+		return nil
+	}
+	return l.segs[i]
+}
+
+// segmentEnd returns the end offset of the segment that holds off.
+func (l *Log) segmentEnd(off Offset) Offset {
+	return off - off%Offset(l.opts.SegmentSize) + Offset(l.opts.SegmentSize)
+}
+
+// Close flushes and fsyncs the log, saves a checkpoint, removes the abort
+// file and closes the segments. It is idempotent.
+func (l *Log) Close() error {
+	l.closeOnce.Do(func() {
+		close(l.quit)
+		l.wg.Wait()
+		err := l.flush()
+		if err == nil && !l.hasErr.Load() {
+			if err = l.saveCheckpoint(); err == nil {
+				err = l.removeAbort()
+			}
+		}
+		if cerr := l.closeSegments(); err == nil {
+			err = cerr
+		}
+		l.closeErr = err
+		close(l.closed)
+	})
+	return l.closeErr
+}
+
+func (l *Log) closeSegments() error {
+	l.segMu.Lock()
+	segs := l.segs
+	l.segMu.Unlock()
+	var first error
+	for _, s := range segs {
+		if err := s.close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}

@@ -1,0 +1,284 @@
+package commitlog
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+)
+
+// RecoveryInfo reports what Open found and did.
+type RecoveryInfo struct {
+	// Clean is true when the previous process closed the log (no abort file).
+	Clean bool
+	// FromCheckpoint is true when a verified checkpoint limited the scan.
+	FromCheckpoint bool
+	// CheckpointProblem says why an existing checkpoint was not used.
+	CheckpointProblem string
+	// ScanFrom is where the scan started; Scanned how many bytes it covered.
+	ScanFrom Offset
+	Scanned  int64
+	// End is the recovered end of the log (Next()).
+	End Offset
+	// Truncated is set when the tail held a torn or invalid record: the log
+	// was cut at End and TruncateReason says what was found there.
+	Truncated      bool
+	TruncateReason string
+	// Corrupt lists records that failed validation in older segments; the
+	// rest of each such segment is skipped by recovery.
+	Corrupt []CorruptionError
+	// RemovedSegments lists empty trailing segment files that were deleted.
+	RemovedSegments []string
+}
+
+// recover opens the segment files and finds the end of the log. See the
+// package documentation for the rules.
+func (l *Log) recover() error {
+	info := &l.recovery
+	_, err := os.Stat(filepath.Join(l.dir, abortName))
+	info.Clean = errors.Is(err, fs.ErrNotExist)
+
+	cp, haveCP, cpErr := readCheckpoint(l.dir)
+	if cpErr != nil {
+		info.CheckpointProblem = cpErr.Error()
+	}
+	bases, err := l.listSegments()
+	if err != nil {
+		return err
+	}
+	for _, b := range bases {
+		path := filepath.Join(l.dir, segmentName(b))
+		f, err := l.opts.OpenFile(path, os.O_RDWR, 0)
+		if err != nil {
+			return fmt.Errorf("commitlog: open segment %s: %w", segmentName(b), err)
+		}
+		l.segs = append(l.segs, &segment{base: b, path: path, f: f})
+	}
+	if len(l.segs) == 0 {
+		// A new log, or every segment is gone: never reuse offsets that
+		// consume queues may still point at.
+		var base Offset
+		if haveCP {
+			base = l.alignUp(cp.Next)
+		}
+		l.setEnd(base, -1)
+		l.min.Store(int64(base))
+		info.ScanFrom, info.End = base, base
+		return nil
+	}
+	if err := l.dropEmptyTail(); err != nil {
+		return err
+	}
+	first, last := l.segs[0], l.segs[len(l.segs)-1]
+	l.min.Store(int64(first.base))
+	lastEnd := last.base + Offset(l.opts.SegmentSize)
+
+	start, tail := first.base, Offset(-1)
+	if haveCP {
+		if problem := l.verifyCheckpoint(cp, first.base, lastEnd); problem != "" {
+			info.CheckpointProblem = problem
+		} else {
+			start, tail = cp.Next, cp.Tail
+			info.FromCheckpoint = true
+		}
+	}
+	info.ScanFrom = start
+
+	s := &Scanner{l: l, pos: start, prevAt: -1, recover: true, buf: make([]byte, scanBufSize)}
+	s.limit = func() Offset { return lastEnd }
+	end := start
+	for {
+		ok := s.Scan()
+		if s.prevAt >= start {
+			tail = s.prevAt
+		}
+		if ok {
+			end = s.Pos()
+			continue
+		}
+		inLast := s.pos >= last.base
+		if s.Err() == nil && !s.zero {
+			// Ran to the end of the last segment: it ended with a blank.
+			end = s.pos
+			break
+		}
+		var ce *CorruptionError
+		if err := s.Err(); err != nil && !errors.As(err, &ce) {
+			return fmt.Errorf("commitlog: recover: %w", err)
+		}
+		if inLast {
+			end = s.pos
+			if ce != nil {
+				info.Truncated, info.TruncateReason = true, ce.Reason
+			}
+			break
+		}
+		if ce == nil {
+			ce = s.corrupt("zero-filled bytes before the end of an older segment")
+		}
+		info.Corrupt = append(info.Corrupt, *ce)
+		l.opts.Logger.Error("commitlog: corruption in an older segment; the rest of it is skipped",
+			"segment", ce.Segment, "pos", ce.Pos, "reason", ce.Reason)
+		s.SkipSegment()
+		end = s.pos
+	}
+	info.Scanned = int64(end - start)
+	info.End = end
+	if err := l.truncateTail(last, end, !info.Clean || info.Truncated); err != nil {
+		return err
+	}
+	// What the scan found is on disk now (data of a killed process may have
+	// been only in the page cache).
+	for _, seg := range l.segs {
+		if seg.base+Offset(l.opts.SegmentSize) > start {
+			if err := seg.f.Sync(); err != nil {
+				return fmt.Errorf("commitlog: sync segment %s: %w", seg.name(), err)
+			}
+		}
+	}
+	l.setEnd(end, tail)
+	if end < lastEnd {
+		l.active, l.wpos = last, int64(end-last.base)
+	}
+	if !info.Clean || info.Truncated || len(info.Corrupt) > 0 {
+		l.opts.Logger.Warn("commitlog: recovered", "clean", info.Clean, "from_checkpoint", info.FromCheckpoint,
+			"scan_from", info.ScanFrom, "scanned", info.Scanned, "end", info.End,
+			"truncated", info.Truncated, "reason", info.TruncateReason, "corrupt", len(info.Corrupt))
+	}
+	return nil
+}
+
+// setEnd sets the recovered end of the log; durable since recovery synced it.
+func (l *Log) setEnd(end, tail Offset) {
+	l.next.Store(int64(end))
+	l.durable.Store(int64(end))
+	l.tailStart = tail
+	l.cpNext, l.cpTail = end, tail
+}
+
+func (l *Log) alignUp(off Offset) Offset {
+	ss := Offset(l.opts.SegmentSize)
+	return (off + ss - 1) / ss * ss
+}
+
+// listSegments returns the base offsets of the segment files, sorted, after
+// checking that they are aligned and contiguous.
+func (l *Log) listSegments() ([]Offset, error) {
+	entries, err := os.ReadDir(l.dir)
+	if err != nil {
+		return nil, fmt.Errorf("commitlog: read dir: %w", err)
+	}
+	var bases []Offset
+	for _, e := range entries {
+		if b, ok := parseSegmentName(e.Name()); ok && e.Type().IsRegular() {
+			bases = append(bases, b)
+		}
+	}
+	sort.Slice(bases, func(i, j int) bool { return bases[i] < bases[j] })
+	ss := Offset(l.opts.SegmentSize)
+	for i, b := range bases {
+		if b%ss != 0 {
+			return nil, fmt.Errorf("commitlog: segment %s is not aligned to the segment size %d: was the log written with another segment_size?",
+				segmentName(b), ss)
+		}
+		if i > 0 && b != bases[i-1]+ss {
+			return nil, fmt.Errorf("commitlog: segments missing between %s and %s", segmentName(bases[i-1]), segmentName(b))
+		}
+	}
+	return bases, nil
+}
+
+// dropEmptyTail deletes trailing segments whose first record slot is zero: a
+// segment created just before a crash. The one before then becomes the tail.
+func (l *Log) dropEmptyTail() error {
+	for len(l.segs) > 1 {
+		last := l.segs[len(l.segs)-1]
+		var hdr [4]byte
+		n, err := last.f.ReadAt(hdr[:], 0)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return fmt.Errorf("commitlog: read segment %s: %w", last.name(), err)
+		}
+		if n == 4 && binary.BigEndian.Uint32(hdr[:]) != 0 {
+			return nil
+		}
+		last.close()
+		if err := os.Remove(last.path); err != nil {
+			return fmt.Errorf("commitlog: remove empty segment %s: %w", last.name(), err)
+		}
+		l.recovery.RemovedSegments = append(l.recovery.RemovedSegments, last.name())
+		l.segs = l.segs[:len(l.segs)-1]
+	}
+	return syncDir(l.dir)
+}
+
+// verifyCheckpoint returns "" when the record the checkpoint says ends at
+// cp.Next is intact, or why the checkpoint cannot be trusted.
+func (l *Log) verifyCheckpoint(cp checkpoint, first, lastEnd Offset) string {
+	if cp.Next < first || cp.Next > lastEnd {
+		return fmt.Sprintf("checkpoint offset %d outside the segments [%d, %d]", cp.Next, first, lastEnd)
+	}
+	if cp.Tail < first {
+		if cp.Next == first {
+			return ""
+		}
+		return fmt.Sprintf("checkpoint record %d is below the first segment %d", cp.Tail, first)
+	}
+	seg := l.segmentFor(cp.Tail)
+	size := int64(cp.Next - cp.Tail)
+	if seg == nil || size < envelopeSize || size > l.opts.SegmentSize {
+		return fmt.Sprintf("checkpoint record %d..%d not in a segment", cp.Tail, cp.Next)
+	}
+	var hdr [envelopeSize]byte
+	if n, err := seg.readAt(hdr[:], int64(cp.Tail-seg.base)); n < envelopeSize {
+		return fmt.Sprintf("checkpoint record at %d unreadable: %v", cp.Tail, err)
+	}
+	gotSize := int64(int32(binary.BigEndian.Uint32(hdr[0:4])))
+	magic := int32(binary.BigEndian.Uint32(hdr[4:8]))
+	if gotSize != size {
+		return fmt.Sprintf("checkpoint record at %d has TOTALSIZE %d, want %d", cp.Tail, gotSize, size)
+	}
+	switch {
+	case magic == BlankMagic:
+		if cp.Next != l.segmentEnd(cp.Tail) {
+			return fmt.Sprintf("checkpoint blank at %d does not end its segment", cp.Tail)
+		}
+	case magic == RecordMagic && size <= int64(l.opts.MaxRecord):
+		rec := make([]byte, size)
+		if n, err := seg.readAt(rec, int64(cp.Tail-seg.base)); n < len(rec) {
+			return fmt.Sprintf("checkpoint record at %d unreadable: %v", cp.Tail, err)
+		}
+		if v := l.opts.Validate; v != nil {
+			if err := v(rec, cp.Tail); err != nil {
+				return fmt.Sprintf("checkpoint record at %d invalid: %v", cp.Tail, err)
+			}
+		}
+	default:
+		return fmt.Sprintf("checkpoint record at %d has bad magic %#08x or size %d", cp.Tail, uint32(magic), size)
+	}
+	return ""
+}
+
+// truncateTail cuts the last segment at end and zero-fills the rest, so that
+// stale bytes past the end of the log can never be read as records. zero
+// selects the cut even when the scan ended at zeros (after a crash a torn
+// write may have left bytes past the first zero).
+func (l *Log) truncateTail(last *segment, end Offset, zero bool) error {
+	lastEnd := last.base + Offset(l.opts.SegmentSize)
+	if end >= lastEnd || !zero {
+		return nil
+	}
+	pos := int64(end - last.base)
+	if err := last.f.Truncate(pos); err != nil {
+		return fmt.Errorf("commitlog: truncate segment %s at %d: %w", last.name(), pos, err)
+	}
+	if !l.opts.NoPreallocate {
+		if err := last.f.Preallocate(l.opts.SegmentSize); err != nil && !errors.Is(err, errors.ErrUnsupported) {
+			l.opts.Logger.Warn("commitlog: re-preallocate truncated segment", "segment", last.name(), "err", err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,166 @@
+package commitlog
+
+import (
+	"fmt"
+	"os"
+	"syscall"
+	"time"
+)
+
+// RetentionOptions decide when whole segments are deleted, oldest first. The
+// last segment is never deleted, nor any segment holding bytes at or above
+// Protect() (or Durable()).
+type RetentionOptions struct {
+	// Interval is the period of the retention loop; 0 runs no loop (Retain
+	// may still be called).
+	Interval time.Duration
+	// MaxAge deletes segments last written longer ago than this; 0 keeps
+	// them forever.
+	MaxAge time.Duration
+	// HighWatermark deletes the oldest segments early, whatever their age,
+	// while the share of the disk in use is above it; 0 turns it off.
+	HighWatermark float64
+	// FullWatermark refuses appends (ErrDiskFull) while the share of the
+	// disk in use is above it; 0 turns it off.
+	FullWatermark float64
+	// DiskUsage returns the share of the disk holding dir that is in use.
+	// Default: statfs.
+	DiskUsage func(dir string) (float64, error)
+	// Protect returns the offset from which nothing may be deleted, e.g. the
+	// dispatcher's position. nil protects from Durable().
+	Protect func() Offset
+	// OnDelete is called after segments were deleted, with the new Min().
+	OnDelete func(min Offset)
+}
+
+func (r RetentionOptions) withDefaults() RetentionOptions {
+	if r.DiskUsage == nil {
+		r.DiskUsage = StatfsUsage
+	}
+	return r
+}
+
+// StatfsUsage returns the share of the file system holding dir that is in
+// use, as df computes it (blocks reserved for root count as unavailable).
+func StatfsUsage(dir string) (float64, error) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return 0, err
+	}
+	used := float64(st.Blocks - st.Bfree)
+	avail := float64(st.Bavail)
+	if used+avail == 0 {
+		return 0, nil
+	}
+	return used / (used + avail), nil
+}
+
+// RetentionResult reports one Retain pass.
+type RetentionResult struct {
+	Deleted   []string // segment names
+	DiskUsage float64  // share of the disk in use after the pass; -1 if not measured
+	Refusing  bool     // appends are refused above the full watermark
+}
+
+// Retain runs one retention pass at time now: it updates the full-watermark
+// refusal, then deletes the oldest segments that are older than MaxAge or, while
+// disk use is above HighWatermark, regardless of age.
+func (l *Log) Retain(now time.Time) (RetentionResult, error) {
+	r := l.opts.Retention
+	res := RetentionResult{DiskUsage: -1}
+	measure := r.HighWatermark > 0 || r.FullWatermark > 0
+	if measure {
+		u, err := r.DiskUsage(l.dir)
+		if err != nil {
+			return res, fmt.Errorf("commitlog: measure disk usage: %w", err)
+		}
+		res.DiskUsage = u
+	}
+	protect := l.Durable()
+	if r.Protect != nil {
+		if p := r.Protect(); p < protect {
+			protect = p
+		}
+	}
+	for {
+		l.segMu.RLock()
+		var oldest *segment
+		if len(l.segs) > 1 {
+			oldest = l.segs[0]
+		}
+		l.segMu.RUnlock()
+		if oldest == nil || oldest.base+Offset(l.opts.SegmentSize) > protect {
+			break
+		}
+		expired := false
+		if r.MaxAge > 0 {
+			if fi, err := os.Stat(oldest.path); err == nil && now.Sub(fi.ModTime()) > r.MaxAge {
+				expired = true
+			}
+		}
+		pressure := r.HighWatermark > 0 && res.DiskUsage > r.HighWatermark
+		if !expired && !pressure {
+			break
+		}
+		if err := l.deleteOldest(oldest); err != nil {
+			return res, err
+		}
+		res.Deleted = append(res.Deleted, oldest.name())
+		l.opts.Logger.Info("commitlog: deleted segment", "segment", oldest.name(), "expired", expired,
+			"disk_usage", res.DiskUsage, "min", l.Min())
+		if pressure {
+			if u, err := r.DiskUsage(l.dir); err == nil {
+				res.DiskUsage = u
+			}
+		}
+	}
+	if r.FullWatermark > 0 {
+		if res.DiskUsage > r.FullWatermark {
+			l.refuseFull.Store(&DiskFullError{Watermark: r.FullWatermark, Used: res.DiskUsage})
+			res.Refusing = true
+		} else if l.refuseFull.Load() != nil {
+			l.refuseFull.Store(nil)
+			l.opts.Logger.Info("commitlog: disk use back under the full watermark; appends resume", "disk_usage", res.DiskUsage)
+		}
+	}
+	if len(res.Deleted) > 0 && r.OnDelete != nil {
+		r.OnDelete(l.Min())
+	}
+	return res, nil
+}
+
+// deleteOldest removes seg, which must be the first segment, from the log.
+func (l *Log) deleteOldest(seg *segment) error {
+	l.segMu.Lock()
+	if len(l.segs) < 2 || l.segs[0] != seg {
+		l.segMu.Unlock()
+		return nil
+	}
+	l.segs = l.segs[1:]
+	l.min.Store(int64(l.segs[0].base))
+	l.segMu.Unlock()
+	if err := seg.close(); err != nil {
+		l.opts.Logger.Warn("commitlog: close deleted segment", "segment", seg.name(), "err", err)
+	}
+	if err := os.Remove(seg.path); err != nil {
+		return fmt.Errorf("commitlog: delete segment %s: %w", seg.name(), err)
+	}
+	return syncDir(l.dir)
+}
+
+// retentionLoop runs Retain every Retention.Interval.
+func (l *Log) retentionLoop() {
+	defer l.wg.Done()
+	t := time.NewTicker(l.opts.Retention.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.quit:
+			return
+		case now := <-t.C:
+			if _, err := l.Retain(now); err != nil {
+				l.opts.Logger.Error("commitlog: retention", "err", err)
+			}
+		}
+	}
+}

@@ -1,0 +1,178 @@
+package conf
+
+import (
+	"strings"
+	"time"
+)
+
+// Flush modes accepted by Store.Flush.
+const (
+	// FlushAsync acknowledges a put once it is in the page cache; a background
+	// loop fsyncs every Store.FlushInterval.
+	FlushAsync = "async"
+	// FlushSync acknowledges a put only after the fsync that covers it.
+	FlushSync = "sync"
+)
+
+// Broker is the configuration of one mqbroker process. Keys in files and
+// environment variables are the mapstructure tags, nested with "."; see the
+// package documentation for precedence and naming.
+type Broker struct {
+	// BrokerName names the broker in routes; master and slaves of one broker
+	// share it. Letters, digits, '-', '_' and '.', at most 127 bytes.
+	BrokerName string `mapstructure:"broker_name"`
+	// ClusterName is the cluster the broker registers in. Same syntax as
+	// BrokerName.
+	ClusterName string `mapstructure:"cluster_name"`
+	// BrokerID is 0 for a master, > 0 for a slave.
+	BrokerID int64 `mapstructure:"broker_id"`
+	// Listen is the host:port the remoting server binds. An empty host binds
+	// every interface; port 0 picks a free port (tests).
+	Listen string `mapstructure:"listen"`
+	// NamesrvAddr lists the nameservers as "host:port;host:port". Empty means
+	// the broker embeds a nameserver configured by EmbeddedNamesrv.
+	NamesrvAddr string `mapstructure:"namesrv_addr"`
+	// MetricsListen is the host:port of the metrics HTTP endpoint; empty
+	// disables it.
+	MetricsListen string `mapstructure:"metrics_listen"`
+	// RegisterInterval is how often the broker registers with every
+	// nameserver. With an embedded nameserver it must be below its
+	// broker_expiry.
+	RegisterInterval time.Duration `mapstructure:"register_interval"`
+	// AutoCreateTopic lets a send to an unknown topic create it with
+	// DefaultTopicQueueNums queues.
+	AutoCreateTopic bool `mapstructure:"auto_create_topic"`
+	// DefaultTopicQueueNums is the queue count of auto-created topics
+	// (1..1024).
+	DefaultTopicQueueNums int32 `mapstructure:"default_topic_queue_nums"`
+	// Store configures the message store (commitlog and consume queues).
+	Store Store `mapstructure:"store"`
+	// Remoting configures the broker's remoting server.
+	Remoting Remoting `mapstructure:"remoting"`
+	// LongPoll configures parked pull requests.
+	LongPoll LongPoll `mapstructure:"long_poll"`
+	// EmbeddedNamesrv configures the nameserver the broker runs in-process
+	// when NamesrvAddr is empty; ignored otherwise.
+	EmbeddedNamesrv Nameserver `mapstructure:"embedded_namesrv"`
+}
+
+// Store configures the message store. Sizes are bytes.
+type Store struct {
+	// Dir is the data directory (commitlog, consume queues, state files).
+	Dir string `mapstructure:"dir"`
+	// SegmentSize is the size of one commitlog segment file, 64 KiB..4 GiB.
+	SegmentSize int64 `mapstructure:"segment_size"`
+	// MaxMessageSize caps a message body. A record of this size plus
+	// MaxRecordOverhead must fit in one segment.
+	MaxMessageSize int32 `mapstructure:"max_message_size"`
+	// Flush is FlushAsync or FlushSync.
+	Flush string `mapstructure:"flush"`
+	// FlushInterval is the fsync period in async mode (1ms..1m).
+	FlushInterval time.Duration `mapstructure:"flush_interval"`
+	// SyncFlushTimeout bounds how long a sync-mode put waits for its fsync
+	// before answering FLUSH_DISK_TIMEOUT (1ms..10m).
+	SyncFlushTimeout time.Duration `mapstructure:"sync_flush_timeout"`
+	// GroupCommitWindow delays an fsync to gather more puts into it; 0 starts
+	// the next fsync as soon as the previous one ends (0..100ms).
+	GroupCommitWindow time.Duration `mapstructure:"group_commit_window"`
+	// Preallocate makes new segment files full-size up front.
+	Preallocate bool `mapstructure:"preallocate"`
+	// CheckCRCOnRecover verifies body CRCs while recovering the log tail.
+	CheckCRCOnRecover bool `mapstructure:"check_crc_on_recover"`
+	// FileReservedTime is the age after which a segment is deleted (>= 1s).
+	FileReservedTime time.Duration `mapstructure:"file_reserved_time"`
+	// RetentionInterval is how often retention runs (10ms..1h).
+	RetentionInterval time.Duration `mapstructure:"retention_interval"`
+	// DiskHighWatermark is the share of the disk in use above which the
+	// oldest segments are deleted before their time (0 < x < full).
+	DiskHighWatermark float64 `mapstructure:"disk_high_watermark"`
+	// DiskFullWatermark is the share of the disk in use above which appends
+	// are refused with SERVICE_NOT_AVAILABLE (high < x <= 0.99).
+	DiskFullWatermark float64 `mapstructure:"disk_full_watermark"`
+	// ConsumeQueueEntries is the number of 20-byte entries per consume-queue
+	// file (1..10,000,000).
+	ConsumeQueueEntries int32 `mapstructure:"consume_queue_entries"`
+	// SendQueueSize is how many senders may wait for the store before new
+	// sends get SYSTEM_BUSY (1..1,000,000).
+	SendQueueSize int `mapstructure:"send_queue_size"`
+}
+
+// SyncFlush reports whether puts wait for their fsync.
+func (s Store) SyncFlush() bool { return s.Flush == FlushSync }
+
+// Remoting configures a remoting server (broker or nameserver).
+type Remoting struct {
+	// MaxFrameSize caps one frame; a larger length prefix closes the
+	// connection (64 KiB..1 GiB).
+	MaxFrameSize int32 `mapstructure:"max_frame_size"`
+	// ReadTimeout bounds reading one request; 0 means no limit.
+	ReadTimeout time.Duration `mapstructure:"read_timeout"`
+	// IdleTimeout closes a connection with no traffic for this long; 0 means
+	// never.
+	IdleTimeout time.Duration `mapstructure:"idle_timeout"`
+}
+
+// LongPoll configures how pull requests with no new messages are parked.
+type LongPoll struct {
+	// Enabled parks pulls until a message arrives or the suspend time ends;
+	// when false, pulls wait ShortPollWait and answer.
+	Enabled bool `mapstructure:"enabled"`
+	// MaxSuspend caps a client's suspendTimeoutMillis (1ms..1h).
+	MaxSuspend time.Duration `mapstructure:"max_suspend"`
+	// ShortPollWait is how long a pull waits when long polling is off or the
+	// client did not ask to suspend (0..1m).
+	ShortPollWait time.Duration `mapstructure:"short_poll_wait"`
+}
+
+// DefaultBroker returns the single-node quickstart configuration: loopback
+// listen address, an embedded nameserver, a store under ./data. It is valid.
+func DefaultBroker() Broker {
+	return Broker{
+		BrokerName:            "broker-a",
+		ClusterName:           "DefaultCluster",
+		BrokerID:              0,
+		Listen:                "127.0.0.1:10911",
+		NamesrvAddr:           "",
+		MetricsListen:         "",
+		RegisterInterval:      30 * time.Second,
+		AutoCreateTopic:       true,
+		DefaultTopicQueueNums: 8,
+		Store: Store{
+			Dir:                 "./data",
+			SegmentSize:         1 << 30,
+			MaxMessageSize:      4 << 20,
+			Flush:               FlushAsync,
+			FlushInterval:       500 * time.Millisecond,
+			SyncFlushTimeout:    5 * time.Second,
+			GroupCommitWindow:   0,
+			Preallocate:         true,
+			CheckCRCOnRecover:   true,
+			FileReservedTime:    72 * time.Hour,
+			RetentionInterval:   10 * time.Second,
+			DiskHighWatermark:   0.75,
+			DiskFullWatermark:   0.90,
+			ConsumeQueueEntries: 300_000,
+			SendQueueSize:       10_000,
+		},
+		Remoting:        defaultRemoting(),
+		LongPoll:        LongPoll{Enabled: true, MaxSuspend: 30 * time.Second, ShortPollWait: time.Second},
+		EmbeddedNamesrv: DefaultNameserver(),
+	}
+}
+
+func defaultRemoting() Remoting {
+	return Remoting{MaxFrameSize: 16 << 20, ReadTimeout: 0, IdleTimeout: 120 * time.Second}
+}
+
+// EmbedNamesrv reports whether the broker runs its own nameserver (no
+// namesrv_addr configured).
+func (b Broker) EmbedNamesrv() bool { return b.NamesrvAddr == "" }
+
+// NamesrvAddrs splits NamesrvAddr into its host:port entries; nil when the
+// nameserver is embedded. Call it on a validated Broker.
+func (b Broker) NamesrvAddrs() []string {
+	if b.NamesrvAddr == "" {
+		return nil
+	}
+	return strings.Split(b.NamesrvAddr, ";")
+}

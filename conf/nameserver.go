@@ -1,0 +1,34 @@
+package conf
+
+import "time"
+
+// Nameserver is the configuration of one mqnamesrv process, and of the
+// nameserver a broker embeds (Broker.EmbeddedNamesrv).
+type Nameserver struct {
+	// Listen is the host:port the remoting server binds. An empty host binds
+	// every interface; port 0 picks a free port (tests).
+	Listen string `mapstructure:"listen"`
+	// MetricsListen is the host:port of the metrics HTTP endpoint; empty
+	// disables it.
+	MetricsListen string `mapstructure:"metrics_listen"`
+	// BrokerExpiry drops a broker from routes when it has not registered for
+	// this long (>= 10ms).
+	BrokerExpiry time.Duration `mapstructure:"broker_expiry"`
+	// ScanInterval is how often expired brokers are looked for
+	// (10ms..broker_expiry).
+	ScanInterval time.Duration `mapstructure:"scan_interval"`
+	// Remoting configures the nameserver's remoting server.
+	Remoting Remoting `mapstructure:"remoting"`
+}
+
+// DefaultNameserver returns a valid nameserver configuration listening on
+// 127.0.0.1:9876 with RocketMQ's liveness timings.
+func DefaultNameserver() Nameserver {
+	return Nameserver{
+		Listen:        "127.0.0.1:9876",
+		MetricsListen: "",
+		BrokerExpiry:  120 * time.Second,
+		ScanInterval:  10 * time.Second,
+		Remoting:      defaultRemoting(),
+	}
+}

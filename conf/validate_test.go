@@ -1,0 +1,183 @@
+package conf
+
+import (
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// fieldErrors flattens a Validate result into its FieldErrors.
+func fieldErrors(t *testing.T, err error) []*FieldError {
+	t.Helper()
+	var out []*FieldError
+	var walk func(error)
+	walk = func(e error) {
+		if j, ok := e.(interface{ Unwrap() []error }); ok {
+			for _, e := range j.Unwrap() {
+				walk(e)
+			}
+			return
+		}
+		var fe *FieldError
+		require.True(t, errors.As(e, &fe), "not a FieldError: %v", e)
+		out = append(out, fe)
+	}
+	if err != nil {
+		walk(err)
+	}
+	return out
+}
+
+// requireFails checks that err holds exactly one FieldError, for key, whose
+// text names the key and contains problem.
+func requireFails(t *testing.T, err error, key, problem string) {
+	t.Helper()
+	require.ErrorIs(t, err, ErrInvalid)
+	fes := fieldErrors(t, err)
+	require.Len(t, fes, 1, "want only %s to fail, got: %v", key, err)
+	require.Equal(t, key, fes[0].Key)
+	require.ErrorContains(t, err, "conf: "+key+" = ")
+	require.ErrorContains(t, err, problem)
+}
+
+func TestBroker_Validate(t *testing.T) {
+	for _, tc := range []struct {
+		name, key, problem string
+		mut                func(b *Broker)
+	}{
+		{"empty broker name", "broker_name", "must not be empty", func(b *Broker) { b.BrokerName = "" }},
+		{"broker name chars", "broker_name", "letters, digits", func(b *Broker) { b.BrokerName = "a b" }},
+		{"long cluster name", "cluster_name", "at most 127 bytes", func(b *Broker) { b.ClusterName = string(make([]byte, 128)) }},
+		{"negative broker id", "broker_id", "must be >= 0", func(b *Broker) { b.BrokerID = -1 }},
+		{"listen no port", "listen", `must be "host:port"`, func(b *Broker) { b.Listen = "127.0.0.1" }},
+		{"listen bad port", "listen", "port must be a number in 0..65535", func(b *Broker) { b.Listen = "127.0.0.1:65536" }},
+		{"listen named port", "listen", "port must be a number", func(b *Broker) { b.Listen = "127.0.0.1:http" }},
+		{"namesrv empty entry", "namesrv_addr", `entry 2 "": must be "host:port"`, func(b *Broker) { b.NamesrvAddr = "a:1;;b:2" }},
+		{"namesrv trailing ;", "namesrv_addr", `entry 2 ""`, func(b *Broker) { b.NamesrvAddr = "a:1;" }},
+		{"namesrv no host", "namesrv_addr", "host must not be empty", func(b *Broker) { b.NamesrvAddr = ":9876" }},
+		{"namesrv port 0", "namesrv_addr", "port must be a number in 1..65535", func(b *Broker) { b.NamesrvAddr = "a:0" }},
+		{"namesrv comma list", "namesrv_addr", `"a:1,b:2"`, func(b *Broker) { b.NamesrvAddr = "a:1,b:2" }},
+		{"metrics listen", "metrics_listen", `must be "host:port"`, func(b *Broker) { b.MetricsListen = "9090" }},
+		{"metrics on listen port", "metrics_listen", "same port as listen", func(b *Broker) { b.MetricsListen = ":10911" }},
+		{"embedded on listen port", "embedded_namesrv.listen", "same port as listen",
+			func(b *Broker) { b.EmbeddedNamesrv.Listen = "127.0.0.1:10911" }},
+		{"register interval", "register_interval", "must be >= 10ms", func(b *Broker) { b.RegisterInterval = 0 }},
+		{"register vs expiry", "register_interval", "must be < embedded_namesrv.broker_expiry (2m0s)",
+			func(b *Broker) { b.RegisterInterval = 2 * time.Minute }},
+		{"queue nums low", "default_topic_queue_nums", "must be >= 1", func(b *Broker) { b.DefaultTopicQueueNums = 0 }},
+		{"queue nums high", "default_topic_queue_nums", "must be <= 1024", func(b *Broker) { b.DefaultTopicQueueNums = 1025 }},
+		{"store dir", "store.dir", "must not be empty", func(b *Broker) { b.Store.Dir = "" }},
+		{"segment small", "store.segment_size", "= 1000: must be >= 65536 (64 KiB)", func(b *Broker) {
+			b.Store.SegmentSize, b.Store.MaxMessageSize = 1000, 1
+		}},
+		{"segment big", "store.segment_size", "must be <= 4294967296 (4 GiB)", func(b *Broker) { b.Store.SegmentSize = 4<<30 + 1 }},
+		{"message vs segment", "store.max_message_size", "must be <= store.segment_size - 36864 (28672)",
+			func(b *Broker) { b.Store.SegmentSize = 64 << 10 }},
+		{"message zero", "store.max_message_size", "must be >= 1", func(b *Broker) { b.Store.MaxMessageSize = 0 }},
+		{"flush mode", "store.flush", `must be "async" or "sync"`, func(b *Broker) { b.Store.Flush = "SYNC" }},
+		{"flush interval", "store.flush_interval", "must be >= 1ms", func(b *Broker) { b.Store.FlushInterval = 0 }},
+		{"sync flush timeout", "store.sync_flush_timeout", "must be <= 10m0s", func(b *Broker) { b.Store.SyncFlushTimeout = time.Hour }},
+		{"group commit window", "store.group_commit_window", "= 101ms: must be <= 100ms",
+			func(b *Broker) { b.Store.GroupCommitWindow = 101 * time.Millisecond }},
+		{"group commit negative", "store.group_commit_window", "must be >= 0s", func(b *Broker) { b.Store.GroupCommitWindow = -1 }},
+		{"reserved time", "store.file_reserved_time", "must be >= 1s", func(b *Broker) { b.Store.FileReservedTime = 0 }},
+		{"retention interval", "store.retention_interval", "must be <= 1h0m0s", func(b *Broker) { b.Store.RetentionInterval = 2 * time.Hour }},
+		{"high watermark zero", "store.disk_high_watermark", "must be > 0 and < 1", func(b *Broker) { b.Store.DiskHighWatermark = 0 }},
+		{"full watermark high", "store.disk_full_watermark", "= 1: must be <= 0.99", func(b *Broker) { b.Store.DiskFullWatermark = 1 }},
+		{"watermark order", "store.disk_full_watermark", "must be > store.disk_high_watermark (0.95)",
+			func(b *Broker) { b.Store.DiskHighWatermark = 0.95 }},
+		{"cq entries", "store.consume_queue_entries", "must be >= 1", func(b *Broker) { b.Store.ConsumeQueueEntries = 0 }},
+		{"send queue", "store.send_queue_size", "must be <= 1000000", func(b *Broker) { b.Store.SendQueueSize = 1_000_001 }},
+		{"frame small", "remoting.max_frame_size", "must be >= 65536 (64 KiB)", func(b *Broker) {
+			b.Remoting.MaxFrameSize, b.Store.MaxMessageSize = 1024, 1
+		}},
+		{"frame vs message", "remoting.max_frame_size", "must be >= store.max_message_size + 65536 (4259840)",
+			func(b *Broker) { b.Remoting.MaxFrameSize = 4 << 20 }},
+		{"read timeout", "remoting.read_timeout", "must be >= 0s", func(b *Broker) { b.Remoting.ReadTimeout = -time.Second }},
+		{"max suspend", "long_poll.max_suspend", "must be >= 1ms", func(b *Broker) { b.LongPoll.MaxSuspend = 0 }},
+		{"short poll wait", "long_poll.short_poll_wait", "must be <= 1m0s", func(b *Broker) { b.LongPoll.ShortPollWait = time.Hour }},
+		{"embedded listen", "embedded_namesrv.listen", `must be "host:port"`, func(b *Broker) { b.EmbeddedNamesrv.Listen = "" }},
+		{"embedded frame", "embedded_namesrv.remoting.max_frame_size", "must be <= 1073741824 (1 GiB)",
+			func(b *Broker) { b.EmbeddedNamesrv.Remoting.MaxFrameSize = 1<<30 + 1 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := DefaultBroker()
+			tc.mut(&b)
+			requireFails(t, b.Validate(), tc.key, tc.problem)
+		})
+	}
+}
+
+func TestBroker_ValidateAccepts(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		mut  func(b *Broker)
+	}{
+		{"free ports", func(b *Broker) {
+			b.Listen, b.EmbeddedNamesrv.Listen, b.MetricsListen = ":0", "127.0.0.1:0", "127.0.0.1:0"
+		}},
+		{"namesrv list", func(b *Broker) { b.NamesrvAddr = "10.0.0.1:9876;ns.local:9876;[::1]:9876" }},
+		{"remote namesrv frees expiry bound", func(b *Broker) { b.NamesrvAddr = "a:1"; b.RegisterInterval = 5 * time.Minute }},
+		{"remote namesrv frees its port", func(b *Broker) { b.NamesrvAddr = "a:1"; b.EmbeddedNamesrv.Listen = b.Listen }},
+		{"smallest segment", func(b *Broker) { b.Store.SegmentSize, b.Store.MaxMessageSize = 64<<10, 28<<10 }},
+		{"largest segment", func(b *Broker) { b.Store.SegmentSize = 4 << 30 }},
+		{"bounds inclusive", func(b *Broker) {
+			b.Store.GroupCommitWindow, b.Store.DiskFullWatermark = 100*time.Millisecond, 0.99
+			b.DefaultTopicQueueNums, b.LongPoll.ShortPollWait = 1024, 0
+		}},
+		{"sync flush", func(b *Broker) { b.Store.Flush = FlushSync }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := DefaultBroker()
+			tc.mut(&b)
+			require.NoError(t, b.Validate())
+		})
+	}
+}
+
+func TestBroker_ValidateReportsAll(t *testing.T) {
+	b := DefaultBroker()
+	b.Listen = "nope"
+	b.Store.Flush = "never"
+	b.Store.DiskHighWatermark = -1
+	b.LongPoll.MaxSuspend = 0
+	b.EmbeddedNamesrv.ScanInterval = 0
+	var keys []string
+	for _, fe := range fieldErrors(t, b.Validate()) {
+		keys = append(keys, fe.Key)
+	}
+	slices.Sort(keys)
+	require.Equal(t, []string{"embedded_namesrv.scan_interval", "listen", "long_poll.max_suspend",
+		"store.disk_high_watermark", "store.flush"}, keys)
+}
+
+func TestNameserver_Validate(t *testing.T) {
+	for _, tc := range []struct {
+		name, key, problem string
+		mut                func(n *Nameserver)
+	}{
+		{"listen", "listen", `= "": must be "host:port"`, func(n *Nameserver) { n.Listen = "" }},
+		{"metrics", "metrics_listen", "port must be a number", func(n *Nameserver) { n.MetricsListen = "a:b" }},
+		{"metrics on listen port", "metrics_listen", "same port as listen", func(n *Nameserver) { n.MetricsListen = "0.0.0.0:9876" }},
+		{"expiry", "broker_expiry", "must be >= 10ms", func(n *Nameserver) { n.BrokerExpiry = time.Millisecond }},
+		{"scan low", "scan_interval", "must be >= 10ms", func(n *Nameserver) { n.ScanInterval = 0 }},
+		{"scan vs expiry", "scan_interval", "= 3m0s: must be <= broker_expiry (2m0s)", func(n *Nameserver) { n.ScanInterval = 3 * time.Minute }},
+		{"frame", "remoting.max_frame_size", "must be >= 65536", func(n *Nameserver) { n.Remoting.MaxFrameSize = 0 }},
+		{"idle", "remoting.idle_timeout", "must be >= 0s", func(n *Nameserver) { n.Remoting.IdleTimeout = -1 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := DefaultNameserver()
+			tc.mut(&n)
+			requireFails(t, n.Validate(), tc.key, tc.problem)
+		})
+	}
+}
+
+func TestHumanBytes(t *testing.T) {
+	for in, want := range map[int64]string{0: "0 B", 1000: "1000 B", 64 << 10: "64 KiB", 4 << 20: "4 MiB", 4 << 30: "4 GiB", 1536: "1536 B"} {
+		require.Equal(t, want, humanBytes(in))
+	}
+}

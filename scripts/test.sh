@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Runs Sluice's whole test suite: formatting, vet, the race-enabled tests and a
+# short fuzz smoke of every fuzz target. This is the README's test command and
+# what .ci/run calls. Needs only Go (modules come from the Go module proxy).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v go >/dev/null 2>&1; then
+	echo "scripts/test.sh: Go is not installed (https://go.dev/dl/)" >&2
+	exit 1
+fi
+
+echo "== gofmt"
+unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
+if [ -n "$unformatted" ]; then
+	echo "gofmt would change:"; echo "$unformatted"; exit 1
+fi
+
+echo "== go vet"
+go vet ./...
+
+echo "== go test -race"
+go test -race -count=1 -timeout 12m ./...
+
+echo "== fuzz smoke (${FUZZTIME:=5s} per target)"
+for pkg in $(go list ./...); do
+	dir=$(go list -f '{{.Dir}}' "$pkg")
+	for target in $(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$dir"/*_test.go 2>/dev/null | sed 's/^func //' | sort -u); do
+		echo "-- $pkg $target"
+		go test -run='^$' -fuzz="^${target}\$" -fuzztime="$FUZZTIME" "$pkg" >/dev/null
+	done
+done
+echo "== all checks passed"
