@@ -1,0 +1,54 @@
+package message
+
+import (
+	"net/netip"
+	"testing"
+)
+
+func benchMessage() Message {
+	m := sampleMessage()
+	m.Body = make([]byte, 1<<10)
+	m.StoreHost = netip.MustParseAddrPort("[2001:db8::1]:10911")
+	return m
+}
+
+func BenchmarkEncode(b *testing.B) {
+	b.Run("body=1KiB", func(b *testing.B) {
+		m := benchMessage()
+		buf := make([]byte, m.EncodedSize())
+		b.SetBytes(int64(len(buf)))
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			if err := m.Encode(buf, int64(i), int64(i)*int64(len(buf))); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+func BenchmarkValidate(b *testing.B) {
+	b.Run("body=1KiB", func(b *testing.B) {
+		m := benchMessage()
+		rec := encodeT(b, &m, 0, 0)
+		b.SetBytes(int64(len(rec)))
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := Validate(rec, 0, true); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+func BenchmarkReadDispatchInfo(b *testing.B) {
+	b.Run("body=1KiB", func(b *testing.B) {
+		m := benchMessage()
+		rec := encodeT(b, &m, 0, 0)
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := ReadDispatchInfo(rec); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

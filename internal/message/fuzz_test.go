@@ -1,0 +1,211 @@
+package message
+
+import (
+	"bytes"
+	"encoding/hex"
+	"errors"
+	"maps"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// reencodes checks that the decoded record rec encodes back to its bytes
+// (BODYCRC aside unless crcOK). Records with IPv4-mapped IPv6 hosts are
+// skipped: Encode stores those as IPv4, by design.
+func reencodes(t *testing.T, rec []byte, r Record, crcOK bool) {
+	if r.BornHost.Addr().Is4In6() || r.StoreHost.Addr().Is4In6() {
+		return
+	}
+	m := r.Message()
+	require.Equal(t, len(rec), m.EncodedSize())
+	again := encodeT(t, &m, r.QueueOffset, r.PhysicalOffset)
+	if !crcOK {
+		copy(again[OffBodyCRC:OffBodyCRC+4], rec[OffBodyCRC:OffBodyCRC+4])
+	}
+	require.Equal(t, rec, again)
+}
+
+func FuzzDecodeMessage(f *testing.F) {
+	for _, rec := range seedRecords(f) {
+		f.Add(rec)
+	}
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r, err := Decode(data)
+		d, derr := ReadDispatchInfo(data)
+		if err != nil {
+			require.ErrorIs(t, err, ErrMalformed)
+			require.ErrorIs(t, derr, ErrMalformed, "ReadDispatchInfo checks what Decode checks")
+			return
+		}
+		require.NoError(t, derr)
+		rec := data[:r.TotalSize]
+		require.NoError(t, Validate(rec, r.PhysicalOffset, false))
+
+		require.Equal(t, r.Topic, d.Topic)
+		require.Equal(t, r.QueueID, d.QueueID)
+		require.Equal(t, r.QueueOffset, d.QueueOffset)
+		require.Equal(t, r.PhysicalOffset, d.PhysicalOffset)
+		require.Equal(t, r.TotalSize, d.Size)
+		require.Equal(t, r.SysFlag, d.SysFlag)
+		require.Equal(t, r.StoreTimestamp, d.StoreTimestamp)
+		tags, _ := PropertyValue(string(r.Properties), PropTags)
+		require.Equal(t, TagsHashCode(tags), d.TagsCode)
+		keys, _ := PropertyValueBytes(r.Properties, PropKeys)
+		require.Equal(t, keys, d.Keys)
+		uniq, _ := PropertyValueBytes(r.Properties, PropUniqKey)
+		require.Equal(t, uniq, d.UniqKey)
+
+		reencodes(t, rec, r, BodyCRC(r.Body) == r.BodyCRC)
+	})
+}
+
+func FuzzValidate(f *testing.F) {
+	for _, rec := range seedRecords(f) {
+		r, err := Decode(rec)
+		require.NoError(f, err)
+		f.Add(rec, r.PhysicalOffset, true)
+		f.Add(rec, r.PhysicalOffset, false)
+		f.Add(rec, r.PhysicalOffset+1, true)
+	}
+	f.Fuzz(func(t *testing.T, data []byte, at int64, checkCRC bool) {
+		err := Validate(data, at, checkCRC)
+		if err != nil {
+			if !errorIsAny(err, ErrMalformed, ErrCRC) {
+				t.Fatalf("error wraps neither ErrMalformed nor ErrCRC: %v", err)
+			}
+			return
+		}
+		r, err := Decode(data)
+		require.NoError(t, err, "Validate accepted what Decode rejects")
+		_, err = ReadDispatchInfo(data)
+		require.NoError(t, err, "Validate accepted what ReadDispatchInfo rejects")
+		require.Equal(t, at, r.PhysicalOffset)
+		if checkCRC {
+			require.Equal(t, BodyCRC(r.Body), r.BodyCRC)
+		}
+		reencodes(t, data[:r.TotalSize], r, checkCRC)
+	})
+}
+
+func errorIsAny(err error, targets ...error) bool {
+	for _, target := range targets {
+		if errors.Is(err, target) {
+			return true
+		}
+	}
+	return false
+}
+
+func FuzzProperties(f *testing.F) {
+	f.Add(readFrame(f, "02-send-message.bin").ExtFields["properties"])
+	f.Add(readFrame(f, "05-send-message-delay-level-3.bin").ExtFields["properties"])
+	for _, rec := range seedRecords(f) {
+		r, err := Decode(rec)
+		require.NoError(f, err)
+		f.Add(string(r.Properties))
+	}
+	for _, s := range []string{"", "\x02", "\x02\x02a\x01b\x02\x02", "\x01a\x02", "a\x01", "a\x01b\x01c", "a\x01\x01", "标签\x01值\x02x"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, props string) {
+		m := ParseProperties(props)
+		for name, value := range m {
+			v, ok := PropertyValue(props, name)
+			require.True(t, ok)
+			require.Equal(t, value, v)
+			require.NotEmpty(t, name)
+			require.NotEmpty(t, value)
+		}
+		n := 0
+		for name := range PropertiesSeq(props) {
+			require.Contains(t, m, name)
+			n++
+		}
+		require.GreaterOrEqual(t, n, len(m))
+
+		// Parse, write, parse again: stable, and the written form is a fixed point.
+		out := AppendProperties(nil, m)
+		m2 := ParseProperties(string(out))
+		require.Equal(t, m, m2)
+		require.Equal(t, out, AppendProperties(nil, m2))
+		require.False(t, bytes.HasSuffix(out, []byte{PropertySeparator}))
+
+		// Editing agrees with the map view.
+		for name := range m {
+			want := maps.Clone(m)
+			delete(want, name)
+			require.Equal(t, want, ParseProperties(DeleteProperty(props, name)))
+			break
+		}
+		set, err := SetProperty(props, "FUZZ", "v\x01w")
+		require.NoError(t, err)
+		want := maps.Clone(m)
+		want["FUZZ"] = "v\x01w"
+		require.Equal(t, want, ParseProperties(set))
+	})
+}
+
+func FuzzBatchBody(f *testing.F) {
+	f.Add(readFrame(f, "04-send-batch-message.bin").Body)
+	spec, err := hex.DecodeString(specBatch)
+	require.NoError(f, err)
+	f.Add(spec)
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var items []BatchItem
+		err := DecodeBatch(body, func(it BatchItem) error {
+			items = append(items, it)
+			return nil
+		})
+		if err != nil {
+			require.ErrorIs(t, err, ErrMalformedBatch)
+			require.Empty(t, items, "no item before the whole body is checked")
+			return
+		}
+		require.NotEmpty(t, items)
+		out, err := AppendBatch(nil, items)
+		require.NoError(t, err)
+		require.Len(t, out, len(body))
+		var again []BatchItem
+		require.NoError(t, DecodeBatch(out, func(it BatchItem) error {
+			again = append(again, it)
+			return nil
+		}))
+		require.Equal(t, len(items), len(again))
+		for i := range items {
+			require.Equal(t, items[i].Flag, again[i].Flag)
+			require.True(t, bytes.Equal(items[i].Body, again[i].Body))
+			require.Equal(t, items[i].Properties, again[i].Properties)
+		}
+	})
+}
+
+func FuzzOffsetMsgID(f *testing.F) {
+	for _, id := range []string{
+		"7F000001000051AF00000000000000AA",
+		"7F000001000051AF00000000000001CF",
+		"7f000001000051af00000000000001cf",
+		"20010DB800000000000000000000000100002A9F000000123456789A",
+		"00000000000000000000FFFF7F000001000051AF00000000000000AA", // IPv4-mapped
+		"7F0000010001000000000000000000AA",
+		"",
+	} {
+		f.Add(id)
+	}
+	f.Fuzz(func(t *testing.T, id string) {
+		host, off, err := ParseOffsetMsgID(id)
+		if err != nil {
+			require.ErrorIs(t, err, ErrInvalidMsgID)
+			return
+		}
+		require.GreaterOrEqual(t, off, int64(0))
+		if host.Addr().Is4In6() {
+			require.Len(t, OffsetMsgID(host, off), OffsetMsgIDLenV4)
+			return
+		}
+		require.Equal(t, strings.ToUpper(id), OffsetMsgID(host, off))
+	})
+}
