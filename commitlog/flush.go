@@ -172,3 +172,11 @@ func (l *Log) WaitDurableNow(ctx context.Context, end Offset) error {
 	}
 	return l.WaitDurable(ctx, end)
 }
+
+// DurableChanged returns a channel that is closed the next time Durable()
+// advances or the flusher fails. A durable-only reader waits on it.
+func (l *Log) DurableChanged() <-chan struct{} {
+	l.durMu.Lock()
+	defer l.durMu.Unlock()
+	return l.durCh
+}

@@ -39,6 +39,9 @@ type Options struct {
 	// min(SegmentSize-8, 64 MiB).
 	MinRecord int32
 	MaxRecord int32
+	// MaxAppend bounds the bytes of one Append (a batch of records).
+	// Default min(SegmentSize-8, 64 MiB); at least MaxRecord.
+	MaxAppend int32
 	// Validate checks a record beyond its envelope; recovery and scanners
 	// call it. at is the record's offset. nil checks the envelope only.
 	Validate func(rec []byte, at Offset) error
@@ -85,8 +88,17 @@ func (o Options) withDefaults() (Options, error) {
 			o.MaxRecord = int32(o.SegmentSize - envelopeSize)
 		}
 	}
-	if o.MinRecord < envelopeSize || o.MaxRecord < o.MinRecord || int64(o.MaxRecord) > o.SegmentSize-envelopeSize {
-		return o, fmt.Errorf("commitlog: record bounds [%d, %d] invalid for segment size %d", o.MinRecord, o.MaxRecord, o.SegmentSize)
+	if o.MaxAppend == 0 {
+		o.MaxAppend = 64 << 20
+		if int64(o.MaxAppend) > o.SegmentSize-envelopeSize {
+			o.MaxAppend = int32(o.SegmentSize - envelopeSize)
+		}
+		o.MaxAppend = max(o.MaxAppend, o.MaxRecord)
+	}
+	if o.MinRecord < envelopeSize || o.MaxRecord < o.MinRecord || o.MaxAppend < o.MaxRecord ||
+		int64(o.MaxAppend) > o.SegmentSize-envelopeSize {
+		return o, fmt.Errorf("commitlog: record bounds [%d, %d], append bound %d invalid for segment size %d",
+			o.MinRecord, o.MaxRecord, o.MaxAppend, o.SegmentSize)
 	}
 	if o.FlushInterval <= 0 {
 		o.FlushInterval = 500 * time.Millisecond
@@ -216,12 +228,12 @@ func (l *Log) Min() Offset { return Offset(l.min.Load()) }
 // Recovery reports what Open found.
 func (l *Log) Recovery() RecoveryInfo { return l.recovery }
 
-// Append writes one record of size bytes and returns its offset. It first
-// decides where the record goes (rolling to a new segment behind a blank
-// filler when it does not fit), then calls fill with that offset and a buffer
-// of exactly size bytes to encode the record into. fill must write a valid
-// envelope (TOTALSIZE == size), must not block and must not retain dst. A
-// batch is several records encoded by one fill.
+// Append writes size bytes of records and returns the offset of the first.
+// It first decides where they go (rolling to a new segment behind a blank
+// filler when they do not fit), then calls fill with that offset and a buffer
+// of exactly size bytes to encode into. fill writes one record, or a batch of
+// records back to back whose TOTALSIZEs add up to size; it must not block and
+// must not retain dst. A batch never straddles two segments.
 //
 // When Append returns nil the record has reached the operating system; it is
 // durable once Durable() passes its end (see WaitDurable).
@@ -231,8 +243,8 @@ func (l *Log) Append(size int, fill func(at Offset, dst []byte) error) (Offset, 
 	if err := l.writable(); err != nil {
 		return 0, err
 	}
-	if size < int(l.opts.MinRecord) || size > int(l.opts.MaxRecord) {
-		return 0, fmt.Errorf("%w: %d bytes, limits [%d, %d]", ErrRecordTooLarge, size, l.opts.MinRecord, l.opts.MaxRecord)
+	if size < int(l.opts.MinRecord) || size > int(l.opts.MaxAppend) {
+		return 0, fmt.Errorf("%w: %d bytes, limits [%d, %d]", ErrRecordTooLarge, size, l.opts.MinRecord, l.opts.MaxAppend)
 	}
 	if l.active == nil || l.wpos+int64(size)+envelopeSize > l.opts.SegmentSize {
 		if err := l.roll(); err != nil {
@@ -247,8 +259,8 @@ func (l *Log) Append(size int, fill func(at Offset, dst []byte) error) (Offset, 
 	if err := fill(at, buf); err != nil {
 		return 0, err
 	}
-	if got := int32(binary.BigEndian.Uint32(buf)); got != int32(size) {
-		return 0, fmt.Errorf("%w: TOTALSIZE %d, appended %d", ErrBadFill, got, size)
+	if err := l.checkFill(buf); err != nil {
+		return 0, err
 	}
 	if _, err := l.active.f.WriteAt(buf, l.wpos); err != nil {
 		l.failWrite(fmt.Errorf("write segment %s at %d: %w", l.active.name(), l.wpos, err), l.wpos, size)
@@ -257,6 +269,22 @@ func (l *Log) Append(size int, fill func(at Offset, dst []byte) error) (Offset, 
 	l.wpos += int64(size)
 	l.publish(at, at+Offset(size))
 	return at, nil
+}
+
+// checkFill verifies that buf is a run of records whose envelopes tile it.
+func (l *Log) checkFill(buf []byte) error {
+	for p := 0; p < len(buf); {
+		if len(buf)-p < envelopeSize {
+			return fmt.Errorf("%w: %d stray bytes at %d", ErrBadFill, len(buf)-p, p)
+		}
+		n := int32(binary.BigEndian.Uint32(buf[p:]))
+		if n < l.opts.MinRecord || n > l.opts.MaxRecord || int(n) > len(buf)-p ||
+			int32(binary.BigEndian.Uint32(buf[p+4:])) != RecordMagic {
+			return fmt.Errorf("%w: record at %d of %d bytes has TOTALSIZE %d", ErrBadFill, p, len(buf), n)
+		}
+		p += int(n)
+	}
+	return nil
 }
 
 // publish makes [.., end) visible to readers and records the last record.

@@ -264,3 +264,32 @@ func TestLog_GroupCommitSharesFsyncs(t *testing.T) {
 	t.Logf("%d records, %d fsyncs", writers*per, syncs)
 	require.Less(t, syncs, writers*per, "concurrent waiters must share fsyncs")
 }
+
+func TestLog_AppendBatch(t *testing.T) {
+	dir := t.TempDir()
+	opts := testOptions(4096)
+	l := mustOpen(t, dir, opts)
+	appendOne(t, l, 3000, 0)
+	sizes := []int{300, 400, 500}
+	at, err := l.Append(1200, func(at Offset, dst []byte) error {
+		p := 0
+		for i, sz := range sizes {
+			_ = fillTest(uint64(10+i))(at+Offset(p), dst[p:p+sz])
+			p += sz
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	require.Equal(t, Offset(4096), at, "a batch moves to the next segment as a whole")
+	ws := []want{{0, 3000, 0}, {4096, 300, 10}, {4396, 400, 11}, {4796, 500, 12}}
+	requireRecords(t, l, ws)
+	_, err = l.Append(600, func(at Offset, dst []byte) error {
+		_ = fillTest(1)(at, dst[:300])
+		return fillTest(2)(at+300, dst[300:590])
+	})
+	require.ErrorIs(t, err, ErrBadFill, "records must tile the append")
+	require.NoError(t, l.Close())
+	l = mustOpen(t, dir, opts)
+	requireRecords(t, l, ws)
+	require.NoError(t, l.Close())
+}

@@ -1,0 +1,165 @@
+package store
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/conf"
+	"github.com/sluicemq/sluice/internal/message"
+	"github.com/stretchr/testify/require"
+)
+
+// The store's kill -9 test: a child process puts to many queues in sync
+// flush mode and prints each acknowledged put; the parent kills it at a
+// random moment, reopens the store and checks every consume queue entry,
+// the contiguity of queue offsets, every acknowledged message, and that new
+// puts continue. SLUICE_CRASH_ITER sets the number of kills.
+
+const storeCrashEnv = "SLUICE_STORE_CRASH_DIR"
+
+func crashConf(dir string) conf.Store {
+	c := testConf(dir)
+	c.Flush = "sync"
+	c.SegmentSize = 256 << 10
+	c.ConsumeQueueEntries = 100
+	return c
+}
+
+type ack struct {
+	topic string
+	qid   int32
+	qo    int64
+	pos   int64
+	body  string
+}
+
+func TestStoreCrashChild(t *testing.T) {
+	dir := os.Getenv(storeCrashEnv)
+	if dir == "" {
+		return
+	}
+	opts := testOpts()
+	opts.CheckpointInterval = 50 * time.Millisecond
+	s, err := Open(crashConf(dir), opts)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "open:", err)
+		os.Exit(2)
+	}
+	seed, _ := strconv.ParseUint(os.Getenv("SLUICE_STORE_CRASH_SEED"), 10, 64)
+	out := bufio.NewWriter(os.Stdout)
+	var outMu sync.Mutex
+	var wg sync.WaitGroup
+	deadline := time.Now().Add(20 * time.Second)
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(seed, uint64(g)))
+			for i := 0; time.Now().Before(deadline); i++ {
+				topic, qid := fmt.Sprint("t", r.IntN(5)), int32(r.IntN(10))
+				body := fmt.Sprintf("%d-%d-%d-%s", seed, g, i, bytes.Repeat([]byte{'x'}, r.IntN(2000)))
+				m := msg(topic, qid, body, message.PropKeys, fmt.Sprint("k", g, "-", i))
+				res := s.Put(context.Background(), m)
+				if res.Status != PutOK {
+					fmt.Fprintln(os.Stderr, "put:", res.Status, res.Remark)
+					os.Exit(3)
+				}
+				outMu.Lock()
+				fmt.Fprintf(out, "ack %s %d %d %d %s\n", topic, qid, res.QueueOffset, res.Pos, body)
+				out.Flush()
+				outMu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	os.Exit(0)
+}
+
+func TestStoreCrash_Kill9(t *testing.T) {
+	iters := 2
+	if v, err := strconv.Atoi(os.Getenv("SLUICE_CRASH_ITER")); err == nil && v > 0 {
+		iters = v
+	}
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	r := rand.New(rand.NewPCG(seed, 1))
+	dir := t.TempDir()
+	var acks []ack
+	for it := range iters {
+		acks = append(acks, killStoreChild(t, dir, seed+uint64(it), time.Duration(100+r.IntN(400))*time.Millisecond)...)
+		s := mustOpen(t, crashConf(dir), testOpts())
+		byPos := map[int64]message.Record{}
+		queues := 0
+		s.Topics(func(topic string, qid int32, min, max int64) bool {
+			queues++
+			for off := min; off < max; {
+				res := get(t, s, topic, qid, off, 32)
+				require.Equal(t, GetFound, res.Status, "%s/%d at %d", topic, qid, off)
+				for _, rec := range records(t, res.Body) {
+					require.Equal(t, topic, string(rec.Topic))
+					require.Equal(t, qid, rec.QueueID)
+					require.Equal(t, off, rec.QueueOffset, "queue offsets are contiguous")
+					byPos[rec.PhysicalOffset] = rec
+					off++
+				}
+			}
+			return true
+		})
+		for _, a := range acks {
+			rec, ok := byPos[a.pos]
+			require.True(t, ok, "acknowledged %s/%d@%d at %d is indexed", a.topic, a.qid, a.qo, a.pos)
+			require.Equal(t, a.qo, rec.QueueOffset)
+			require.Equal(t, a.body, string(rec.Body))
+		}
+		for q := range int32(10) {
+			max := s.MaxOffset("t0", q)
+			res := mustPut(t, s, msg("t0", q, "after"))
+			require.Equal(t, max, res.QueueOffset, "new puts continue the queue")
+		}
+		t.Logf("kill %d: %d acknowledged in all, %d queues, %d records indexed", it, len(acks), queues, len(byPos))
+		require.NoError(t, s.Close())
+	}
+}
+
+func killStoreChild(t *testing.T, dir string, seed uint64, d time.Duration) []ack {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestStoreCrashChild$", "-test.count=1")
+	cmd.Env = append(os.Environ(), storeCrashEnv+"="+dir, "SLUICE_STORE_CRASH_SEED="+strconv.FormatUint(seed, 10))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	done := make(chan []ack, 1)
+	go func() {
+		var acks []ack
+		br := bufio.NewReader(stdout)
+		for {
+			line, err := br.ReadString('\n')
+			if err != nil {
+				break
+			}
+			var a ack
+			if _, err := fmt.Sscanf(line, "ack %s %d %d %d %s\n", &a.topic, &a.qid, &a.qo, &a.pos, &a.body); err == nil {
+				acks = append(acks, a)
+			}
+		}
+		done <- acks
+	}()
+	time.Sleep(d)
+	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
+	acks := <-done
+	err = cmd.Wait()
+	require.Error(t, err, "child must be killed; stderr: %s", stderr.String())
+	return acks
+}

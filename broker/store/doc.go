@@ -1,0 +1,45 @@
+// Package store joins the commitlog and its indexes into the broker's message
+// store, as RocketMQ's DefaultMessageStore does.
+//
+// # Put path
+//
+// Put and PutBatch hold putMu, the one serialization point for writes:
+// assign the queue offset from the in-memory topic/queueId → next table,
+// encode the v1 record straight into the commitlog's buffer
+// (commitlog.Log.Append), advance the table, release. Nothing slow happens
+// under putMu: in sync flush mode the wait for fsync (group commit) happens
+// after it is released. PREPARED and ROLLBACK transactional messages get
+// queue offset 0 and do not advance the table (RocketMQ's rule).
+//
+// # Dispatch
+//
+// One dispatcher goroutine tails the commitlog with a Scanner (only its
+// durable part in sync mode, so a consumer never sees a message that is not
+// on disk), reads the few fields it needs from each record, writes a consume
+// queue entry (NOT and COMMIT messages only) and key index entries, then
+// calls the arrival listeners that long polling hangs on. It wakes on a kick
+// from Put (async mode) or on the commitlog's durability signal (sync mode);
+// it never sleep-polls.
+//
+// # Recovery (Open)
+//
+//  1. Take the directory lock.
+//  2. Open the consume queues (torn and zeroed tails dropped) and the key index.
+//  3. Open the commitlog, which recovers its own tail (see package commitlog).
+//  4. Drop consume queue and key index entries that point past the log end.
+//  5. Dispatch from each index's checkpoint (kept inside the index's own
+//     directory, so deleting a directory rebuilds it from the log) to the
+//     end of the log, before any Put is accepted: re-dispatching an entry
+//     that exists is verified and skipped.
+//  6. Build the queue offset table from the consume queues.
+//
+// A checkpoint records a dispatch position only after the index files it
+// covers were fsynced.
+//
+// # Files
+//
+//	<dir>/lock                          flock: one process per store
+//	<dir>/commitlog/                    segments, checkpoint, abort
+//	<dir>/consumequeue/<topic>/<queueId>/<files>, dispatch.checkpoint
+//	<dir>/index/<files>, dispatch.checkpoint
+package store

@@ -1,0 +1,306 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/sluicemq/sluice/commitlog"
+	"github.com/sluicemq/sluice/conf"
+	"github.com/sluicemq/sluice/consumequeue"
+	"github.com/sluicemq/sluice/consumequeue/keyindex"
+	"github.com/sluicemq/sluice/internal/message"
+)
+
+// ScheduleTopic holds delayed messages; its consume queue tags codes are
+// delivery times (spec 7.9).
+const ScheduleTopic = "SCHEDULE_TOPIC_XXXX"
+
+// DefaultDelayLevels are RocketMQ's 18 delay levels.
+var DefaultDelayLevels = []time.Duration{
+	time.Second, 5 * time.Second, 10 * time.Second, 30 * time.Second,
+	time.Minute, 2 * time.Minute, 3 * time.Minute, 4 * time.Minute, 5 * time.Minute,
+	6 * time.Minute, 7 * time.Minute, 8 * time.Minute, 9 * time.Minute, 10 * time.Minute,
+	20 * time.Minute, 30 * time.Minute, time.Hour, 2 * time.Hour,
+}
+
+// Options configure a Store beyond its conf.Store section.
+type Options struct {
+	// StoreHost is written into records that do not carry one (the
+	// broker's address; part of every offset message id).
+	StoreHost netip.AddrPort
+	// DelayLevels are the delays of levels 1..n. Default DefaultDelayLevels.
+	DelayLevels []time.Duration
+	// KeyIndex sets the key index geometry (tests use small files).
+	KeyIndex keyindex.Options
+	// ConsumeQueue sets the consume queue geometry; EntriesPerFile defaults
+	// to conf's consume_queue_entries.
+	ConsumeQueue consumequeue.Options
+	// OpenFile and DiskUsage are test seams for the commitlog.
+	OpenFile  commitlog.OpenFileFunc
+	DiskUsage func(dir string) (float64, error)
+	// CheckpointInterval is how often index checkpoints are saved. Default 1s.
+	CheckpointInterval time.Duration
+	Logger             *slog.Logger
+}
+
+// Store is the broker's message store.
+type Store struct {
+	cfg    conf.Store
+	opts   Options
+	logger *slog.Logger
+	dir    string
+	lock   *os.File
+
+	log   *commitlog.Log
+	cq    *consumequeue.Store
+	index *keyindex.Index
+
+	// putMu is the write serialization point: queue offset assignment and
+	// commitlog append happen together under it.
+	putMu     sync.Mutex
+	queueNext map[string]map[int32]int64 // topic → queue id → next queue offset
+	putClosed bool
+
+	dispatched atomic.Int64 // every record below is indexed
+	// Dispatcher-owned.
+	indexFrom int64                                    // records below are already in the key index
+	queues    map[string]map[int32]*consumequeue.Queue // cache of consume queues by topic and id
+
+	listenMu  sync.RWMutex
+	listeners []func(topic string, queueID int32, next int64)
+
+	kick      chan struct{}
+	quit      chan struct{}
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Open opens (creating if needed) the store in cfg.Dir and recovers it; see
+// the package documentation for the order. The store is ready for Put and
+// Get when Open returns; Close stops it.
+func Open(cfg conf.Store, opts Options) (*Store, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if len(opts.DelayLevels) == 0 {
+		opts.DelayLevels = DefaultDelayLevels
+	}
+	if !opts.StoreHost.IsValid() {
+		opts.StoreHost = netip.MustParseAddrPort("127.0.0.1:10911")
+	}
+	if opts.CheckpointInterval <= 0 {
+		opts.CheckpointInterval = time.Second
+	}
+	if opts.ConsumeQueue.EntriesPerFile == 0 {
+		opts.ConsumeQueue.EntriesPerFile = cfg.ConsumeQueueEntries
+	}
+	if opts.ConsumeQueue.Logger == nil {
+		opts.ConsumeQueue.Logger = opts.Logger
+	}
+	s := &Store{
+		cfg: cfg, opts: opts, logger: opts.Logger, dir: cfg.Dir,
+		queueNext: map[string]map[int32]int64{},
+		queues:    map[string]map[int32]*consumequeue.Queue{},
+		kick:      make(chan struct{}, 1),
+		quit:      make(chan struct{}),
+	}
+	if err := s.open(); err != nil {
+		s.closeFiles()
+		return nil, err
+	}
+	s.wg.Add(2)
+	go s.dispatchLoop()
+	go s.checkpointLoop()
+	return s, nil
+}
+
+func (s *Store) open() error {
+	if err := os.MkdirAll(s.dir, 0o755); err != nil {
+		return fmt.Errorf("store: create %s: %w", s.dir, err)
+	}
+	lock, err := lockDir(s.dir)
+	if err != nil {
+		return err
+	}
+	s.lock = lock
+	if s.cq, err = consumequeue.OpenStore(filepath.Join(s.dir, "consumequeue"), s.opts.ConsumeQueue); err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	if s.index, err = keyindex.Open(filepath.Join(s.dir, "index"), s.opts.KeyIndex); err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	if s.log, err = commitlog.Open(filepath.Join(s.dir, "commitlog"), s.logOptions()); err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	end := int64(s.log.Next())
+	if err := s.cq.TruncateAfterPos(end); err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	if err := s.index.TruncateAfterPos(end); err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	// Consume queue minimums are not stored: raise them to the log's.
+	s.onLogDelete(s.log.Min())
+	cqFrom := s.loadCheckpoint(filepath.Join(s.dir, "consumequeue"))
+	s.indexFrom = s.loadCheckpoint(filepath.Join(s.dir, "index"))
+	from := min(cqFrom, s.indexFrom)
+	from = max(from, int64(s.log.Min()))
+	from = min(from, end)
+	s.dispatched.Store(from)
+	// Catch up before any Put: queue offsets come from the consume queues.
+	started := time.Now()
+	sc := s.log.NewScanner(commitlog.Offset(from), false)
+	if err := s.dispatch(sc); err != nil {
+		return err
+	}
+	if n := s.dispatched.Load() - from; n > 0 {
+		s.logger.Info("store: dispatched on open", "from", from, "bytes", n, "took", time.Since(started))
+	}
+	s.cq.Queues(func(topic string, id int32, q *consumequeue.Queue) bool {
+		s.setNextLocked(topic, id, q.Next())
+		return true
+	})
+	return nil
+}
+
+func (s *Store) logOptions() commitlog.Options {
+	c := s.cfg
+	checkCRC := c.CheckCRCOnRecover
+	maxRecord := int64(c.MaxMessageSize) + conf.MaxRecordOverhead
+	maxRecord = min(maxRecord, c.SegmentSize-8)
+	return commitlog.Options{
+		SegmentSize: c.SegmentSize,
+		MinRecord:   message.MinRecordSize,
+		MaxRecord:   int32(maxRecord),
+		Validate: func(rec []byte, at commitlog.Offset) error {
+			return message.Validate(rec, int64(at), checkCRC)
+		},
+		SyncFlush:         c.SyncFlush(),
+		FlushInterval:     c.FlushInterval,
+		GroupCommitWindow: c.GroupCommitWindow,
+		NoPreallocate:     !c.Preallocate,
+		Retention: commitlog.RetentionOptions{
+			Interval:      c.RetentionInterval,
+			MaxAge:        c.FileReservedTime,
+			HighWatermark: c.DiskHighWatermark,
+			FullWatermark: c.DiskFullWatermark,
+			DiskUsage:     s.opts.DiskUsage,
+			Protect:       func() commitlog.Offset { return commitlog.Offset(s.dispatched.Load()) },
+			OnDelete:      s.onLogDelete,
+		},
+		OpenFile: s.opts.OpenFile,
+		Logger:   s.logger,
+	}
+}
+
+// onLogDelete follows commitlog retention: index files that only point below
+// the new minimum go too.
+func (s *Store) onLogDelete(min commitlog.Offset) {
+	if n, err := s.cq.DeleteBelowPos(int64(min)); err != nil {
+		s.logger.Error("store: delete consume queue files", "min", min, "err", err)
+	} else if n > 0 {
+		s.logger.Info("store: deleted consume queue files", "count", n, "min", min)
+	}
+	if err := s.index.DeleteBelowPos(int64(min)); err != nil {
+		s.logger.Error("store: delete key index files", "min", min, "err", err)
+	}
+}
+
+// setNextLocked records the next queue offset of a queue.
+// REQUIRES: putMu held, or no concurrent Put (Open).
+func (s *Store) setNextLocked(topic string, id int32, next int64) {
+	m := s.queueNext[topic]
+	if m == nil {
+		m = map[int32]int64{}
+		s.queueNext[topic] = m
+	}
+	m[id] = next
+}
+
+// Subscribe registers fn to be called by the dispatcher after entries of a
+// queue were indexed, with the queue's new max offset. fn must not block.
+func (s *Store) Subscribe(fn func(topic string, queueID int32, next int64)) {
+	s.listenMu.Lock()
+	s.listeners = append(s.listeners, fn)
+	s.listenMu.Unlock()
+}
+
+// Log returns the commitlog (for metrics and admin).
+func (s *Store) Log() *commitlog.Log { return s.log }
+
+// Dispatched returns the commitlog offset below which every record is
+// indexed.
+func (s *Store) Dispatched() int64 { return s.dispatched.Load() }
+
+// DispatchLag returns how many commitlog bytes are not yet indexed.
+func (s *Store) DispatchLag() int64 { return int64(s.log.Next()) - s.dispatched.Load() }
+
+// Close stops accepting puts, lets the dispatcher reach the end of the log,
+// checkpoints the indexes, and closes everything. It is idempotent.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.putMu.Lock()
+		s.putClosed = true
+		s.putMu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err := s.log.Sync(ctx)
+		cancel()
+		close(s.quit)
+		s.wg.Wait() // the dispatcher drains to the end before it returns
+		if cerr := s.saveCheckpoints(); err == nil {
+			err = cerr
+		}
+		if cerr := s.closeFiles(); err == nil {
+			err = cerr
+		}
+		s.closeErr = err
+	})
+	return s.closeErr
+}
+
+func (s *Store) closeFiles() error {
+	var errs []error
+	if s.log != nil {
+		errs = append(errs, s.log.Close())
+	}
+	if s.cq != nil {
+		errs = append(errs, s.cq.Close())
+	}
+	if s.index != nil {
+		errs = append(errs, s.index.Close())
+	}
+	if s.lock != nil {
+		errs = append(errs, s.lock.Close()) // releases the flock
+	}
+	return errors.Join(errs...)
+}
+
+// lockDir takes an exclusive flock on dir/lock.
+func lockDir(dir string) (*os.File, error) {
+	f, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("store: open lock file: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("%w: %s", ErrLocked, dir)
+		}
+		return nil, fmt.Errorf("store: lock %s: %w", dir, err)
+	}
+	return f, nil
+}
+
+// isNotExist reports a missing file.
+func isNotExist(err error) bool { return errors.Is(err, fs.ErrNotExist) }

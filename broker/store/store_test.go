@@ -1,0 +1,304 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/internal/message"
+	"github.com/stretchr/testify/require"
+)
+
+func TestStore_PutGet(t *testing.T) {
+	for _, flush := range []string{"async", "sync"} {
+		t.Run("flush="+flush, func(t *testing.T) {
+			c := testConf(t.TempDir())
+			c.Flush = flush
+			s := mustOpen(t, c, testOpts())
+			for i := range 10 {
+				r := mustPut(t, s, msg("orders", int32(i%2), fmt.Sprintf("m-%d", i)))
+				require.Equal(t, int64(i/2), r.QueueOffset)
+			}
+			waitDispatched(t, s)
+			res := get(t, s, "orders", 0, 0, 32)
+			require.Equal(t, GetFound, res.Status)
+			require.Equal(t, []string{"m-0", "m-2", "m-4", "m-6", "m-8"}, bodies(t, res.Body))
+			require.Equal(t, int64(5), res.NextOffset)
+			require.Equal(t, int64(0), res.MinOffset)
+			require.Equal(t, int64(5), res.MaxOffset)
+			for i, r := range records(t, res.Body) {
+				require.Equal(t, int64(i), r.QueueOffset)
+				require.Equal(t, "orders", string(r.Topic))
+				require.NotZero(t, r.StoreTimestamp)
+				require.NoError(t, message.Validate(res.Body[:r.TotalSize], r.PhysicalOffset, true))
+				res.Body = res.Body[r.TotalSize:]
+			}
+			res = get(t, s, "orders", 1, 2, 2)
+			require.Equal(t, []string{"m-5", "m-7"}, bodies(t, res.Body))
+			require.Equal(t, int64(4), res.NextOffset)
+			require.NoError(t, s.Close())
+
+			s = mustOpen(t, c, testOpts())
+			defer s.Close()
+			res = get(t, s, "orders", 1, 0, 32)
+			require.Equal(t, []string{"m-1", "m-3", "m-5", "m-7", "m-9"}, bodies(t, res.Body))
+			r := mustPut(t, s, msg("orders", 1, "m-10"))
+			require.Equal(t, int64(5), r.QueueOffset, "queue offsets continue after reopen")
+		})
+	}
+}
+
+func TestStore_GetStatuses(t *testing.T) {
+	s := mustOpen(t, testConf(t.TempDir()), testOpts())
+	defer s.Close()
+	for i := range 3 {
+		mustPut(t, s, msg("t", 0, fmt.Sprint(i), message.PropTags, "TagA"))
+	}
+	waitDispatched(t, s)
+	for _, tc := range []struct {
+		name   string
+		topic  string
+		qid    int32
+		off    int64
+		status GetStatus
+		next   int64
+	}{
+		{"found", "t", 0, 1, GetFound, 3},
+		{"no new message", "t", 0, 3, GetOffsetOverflowOne, 3},
+		{"overflow badly", "t", 0, 9, GetOffsetOverflowBadly, 3},
+		{"too small", "t", 0, -1, GetOffsetTooSmall, 0},
+		{"no queue", "t", 5, 0, GetNoMatchedLogicQueue, 0},
+		{"no topic", "nope", 0, 4, GetNoMatchedLogicQueue, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := get(t, s, tc.topic, tc.qid, tc.off, 32)
+			require.Equal(t, tc.status, res.Status)
+			require.Equal(t, tc.next, res.NextOffset)
+		})
+	}
+}
+
+func TestStore_TagFilter(t *testing.T) {
+	s := mustOpen(t, testConf(t.TempDir()), testOpts())
+	defer s.Close()
+	for i, tag := range []string{"TagA", "TagB", "TagC", "TagA", ""} {
+		mustPut(t, s, msg("t", 0, fmt.Sprint(i), message.PropTags, tag))
+	}
+	waitDispatched(t, s)
+	res, err := s.Get(context.Background(), GetRequest{Topic: "t", Offset: 0, MaxMsgs: 32,
+		TagCodes: []int64{message.TagsHashCode("TagA"), message.TagsHashCode("TagC")}})
+	require.NoError(t, err)
+	require.Equal(t, []string{"0", "2", "3"}, bodies(t, res.Body))
+	require.Equal(t, int64(5), res.NextOffset)
+	res, err = s.Get(context.Background(), GetRequest{Topic: "t", Offset: 0, MaxMsgs: 32,
+		TagCodes: []int64{message.TagsHashCode("TagZ")}})
+	require.NoError(t, err)
+	require.Equal(t, GetNoMatchedMessage, res.Status)
+	require.Equal(t, int64(5), res.NextOffset, "scanned entries are skipped")
+}
+
+func TestStore_GetLimits(t *testing.T) {
+	s := mustOpen(t, testConf(t.TempDir()), testOpts())
+	defer s.Close()
+	big := string(make([]byte, 100<<10))
+	for range 5 {
+		mustPut(t, s, msg("t", 0, big))
+	}
+	waitDispatched(t, s)
+	res, err := s.Get(context.Background(), GetRequest{Topic: "t", MaxMsgs: 32, MaxBytes: 250 << 10})
+	require.NoError(t, err)
+	require.Equal(t, 2, res.Count, "the byte cap stops the batch")
+	require.Equal(t, int64(2), res.NextOffset)
+	res, err = s.Get(context.Background(), GetRequest{Topic: "t", MaxMsgs: 32, MaxBytes: 10})
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Count, "the first message is always taken")
+	res, err = s.Get(context.Background(), GetRequest{Topic: "t", MaxMsgs: 0})
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Count, "maxMsgNums 0 returns one message")
+}
+
+func TestStore_Batch(t *testing.T) {
+	s := mustOpen(t, testConf(t.TempDir()), testOpts())
+	defer s.Close()
+	mustPut(t, s, msg("t", 0, "single"))
+	b := &Batch{Template: *msg("t", 0, ""), Items: []message.BatchItem{
+		{Body: []byte("b0")}, {Body: []byte("b1"), Properties: "TAGS\x01TB"}, {Body: []byte("b2")},
+	}}
+	r := s.PutBatch(context.Background(), b)
+	require.Equal(t, PutOK, r.Status, r.Remark)
+	require.Equal(t, int64(1), r.QueueOffset)
+	require.Len(t, r.Positions, 3)
+	waitDispatched(t, s)
+	res := get(t, s, "t", 0, 0, 32)
+	require.Equal(t, []string{"single", "b0", "b1", "b2"}, bodies(t, res.Body))
+	for i, rec := range records(t, res.Body)[1:] {
+		require.Equal(t, r.Positions[i], rec.PhysicalOffset)
+		require.Equal(t, int64(1+i), rec.QueueOffset)
+	}
+	r = s.PutBatch(context.Background(), &Batch{Template: *msg("t", 0, "")})
+	require.Equal(t, PutMessageIllegal, r.Status)
+}
+
+func TestStore_Illegal(t *testing.T) {
+	c := testConf(t.TempDir())
+	c.MaxMessageSize = 1024
+	s := mustOpen(t, c, testOpts())
+	defer s.Close()
+	r := s.Put(context.Background(), msg("t", 0, string(make([]byte, 1025))))
+	require.Equal(t, PutMessageIllegal, r.Status)
+	require.Contains(t, r.Remark, "1024")
+	r = s.Put(context.Background(), msg(string(make([]byte, 128)), 0, "x"))
+	require.Equal(t, PutMessageIllegal, r.Status)
+}
+
+func TestStore_Transactions(t *testing.T) {
+	s := mustOpen(t, testConf(t.TempDir()), testOpts())
+	defer s.Close()
+	mustPut(t, s, msg("t", 0, "a"))
+	half := msg("t", 0, "half")
+	half.SysFlag = message.TxPrepared
+	r := mustPut(t, s, half)
+	require.Equal(t, int64(0), r.QueueOffset, "PREPARED takes queue offset 0")
+	commit := msg("t", 0, "commit")
+	commit.SysFlag = message.TxCommit
+	r = mustPut(t, s, commit)
+	require.Equal(t, int64(1), r.QueueOffset, "PREPARED did not advance the queue")
+	waitDispatched(t, s)
+	require.Equal(t, []string{"a", "commit"}, bodies(t, get(t, s, "t", 0, 0, 32).Body))
+}
+
+func TestStore_LookupByTimeAndKey(t *testing.T) {
+	s := mustOpen(t, testConf(t.TempDir()), testOpts())
+	defer s.Close()
+	var stamps []int64
+	for i := range 6 {
+		r := mustPut(t, s, msg("t", 0, fmt.Sprint(i), message.PropKeys, fmt.Sprintf("order-%d shared", i), message.PropUniqKey, fmt.Sprintf("U%d", i)))
+		stamps = append(stamps, r.StoreTimestamp)
+		time.Sleep(3 * time.Millisecond)
+	}
+	waitDispatched(t, s)
+	off, err := s.OffsetByTime("t", 0, stamps[3])
+	require.NoError(t, err)
+	require.Equal(t, int64(3), off)
+	off, err = s.OffsetByTime("t", 0, stamps[5]+1000)
+	require.NoError(t, err)
+	require.Equal(t, int64(6), off, "after every message: max offset")
+	off, err = s.OffsetByTime("t", 0, 0)
+	require.NoError(t, err)
+	require.Equal(t, int64(0), off)
+	ts, err := s.EarliestStoreTime("t", 0)
+	require.NoError(t, err)
+	require.Equal(t, stamps[0], ts)
+
+	recs, err := s.QueryByKey("t", "order-4", 0, time.Now().UnixMilli()+1000, 10)
+	require.NoError(t, err)
+	require.Len(t, recs, 1)
+	require.Equal(t, []string{"4"}, bodies(t, recs[0]))
+	recs, err = s.QueryByKey("t", "U2", 0, time.Now().UnixMilli()+1000, 10)
+	require.NoError(t, err)
+	require.Equal(t, []string{"2"}, bodies(t, recs[0]))
+	recs, err = s.QueryByKey("t", "shared", 0, time.Now().UnixMilli()+1000, 4)
+	require.NoError(t, err)
+	require.Len(t, recs, 4, "capped by max")
+	recs, err = s.QueryByKey("other", "order-4", 0, time.Now().UnixMilli()+1000, 10)
+	require.NoError(t, err)
+	require.Empty(t, recs, "keys are per topic")
+	rec, err := s.ReadMessage(records(t, get(t, s, "t", 0, 2, 1).Body)[0].PhysicalOffset)
+	require.NoError(t, err)
+	require.Equal(t, []string{"2"}, bodies(t, rec))
+	_, err = s.ReadMessage(3)
+	require.Error(t, err)
+}
+
+func TestStore_ArrivalListener(t *testing.T) {
+	s := mustOpen(t, testConf(t.TempDir()), testOpts())
+	defer s.Close()
+	var got atomic.Int64
+	s.Subscribe(func(topic string, qid int32, next int64) {
+		if topic == "t" && qid == 2 {
+			got.Store(next)
+		}
+	})
+	mustPut(t, s, msg("t", 2, "a"))
+	mustPut(t, s, msg("t", 2, "b"))
+	require.Eventually(t, func() bool { return got.Load() == 2 }, 5*time.Second, time.Millisecond)
+}
+
+func TestStore_Locked(t *testing.T) {
+	c := testConf(t.TempDir())
+	s := mustOpen(t, c, testOpts())
+	defer s.Close()
+	_, err := Open(c, testOpts())
+	require.ErrorIs(t, err, ErrLocked)
+}
+
+// TestStore_RedispatchIsNoop: with the checkpoints gone, Open re-dispatches
+// the whole log over the existing consume queues and nothing changes.
+func TestStore_RedispatchIsNoop(t *testing.T) {
+	c := testConf(t.TempDir())
+	s := mustOpen(t, c, testOpts())
+	for i := range 200 {
+		mustPut(t, s, msg(fmt.Sprint("t", i%5), int32(i%3), fmt.Sprint(i)))
+	}
+	require.NoError(t, s.Close())
+	require.NoError(t, os.Remove(filepath.Join(c.Dir, "consumequeue", checkpointName)))
+	s = mustOpen(t, c, testOpts())
+	defer s.Close()
+	total := 0
+	s.Topics(func(topic string, qid int32, min, max int64) bool {
+		require.Equal(t, int64(0), min)
+		total += int(max)
+		return true
+	})
+	require.Equal(t, 200, total)
+}
+
+// TestStore_Rebuild deletes the consume queues and the key index: Open
+// rebuilds both from the commitlog.
+func TestStore_Rebuild(t *testing.T) {
+	c := testConf(t.TempDir())
+	s := mustOpen(t, c, testOpts())
+	for i := range 300 {
+		mustPut(t, s, msg("t", int32(i%4), fmt.Sprint(i), message.PropKeys, fmt.Sprint("k", i)))
+	}
+	waitDispatched(t, s)
+	want := bodies(t, get(t, s, "t", 3, 0, 100).Body)
+	require.Len(t, want, 75)
+	require.NoError(t, s.Close())
+	require.NoError(t, os.RemoveAll(filepath.Join(c.Dir, "consumequeue")))
+	require.NoError(t, os.RemoveAll(filepath.Join(c.Dir, "index")))
+	s = mustOpen(t, c, testOpts())
+	defer s.Close()
+	require.Equal(t, want, bodies(t, get(t, s, "t", 3, 0, 100).Body))
+	recs, err := s.QueryByKey("t", "k123", 0, time.Now().UnixMilli()+1000, 10)
+	require.NoError(t, err)
+	require.Equal(t, []string{"123"}, bodies(t, recs[0]))
+	r := mustPut(t, s, msg("t", 3, "next"))
+	require.Equal(t, int64(75), r.QueueOffset)
+}
+
+func TestStore_TenThousandQueues(t *testing.T) {
+	c := testConf(t.TempDir())
+	c.SegmentSize = 8 << 20
+	s := mustOpen(t, c, testOpts())
+	const queues = 10000
+	for i := range 2 * queues {
+		mustPut(t, s, msg(fmt.Sprint("topic-", i%queues/100), int32(i%100), fmt.Sprint(i)))
+	}
+	require.NoError(t, s.Close())
+	s = mustOpen(t, c, testOpts())
+	defer s.Close()
+	n := 0
+	s.Topics(func(topic string, qid int32, min, max int64) bool {
+		require.Equal(t, int64(2), max, "%s/%d", topic, qid)
+		n++
+		return true
+	})
+	require.Equal(t, queues, n)
+	res := get(t, s, "topic-42", 17, 0, 10)
+	require.Equal(t, []string{"4217", "14217"}, bodies(t, res.Body))
+}
