@@ -6,7 +6,7 @@ package tools
 import (
 	_ "github.com/cloudwego/netpoll"
 	_ "github.com/spf13/viper"
+	_ "github.com/stretchr/testify/require"
 	_ "github.com/vmihailenco/msgpack/v5"
 	_ "go.uber.org/goleak"
-	_ "github.com/stretchr/testify/require"
 )
