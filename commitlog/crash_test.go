@@ -45,6 +45,8 @@ func TestCrashChild(t *testing.T) {
 	}
 	seed, _ := strconv.ParseUint(os.Getenv("SLUICE_CRASH_CHILD_SEED"), 10, 64)
 	out := bufio.NewWriter(os.Stdout)
+	fmt.Fprintln(out, "ready")
+	out.Flush()
 	var outMu, appendMu sync.Mutex
 	deadline := time.Now().Add(20 * time.Second) // the parent kills us long before
 	var wg sync.WaitGroup
@@ -130,9 +132,13 @@ func runAndKill(t *testing.T, dir string, seed uint64, d time.Duration) []want {
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
 	lines := make(chan []want, 1)
+	ready := make(chan struct{})
 	go func() {
 		var ws []want
 		br := bufio.NewReader(stdout)
+		if line, err := br.ReadString('\n'); err == nil && line == "ready\n" {
+			close(ready)
+		}
 		for {
 			line, err := br.ReadString('\n')
 			if err != nil {
@@ -145,6 +151,11 @@ func runAndKill(t *testing.T, dir string, seed uint64, d time.Duration) []want {
 		}
 		lines <- ws
 	}()
+	select {
+	case <-ready: // the log is open: kill it while it appends
+	case <-time.After(60 * time.Second):
+		t.Fatal("child did not open the log")
+	}
 	time.Sleep(d)
 	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
 	ws := <-lines

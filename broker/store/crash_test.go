@@ -57,6 +57,8 @@ func TestStoreCrashChild(t *testing.T) {
 	}
 	seed, _ := strconv.ParseUint(os.Getenv("SLUICE_STORE_CRASH_SEED"), 10, 64)
 	out := bufio.NewWriter(os.Stdout)
+	fmt.Fprintln(out, "ready")
+	out.Flush()
 	var outMu sync.Mutex
 	var wg sync.WaitGroup
 	deadline := time.Now().Add(20 * time.Second)
@@ -141,9 +143,13 @@ func killStoreChild(t *testing.T, dir string, seed uint64, d time.Duration) []ac
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
 	done := make(chan []ack, 1)
+	ready := make(chan struct{})
 	go func() {
 		var acks []ack
 		br := bufio.NewReader(stdout)
+		if line, err := br.ReadString('\n'); err == nil && line == "ready\n" {
+			close(ready)
+		}
 		for {
 			line, err := br.ReadString('\n')
 			if err != nil {
@@ -156,6 +162,11 @@ func killStoreChild(t *testing.T, dir string, seed uint64, d time.Duration) []ac
 		}
 		done <- acks
 	}()
+	select {
+	case <-ready: // the store is open: kill it while it puts
+	case <-time.After(60 * time.Second):
+		t.Fatal("child did not open the store")
+	}
 	time.Sleep(d)
 	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
 	acks := <-done
