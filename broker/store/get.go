@@ -52,10 +52,18 @@ const (
 func (s *Store) Get(_ context.Context, req GetRequest) (GetResult, error) {
 	q := s.cq.Lookup(req.Topic, req.QueueID)
 	if q == nil {
+		if req.Offset >= 0 && req.Offset <= s.QueueNext(req.Topic, req.QueueID) && req.Offset > 0 {
+			// Stored but not dispatched yet: nothing new for now.
+			return GetResult{Status: GetOffsetOverflowOne, NextOffset: req.Offset}, nil
+		}
 		return GetResult{Status: GetNoMatchedLogicQueue}, nil
 	}
 	minOff, maxOff := s.minOffset(q), q.Next()
 	res := GetResult{MinOffset: minOff, MaxOffset: maxOff, NextOffset: req.Offset}
+	if req.Offset > maxOff && req.Offset <= s.QueueNext(req.Topic, req.QueueID) {
+		res.Status = GetOffsetOverflowOne // stored, not dispatched yet
+		return res, nil
+	}
 	switch {
 	case maxOff == 0 || minOff >= maxOff:
 		res.Status, res.NextOffset = GetNoMessageInQueue, 0

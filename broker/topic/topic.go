@@ -14,15 +14,16 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluicemq/sluice/internal/protocol"
 	"github.com/sluicemq/sluice/internal/statefile"
 )
 
 // Permission bits (spec 7.10).
 const (
 	PermPriority = 8
-	PermRead     = 4
-	PermWrite    = 2
-	PermInherit  = 1
+	PermRead     = protocol.PermRead
+	PermWrite    = protocol.PermWrite
+	PermInherit  = protocol.PermInherit
 )
 
 // Well-known topics.
@@ -53,28 +54,10 @@ func ValidateName(name string) error {
 
 // Config is one topic's configuration; the JSON form is RocketMQ's
 // TopicConfig.
-type Config struct {
-	Name            string `json:"topicName" msgpack:"name"`
-	ReadQueueNums   int32  `json:"readQueueNums" msgpack:"read"`
-	WriteQueueNums  int32  `json:"writeQueueNums" msgpack:"write"`
-	Perm            int32  `json:"perm" msgpack:"perm"`
-	TopicFilterType string `json:"topicFilterType" msgpack:"filter"`
-	TopicSysFlag    int32  `json:"topicSysFlag" msgpack:"sysflag"`
-	Order           bool   `json:"order" msgpack:"order"`
-}
-
-// Queues returns the number of queue ids in use: max(read, write).
-func (c Config) Queues() int32 { return max(c.ReadQueueNums, c.WriteQueueNums) }
-
-// Readable and Writable report the permission bits.
-func (c Config) Readable() bool { return c.Perm&PermRead != 0 }
-func (c Config) Writable() bool { return c.Perm&PermWrite != 0 }
+type Config = protocol.TopicConfig
 
 // DataVersion changes whenever the table does (RocketMQ's DataVersion).
-type DataVersion struct {
-	Timestamp int64 `json:"timestamp" msgpack:"ts"`
-	Counter   int64 `json:"counter" msgpack:"counter"`
-}
+type DataVersion = protocol.DataVersion
 
 type state struct {
 	Topics  map[string]Config `msgpack:"topics"`
@@ -121,7 +104,7 @@ func (t *Table) Get(name string) (Config, bool) {
 // Put creates or replaces a topic and persists the table. It reports
 // whether anything changed.
 func (t *Table) Put(c Config) (bool, error) {
-	if err := ValidateName(c.Name); err != nil {
+	if err := ValidateName(c.TopicName); err != nil {
 		return false, err
 	}
 	if c.TopicFilterType == "" {
@@ -129,17 +112,17 @@ func (t *Table) Put(c Config) (bool, error) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if old, ok := t.topics[c.Name]; ok && old == c {
+	if old, ok := t.topics[c.TopicName]; ok && old == c {
 		return false, nil
 	}
-	t.topics[c.Name] = c
+	t.topics[c.TopicName] = c
 	return true, t.persistLocked()
 }
 
 // PutIfAbsent creates a topic unless it exists, and returns the config in
 // force and whether it was created.
 func (t *Table) PutIfAbsent(c Config) (Config, bool, error) {
-	if err := ValidateName(c.Name); err != nil {
+	if err := ValidateName(c.TopicName); err != nil {
 		return Config{}, false, err
 	}
 	if c.TopicFilterType == "" {
@@ -147,10 +130,10 @@ func (t *Table) PutIfAbsent(c Config) (Config, bool, error) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if old, ok := t.topics[c.Name]; ok {
+	if old, ok := t.topics[c.TopicName]; ok {
 		return old, false, nil
 	}
-	t.topics[c.Name] = c
+	t.topics[c.TopicName] = c
 	return c, true, t.persistLocked()
 }
 
@@ -172,9 +155,9 @@ func (t *Table) All() ([]Config, DataVersion) {
 	out := slices.Collect(maps.Values(t.topics))
 	slices.SortFunc(out, func(a, b Config) int {
 		switch {
-		case a.Name < b.Name:
+		case a.TopicName < b.TopicName:
 			return -1
-		case a.Name > b.Name:
+		case a.TopicName > b.TopicName:
 			return 1
 		}
 		return 0

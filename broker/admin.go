@@ -1,0 +1,233 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluicemq/sluice/broker/topic"
+	"github.com/sluicemq/sluice/internal/protocol"
+	"github.com/sluicemq/sluice/internal/remoting"
+)
+
+// handleCreateTopic serves UPDATE_AND_CREATE_TOPIC (17) and registers the
+// change with the nameservers at once (spec 3.11).
+func (b *Broker) handleCreateTopic(_ context.Context, w remoting.ResponseWriter, req *remoting.Command) {
+	var h protocol.CreateTopicRequestHeader
+	if err := h.FromExt(req.ExtFields); err != nil {
+		reply(w, req, protocol.SystemError, "bad create-topic header: "+err.Error())
+		return
+	}
+	if systemTopics[h.Topic] || h.Topic == topic.AutoCreateTemplate {
+		reply(w, req, protocol.SystemError, fmt.Sprintf("topic %s is a system topic and cannot be changed", h.Topic))
+		return
+	}
+	if h.ReadQueueNums <= 0 || h.WriteQueueNums <= 0 || h.ReadQueueNums > 1024 || h.WriteQueueNums > 1024 {
+		reply(w, req, protocol.SystemError, fmt.Sprintf("queue counts read=%d write=%d must be within 1..1024", h.ReadQueueNums, h.WriteQueueNums))
+		return
+	}
+	if h.TopicFilterType != "" && h.TopicFilterType != "SINGLE_TAG" && h.TopicFilterType != "MULTI_TAG" {
+		reply(w, req, protocol.SystemError, fmt.Sprintf("topicFilterType %q must be SINGLE_TAG or MULTI_TAG", h.TopicFilterType))
+		return
+	}
+	changed, err := b.topics.Put(topic.Config{TopicName: h.Topic, ReadQueueNums: h.ReadQueueNums, WriteQueueNums: h.WriteQueueNums,
+		Perm: h.Perm, TopicFilterType: h.TopicFilterType, TopicSysFlag: h.TopicSysFlag, Order: h.Order})
+	if err != nil {
+		reply(w, req, protocol.SystemError, err.Error())
+		return
+	}
+	if changed {
+		b.registerSoon()
+	}
+	reply(w, req, protocol.Success, "")
+}
+
+// handleDeleteTopic serves DELETE_TOPIC_IN_BROKER (215).
+func (b *Broker) handleDeleteTopic(ctx context.Context, w remoting.ResponseWriter, req *remoting.Command) {
+	var h protocol.DeleteTopicRequestHeader
+	if err := h.FromExt(req.ExtFields); err != nil {
+		reply(w, req, protocol.SystemError, "bad delete-topic header: "+err.Error())
+		return
+	}
+	if systemTopics[h.Topic] {
+		reply(w, req, protocol.SystemError, fmt.Sprintf("topic %s is a system topic and cannot be deleted", h.Topic))
+		return
+	}
+	if _, err := b.deleteTopic(ctx, h.Topic); err != nil {
+		reply(w, req, protocol.SystemError, err.Error())
+		return
+	}
+	reply(w, req, protocol.Success, "")
+}
+
+// handleAllTopics serves GET_ALL_TOPIC_CONFIG (21).
+func (b *Broker) handleAllTopics(_ context.Context, w remoting.ResponseWriter, req *remoting.Command) {
+	cfgs, version := b.topics.All()
+	table := make(map[string]protocol.TopicConfig, len(cfgs))
+	for _, c := range cfgs {
+		table[c.TopicName] = c
+	}
+	b.replyBody(w, req, protocol.TopicConfigSerializeWrapper{TopicConfigTable: table, DataVersion: version})
+}
+
+// handleViewMessage serves VIEW_MESSAGE_BY_ID (33): the raw record at a
+// commitlog offset.
+func (b *Broker) handleViewMessage(_ context.Context, w remoting.ResponseWriter, req *remoting.Command) {
+	var h protocol.ViewMessageByIDRequestHeader
+	if err := h.FromExt(req.ExtFields); err != nil {
+		reply(w, req, protocol.SystemError, "bad header: "+err.Error())
+		return
+	}
+	rec, err := b.store.ReadMessage(h.Offset)
+	if err != nil {
+		reply(w, req, protocol.SystemError, fmt.Sprintf("no message at offset %d on broker %s: %v", h.Offset, b.cfg.BrokerName, err))
+		return
+	}
+	resp := remoting.NewResponse(req, protocol.Success, "")
+	resp.Body = rec
+	_ = w.Write(resp)
+}
+
+// handleQueryMessage serves QUERY_MESSAGE (12): records by key or UNIQ_KEY.
+func (b *Broker) handleQueryMessage(_ context.Context, w remoting.ResponseWriter, req *remoting.Command) {
+	var h protocol.QueryMessageRequestHeader
+	if err := h.FromExt(req.ExtFields); err != nil {
+		reply(w, req, protocol.SystemError, "bad header: "+err.Error())
+		return
+	}
+	end := h.EndTimestamp
+	if end <= 0 {
+		end = time.Now().UnixMilli() + 1000
+	}
+	recs, err := b.store.QueryByKey(h.Topic, h.Key, h.BeginTimestamp, end, max(int(h.MaxNum), 1))
+	if err != nil {
+		reply(w, req, protocol.SystemError, "broker: query: "+err.Error())
+		return
+	}
+	if len(recs) == 0 {
+		reply(w, req, protocol.QueryNotFound, fmt.Sprintf("no message with key %s in topic %s on broker %s", h.Key, h.Topic, b.cfg.BrokerName))
+		return
+	}
+	var body []byte
+	for _, r := range recs {
+		body = append(body, r...)
+	}
+	resp := remoting.NewResponse(req, protocol.Success, "")
+	resp.ExtFields = protocol.Ext(&protocol.QueryMessageResponseHeader{IndexLastUpdateTimestamp: time.Now().UnixMilli(),
+		IndexLastUpdatePhyoffset: b.store.Dispatched()})
+	resp.Body = body
+	_ = w.Write(resp)
+}
+
+// handleRuntimeInfo serves GET_BROKER_RUNTIME_INFO (28).
+func (b *Broker) handleRuntimeInfo(_ context.Context, w remoting.ResponseWriter, req *remoting.Command) {
+	putMsgs, putBytes, getMsgs, getBytes := b.stats.totals()
+	l := b.store.Log()
+	t := map[string]string{
+		"brokerName":          b.cfg.BrokerName,
+		"clusterName":         b.cfg.ClusterName,
+		"brokerAddr":          b.addr,
+		"flushMode":           b.cfg.Store.Flush,
+		"commitLogMinOffset":  strconv.FormatInt(int64(l.Min()), 10),
+		"commitLogMaxOffset":  strconv.FormatInt(int64(l.Next()), 10),
+		"commitLogDurable":    strconv.FormatInt(int64(l.Durable()), 10),
+		"dispatchBehindBytes": strconv.FormatInt(b.store.DispatchLag(), 10),
+		"putMessageTotal":     strconv.FormatInt(putMsgs, 10),
+		"putMessageBytes":     strconv.FormatInt(putBytes, 10),
+		"getMessageTotal":     strconv.FormatInt(getMsgs, 10),
+		"getMessageBytes":     strconv.FormatInt(getBytes, 10),
+		"sendBusyTotal":       strconv.FormatInt(b.stats.busy.Load(), 10),
+		"pullParked":          strconv.FormatInt(b.hold.Parked(), 10),
+		"goroutines":          strconv.Itoa(runtime.NumGoroutine()),
+	}
+	b.replyBody(w, req, protocol.KVTable{Table: t})
+}
+
+// handleTopicStats serves GET_TOPIC_STATS_INFO (202).
+func (b *Broker) handleTopicStats(_ context.Context, w remoting.ResponseWriter, req *remoting.Command) {
+	var h protocol.TopicRequestHeader
+	if err := h.FromExt(req.ExtFields); err != nil {
+		reply(w, req, protocol.SystemError, "bad header: "+err.Error())
+		return
+	}
+	cfg, ok := b.topics.Get(h.Topic)
+	if !ok {
+		reply(w, req, protocol.TopicNotExist, fmt.Sprintf("topic %s does not exist on broker %s", h.Topic, b.cfg.BrokerName))
+		return
+	}
+	var stats protocol.TopicStats
+	for q := range cfg.Queues() {
+		s := protocol.QueueStat{MessageQueue: protocol.MessageQueue{Topic: h.Topic, BrokerName: b.cfg.BrokerName, QueueID: q},
+			MinOffset: b.store.MinOffset(h.Topic, q), MaxOffset: b.store.MaxOffset(h.Topic, q)}
+		if s.MaxOffset > s.MinOffset {
+			s.LastUpdateTimestamp, _ = b.store.StoreTimeAt(h.Topic, q, s.MaxOffset-1)
+		}
+		stats.Queues = append(stats.Queues, s)
+	}
+	b.replyBody(w, req, stats)
+}
+
+// handleConsumeStats serves GET_CONSUME_STATS (208): per queue the broker's
+// max offset, the group's offset and the store time of the oldest message
+// it has not consumed.
+func (b *Broker) handleConsumeStats(_ context.Context, w remoting.ResponseWriter, req *remoting.Command) {
+	var h protocol.GetConsumeStatsRequestHeader
+	if err := h.FromExt(req.ExtFields); err != nil {
+		reply(w, req, protocol.SystemError, "bad header: "+err.Error())
+		return
+	}
+	topics := map[string]bool{}
+	if h.Topic != "" {
+		topics[h.Topic] = true
+	} else {
+		for _, k := range b.offsets.Keys() {
+			if k.Group == h.ConsumerGroup {
+				topics[k.Topic] = true
+			}
+		}
+		for _, c := range b.groups.Consumers(h.ConsumerGroup) {
+			for t := range c.Subs {
+				topics[t] = true
+			}
+		}
+	}
+	stats := protocol.ConsumeStats{Group: h.ConsumerGroup}
+	for t := range topics {
+		cfg, ok := b.topics.Get(t)
+		if !ok {
+			continue
+		}
+		stored := b.offsets.Queues(h.ConsumerGroup, t)
+		for q := range cfg.Queues() {
+			p := protocol.QueueProgress{MessageQueue: protocol.MessageQueue{Topic: t, BrokerName: b.cfg.BrokerName, QueueID: q},
+				BrokerOffset: b.store.MaxOffset(t, q), ConsumerOffset: -1}
+			if off, ok := stored[q]; ok {
+				p.ConsumerOffset = off
+				if off < p.BrokerOffset {
+					p.OldestUnconsumedTimestamp, _ = b.store.StoreTimeAt(t, q, max(off, b.store.MinOffset(t, q)))
+				}
+			}
+			stats.Queues = append(stats.Queues, p)
+		}
+	}
+	sortProgress(stats.Queues)
+	b.replyBody(w, req, stats)
+}
+
+func sortProgress(qs []protocol.QueueProgress) {
+	for i := 1; i < len(qs); i++ {
+		for j := i; j > 0 && lessMQ(qs[j].MessageQueue, qs[j-1].MessageQueue); j-- {
+			qs[j], qs[j-1] = qs[j-1], qs[j]
+		}
+	}
+}
+
+func lessMQ(a, b protocol.MessageQueue) bool {
+	if c := strings.Compare(a.Topic, b.Topic); c != 0 {
+		return c < 0
+	}
+	return a.QueueID < b.QueueID
+}

@@ -1,0 +1,241 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/sluicemq/sluice/broker/group"
+	"github.com/sluicemq/sluice/broker/longpoll"
+	"github.com/sluicemq/sluice/broker/offset"
+	"github.com/sluicemq/sluice/broker/store"
+	"github.com/sluicemq/sluice/broker/topic"
+	"github.com/sluicemq/sluice/conf"
+	"github.com/sluicemq/sluice/internal/protocol"
+	"github.com/sluicemq/sluice/internal/remoting"
+)
+
+// Options are the broker's settings beyond conf.Broker.
+type Options struct {
+	Logger *slog.Logger
+	// Store carries test seams for the store (file faults, disk usage).
+	Store store.Options
+	// HousekeepingInterval is how often dead consumers are expired
+	// (default 10 s); ClientExpiry how long a client may go without a
+	// heartbeat (default 120 s).
+	HousekeepingInterval time.Duration
+	ClientExpiry         time.Duration
+}
+
+// Broker serves RocketMQ's broker protocol over a Store.
+type Broker struct {
+	cfg    conf.Broker
+	opts   Options
+	logger *slog.Logger
+
+	store   *store.Store
+	topics  *topic.Table
+	offsets *offset.Table
+	groups  *group.Registry
+	hold    *longpoll.Hold
+	server  *remoting.Server
+	nsc     *remoting.Client // to the nameservers
+	sched   *scheduler
+	sendSem chan struct{} // bounds sends waiting for the store
+	regCh   chan struct{} // cap 1: register with the nameservers now
+
+	addr      string         // advertised ip:port
+	storeHost netip.AddrPort // in every stored record
+
+	connMu sync.RWMutex
+	conns  map[uint64]*remoting.Conn // guarded by connMu
+
+	stats stats
+
+	quit      chan struct{}
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// New opens the broker's store and tables; Start begins serving.
+func New(cfg conf.Broker, opts Options) (*Broker, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.HousekeepingInterval <= 0 {
+		opts.HousekeepingInterval = 10 * time.Second
+	}
+	if opts.ClientExpiry <= 0 {
+		opts.ClientExpiry = 120 * time.Second
+	}
+	b := &Broker{cfg: cfg, opts: opts, logger: opts.Logger, groups: group.New(),
+		conns: map[uint64]*remoting.Conn{}, quit: make(chan struct{}), regCh: make(chan struct{}, 1),
+		sendSem: make(chan struct{}, max(cfg.Store.SendQueueSize, 1))}
+	so := opts.Store
+	so.Logger = opts.Logger
+	var err error
+	if b.store, err = store.Open(cfg.Store, so); err != nil {
+		return nil, err
+	}
+	cfgDir := filepath.Join(cfg.Store.Dir, "config")
+	if b.topics, err = openTopics(cfgDir); err != nil {
+		b.store.Close()
+		return nil, err
+	}
+	if b.offsets, err = offset.Open(filepath.Join(cfgDir, "offsets"), opts.Logger); err != nil {
+		b.store.Close()
+		return nil, err
+	}
+	b.hold = longpoll.New()
+	b.store.Subscribe(b.hold.Notify)
+	if err := b.createSystemTopics(); err != nil {
+		b.closeStores()
+		return nil, err
+	}
+	return b, nil
+}
+
+// Start binds the listener, registers with the nameservers and starts the
+// background loops.
+func (b *Broker) Start() error {
+	sopts := remoting.ServerOptions{
+		MaxFrameSize: int(b.cfg.Remoting.MaxFrameSize),
+		ReadTimeout:  b.cfg.Remoting.ReadTimeout,
+		IdleTimeout:  b.cfg.Remoting.IdleTimeout,
+		Logger:       b.logger,
+		OnConnect:    b.onConnect,
+		OnDisconnect: b.onDisconnect,
+	}
+	b.server = remoting.NewServer(b.cfg.Listen, sopts)
+	b.routes()
+	if err := b.server.Start(); err != nil {
+		return fmt.Errorf("broker: listen %s: %w", b.cfg.Listen, err)
+	}
+	b.addr = advertised(b.server.Addr())
+	ap, err := netip.ParseAddrPort(b.addr)
+	if err != nil {
+		return fmt.Errorf("broker: advertised address %s: %w", b.addr, err)
+	}
+	b.storeHost = ap
+	b.nsc = remoting.NewClient(remoting.ClientOptions{SerializeType: remoting.SerializeJSON, Logger: b.logger})
+	b.sched = newScheduler(b)
+	b.wg.Add(3)
+	go b.registerLoop()
+	go b.housekeepingLoop()
+	go b.sched.loop()
+	b.logger.Info("broker: serving", "addr", b.addr, "name", b.cfg.BrokerName, "cluster", b.cfg.ClusterName,
+		"store", b.cfg.Store.Dir, "flush", b.cfg.Store.Flush, "namesrv", b.cfg.NamesrvAddr)
+	return nil
+}
+
+// advertised turns a bound address into the ip:port clients should use: an
+// unspecified host becomes the loopback address.
+func advertised(a net.Addr) string {
+	ap, err := netip.ParseAddrPort(a.String())
+	if err != nil {
+		return a.String()
+	}
+	if ap.Addr().IsUnspecified() {
+		ap = netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), ap.Port())
+	}
+	return ap.String()
+}
+
+// Addr returns the address clients reach the broker at.
+func (b *Broker) Addr() string { return b.addr }
+
+// Store returns the broker's store.
+func (b *Broker) Store() *store.Store { return b.store }
+
+// Close stops the broker in order: answer parked pulls, stop the server and
+// the loops, unregister from the nameservers, close the store and tables.
+func (b *Broker) Close() error {
+	b.closeOnce.Do(func() {
+		b.hold.Close()
+		close(b.quit)
+		b.wg.Wait()
+		var errs []error
+		if b.server != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			b.unregisterAll(ctx)
+			errs = append(errs, b.server.Shutdown(ctx))
+			cancel()
+		}
+		if b.nsc != nil {
+			errs = append(errs, b.nsc.Close())
+		}
+		errs = append(errs, b.closeStores())
+		b.closeErr = errors.Join(errs...)
+	})
+	return b.closeErr
+}
+
+func (b *Broker) closeStores() error {
+	return errors.Join(b.offsets.Close(), b.store.Close())
+}
+
+func (b *Broker) onConnect(c *remoting.Conn) {
+	b.connMu.Lock()
+	b.conns[c.ID()] = c
+	b.connMu.Unlock()
+}
+
+func (b *Broker) onDisconnect(c *remoting.Conn) {
+	b.connMu.Lock()
+	delete(b.conns, c.ID())
+	b.connMu.Unlock()
+	for _, g := range b.groups.DropConn(c.ID()) {
+		b.notifyConsumerIDsChanged(g)
+	}
+}
+
+func (b *Broker) conn(id uint64) *remoting.Conn {
+	b.connMu.RLock()
+	defer b.connMu.RUnlock()
+	return b.conns[id]
+}
+
+// housekeepingLoop expires clients that stopped heartbeating.
+func (b *Broker) housekeepingLoop() {
+	defer b.wg.Done()
+	t := time.NewTicker(b.opts.HousekeepingInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-b.quit:
+			return
+		case now := <-t.C:
+			for _, g := range b.groups.Expire(now.Add(-b.opts.ClientExpiry)) {
+				b.logger.Info("broker: consumer expired", "group", g)
+				b.notifyConsumerIDsChanged(g)
+			}
+		}
+	}
+}
+
+// notifyConsumerIDsChanged tells every member of a group to rebalance now.
+func (b *Broker) notifyConsumerIDsChanged(g string) {
+	for _, id := range b.groups.ConnIDs(g) {
+		c := b.conn(id)
+		if c == nil {
+			continue
+		}
+		req := remoting.NewRequest(protocol.NotifyConsumerIDsChanged, protocol.Ext(&protocol.NotifyConsumerIDsChangedRequestHeader{ConsumerGroup: g}), nil)
+		req.Language = protocol.LanguageJava
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		if err := c.InvokeOneway(ctx, req); err != nil {
+			b.logger.Debug("broker: notify consumer ids changed", "group", g, "conn", c, "err", err)
+		}
+		cancel()
+	}
+}

@@ -1,0 +1,337 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/sluicemq/sluice/broker/group"
+	"github.com/sluicemq/sluice/broker/topic"
+	"github.com/sluicemq/sluice/internal/message"
+	"github.com/sluicemq/sluice/internal/protocol"
+	"github.com/sluicemq/sluice/internal/remoting"
+)
+
+// handleHeartbeat serves HEART_BEAT (34): registers producers and consumers
+// with their subscriptions, creates %RETRY% topics, and tells a group to
+// rebalance when its membership or subscriptions changed (spec 3.3).
+func (b *Broker) handleHeartbeat(_ context.Context, w remoting.ResponseWriter, req *remoting.Command) {
+	var hb protocol.HeartbeatData
+	if err := remoting.DecodeBody(req.SerializeType, req.Body, &hb); err != nil {
+		reply(w, req, protocol.SystemError, "bad heartbeat body: "+err.Error())
+		return
+	}
+	if hb.ClientID == "" {
+		reply(w, req, protocol.SystemError, "heartbeat without clientID")
+		return
+	}
+	var connID uint64
+	if c := w.Conn(); c != nil {
+		connID = c.ID()
+	}
+	now := time.Now()
+	for _, cd := range hb.ConsumerDataSet {
+		if cd.GroupName == "" {
+			continue
+		}
+		subs := make(map[string]group.Subscription, len(cd.SubscriptionDataSet))
+		for _, sd := range cd.SubscriptionDataSet {
+			s := group.ParseSubscription(sd.Topic, sd.SubString)
+			s.SubVersion = sd.SubVersion
+			subs[sd.Topic] = s
+		}
+		if _, err := b.ensureTopic(topic.RetryPrefix+cd.GroupName, 1); err != nil {
+			b.logger.Warn("broker: create retry topic", "group", cd.GroupName, "err", err)
+		}
+		changed := b.groups.Register(cd.GroupName, group.Consumer{ClientID: hb.ClientID, ConnID: connID,
+			MessageModel: cd.MessageModel, ConsumeType: cd.ConsumeType, ConsumeFromWhere: cd.ConsumeFromWhere,
+			Subs: subs, LastSeen: now})
+		if changed {
+			g := cd.GroupName
+			go b.notifyConsumerIDsChanged(g)
+		}
+	}
+	for _, pd := range hb.ProducerDataSet {
+		if pd.GroupName != "" {
+			b.groups.RegisterProducer(pd.GroupName, hb.ClientID, connID, now)
+		}
+	}
+	reply(w, req, protocol.Success, "")
+}
+
+// handleUnregisterClient serves UNREGISTER_CLIENT (35).
+func (b *Broker) handleUnregisterClient(_ context.Context, w remoting.ResponseWriter, req *remoting.Command) {
+	var h protocol.UnregisterClientRequestHeader
+	if err := h.FromExt(req.ExtFields); err != nil {
+		reply(w, req, protocol.SystemError, "bad unregister header: "+err.Error())
+		return
+	}
+	if h.ConsumerGroup != "" && b.groups.Unregister(h.ConsumerGroup, h.ClientID) {
+		go b.notifyConsumerIDsChanged(h.ConsumerGroup)
+	}
+	reply(w, req, protocol.Success, "")
+}
+
+// handleConsumerList serves GET_CONSUMER_LIST_BY_GROUP (38).
+func (b *Broker) handleConsumerList(_ context.Context, w remoting.ResponseWriter, req *remoting.Command) {
+	var h protocol.GetConsumerListByGroupRequestHeader
+	if err := h.FromExt(req.ExtFields); err != nil {
+		reply(w, req, protocol.SystemError, "bad header: "+err.Error())
+		return
+	}
+	ids := b.groups.ConsumerIDs(h.ConsumerGroup)
+	if len(ids) == 0 {
+		reply(w, req, protocol.SystemError, fmt.Sprintf("no consumer for group %s on broker %s", h.ConsumerGroup, b.cfg.BrokerName))
+		return
+	}
+	b.replyBody(w, req, protocol.ConsumerList{ConsumerIDList: ids})
+}
+
+// replyBody answers SUCCESS with v encoded in the request's codec family.
+func (b *Broker) replyBody(w remoting.ResponseWriter, req *remoting.Command, v any) {
+	body, err := remoting.EncodeBody(req.SerializeType, v)
+	if err != nil {
+		reply(w, req, protocol.SystemError, "broker: encode response: "+err.Error())
+		return
+	}
+	resp := remoting.NewResponse(req, protocol.Success, "")
+	resp.Body = body
+	_ = w.Write(resp)
+}
+
+// replyExt answers SUCCESS with a typed ext header.
+func replyExt(w remoting.ResponseWriter, req *remoting.Command, h interface{ ToExt(map[string]string) }) {
+	resp := remoting.NewResponse(req, protocol.Success, "")
+	resp.ExtFields = protocol.Ext(h)
+	_ = w.Write(resp)
+}
+
+// handleQueryOffset serves QUERY_CONSUMER_OFFSET (14): a stored offset, or
+// 0 for a queue that still starts at 0, else QUERY_NOT_FOUND (spec 3.6).
+func (b *Broker) handleQueryOffset(_ context.Context, w remoting.ResponseWriter, req *remoting.Command) {
+	var h protocol.QueryConsumerOffsetRequestHeader
+	if err := h.FromExt(req.ExtFields); err != nil {
+		reply(w, req, protocol.SystemError, "bad header: "+err.Error())
+		return
+	}
+	off, ok := b.offsets.Query(h.ConsumerGroup, h.Topic, h.QueueID)
+	if !ok {
+		if b.store.MinOffset(h.Topic, h.QueueID) != 0 {
+			reply(w, req, protocol.QueryNotFound, fmt.Sprintf("no offset stored for group %s on %s/%d", h.ConsumerGroup, h.Topic, h.QueueID))
+			return
+		}
+		off = 0
+	}
+	replyExt(w, req, &protocol.QueryConsumerOffsetResponseHeader{Offset: off})
+}
+
+// handleUpdateOffset serves UPDATE_CONSUMER_OFFSET (15).
+func (b *Broker) handleUpdateOffset(_ context.Context, w remoting.ResponseWriter, req *remoting.Command) {
+	var h protocol.UpdateConsumerOffsetRequestHeader
+	if err := h.FromExt(req.ExtFields); err != nil {
+		reply(w, req, protocol.SystemError, "bad header: "+err.Error())
+		return
+	}
+	if h.CommitOffset < 0 {
+		reply(w, req, protocol.SystemError, fmt.Sprintf("commitOffset %d is negative", h.CommitOffset))
+		return
+	}
+	b.offsets.Commit(h.ConsumerGroup, h.Topic, h.QueueID, h.CommitOffset)
+	reply(w, req, protocol.Success, "")
+}
+
+// handleMaxOffset, handleMinOffset, handleSearchOffset and
+// handleEarliestTime serve codes 30, 31, 29 and 32 (spec 3.7).
+func (b *Broker) handleMaxOffset(_ context.Context, w remoting.ResponseWriter, req *remoting.Command) {
+	var h protocol.GetMaxOffsetRequestHeader
+	if err := h.FromExt(req.ExtFields); err != nil {
+		reply(w, req, protocol.SystemError, "bad header: "+err.Error())
+		return
+	}
+	replyExt(w, req, &protocol.GetMaxOffsetResponseHeader{Offset: b.store.MaxOffset(h.Topic, h.QueueID)})
+}
+
+func (b *Broker) handleMinOffset(_ context.Context, w remoting.ResponseWriter, req *remoting.Command) {
+	var h protocol.GetMinOffsetRequestHeader
+	if err := h.FromExt(req.ExtFields); err != nil {
+		reply(w, req, protocol.SystemError, "bad header: "+err.Error())
+		return
+	}
+	replyExt(w, req, &protocol.GetMinOffsetResponseHeader{Offset: b.store.MinOffset(h.Topic, h.QueueID)})
+}
+
+func (b *Broker) handleSearchOffset(_ context.Context, w remoting.ResponseWriter, req *remoting.Command) {
+	var h protocol.SearchOffsetByTimestampRequestHeader
+	if err := h.FromExt(req.ExtFields); err != nil {
+		reply(w, req, protocol.SystemError, "bad header: "+err.Error())
+		return
+	}
+	off, err := b.store.OffsetByTime(h.Topic, h.QueueID, h.Timestamp)
+	if err != nil {
+		reply(w, req, protocol.SystemError, "broker: search by time: "+err.Error())
+		return
+	}
+	replyExt(w, req, &protocol.SearchOffsetByTimestampResponseHeader{Offset: off})
+}
+
+func (b *Broker) handleEarliestTime(_ context.Context, w remoting.ResponseWriter, req *remoting.Command) {
+	var h protocol.GetEarliestMsgStoretimeRequestHeader
+	if err := h.FromExt(req.ExtFields); err != nil {
+		reply(w, req, protocol.SystemError, "bad header: "+err.Error())
+		return
+	}
+	ts, err := b.store.EarliestStoreTime(h.Topic, h.QueueID)
+	if err != nil {
+		reply(w, req, protocol.SystemError, fmt.Sprintf("no message in %s/%d: %v", h.Topic, h.QueueID, err))
+		return
+	}
+	replyExt(w, req, &protocol.GetEarliestMsgStoretimeResponseHeader{Timestamp: ts})
+}
+
+// handleLock and handleUnlock serve LOCK_BATCH_MQ (41) and UNLOCK_BATCH_MQ
+// (42) for orderly consumers (spec 3.10).
+func (b *Broker) handleLock(_ context.Context, w remoting.ResponseWriter, req *remoting.Command) {
+	var body protocol.LockBatchRequest
+	if err := remoting.DecodeBody(req.SerializeType, req.Body, &body); err != nil {
+		reply(w, req, protocol.SystemError, "bad lock body: "+err.Error())
+		return
+	}
+	held := b.groups.Lock(body.ConsumerGroup, body.ClientID, toQueues(body.MQSet), time.Now())
+	out := make([]protocol.MessageQueue, len(held))
+	for i, q := range held {
+		out[i] = protocol.MessageQueue(q)
+	}
+	b.replyBody(w, req, protocol.LockBatchResponse{LockOKMQSet: out})
+}
+
+func (b *Broker) handleUnlock(_ context.Context, w remoting.ResponseWriter, req *remoting.Command) {
+	var body protocol.LockBatchRequest
+	if err := remoting.DecodeBody(req.SerializeType, req.Body, &body); err != nil {
+		reply(w, req, protocol.SystemError, "bad unlock body: "+err.Error())
+		return
+	}
+	b.groups.Unlock(body.ConsumerGroup, body.ClientID, toQueues(body.MQSet))
+	reply(w, req, protocol.Success, "")
+}
+
+func toQueues(mqs []protocol.MessageQueue) []group.Queue {
+	out := make([]group.Queue, len(mqs))
+	for i, q := range mqs {
+		out[i] = group.Queue(q)
+	}
+	return out
+}
+
+// handleSendBack serves CONSUMER_SEND_MSG_BACK (36): the failed message goes
+// to %RETRY%<group> behind a delay level, or to %DLQ%<group> past its
+// maximum reconsume count (spec 3.8).
+func (b *Broker) handleSendBack(ctx context.Context, w remoting.ResponseWriter, req *remoting.Command) {
+	var h protocol.ConsumerSendMsgBackRequestHeader
+	if err := h.FromExt(req.ExtFields); err != nil {
+		reply(w, req, protocol.SystemError, "bad send-back header: "+err.Error())
+		return
+	}
+	retryTopic := topic.RetryPrefix + h.Group
+	if _, err := b.ensureTopic(retryTopic, 1); err != nil {
+		reply(w, req, protocol.SystemError, "broker: create "+retryTopic+": "+err.Error())
+		return
+	}
+	rec, err := b.store.ReadMessage(h.Offset)
+	if err != nil {
+		reply(w, req, protocol.SystemError, fmt.Sprintf("no message at offset %d to send back: %v", h.Offset, err))
+		return
+	}
+	r, err := message.Decode(rec)
+	if err != nil {
+		reply(w, req, protocol.SystemError, fmt.Sprintf("message at offset %d unreadable: %v", h.Offset, err))
+		return
+	}
+	props := string(r.Properties)
+	if _, ok := message.PropertyValue(props, message.PropRetryTopic); !ok {
+		props, _ = message.SetProperty(props, message.PropRetryTopic, string(r.Topic))
+	}
+	if _, ok := message.PropertyValue(props, message.PropOriginMessageID); !ok {
+		origin := h.OriginMsgID
+		if u, ok := message.PropertyValue(props, message.PropUniqKey); ok {
+			origin = u
+		}
+		if origin == "" {
+			origin = message.OffsetMsgID(r.StoreHost, r.PhysicalOffset)
+		}
+		props, _ = message.SetProperty(props, message.PropOriginMessageID, origin)
+	}
+	maxRe := int32(defaultMaxReconsume)
+	if h.MaxReconsumeTimes != nil && *h.MaxReconsumeTimes >= 0 {
+		maxRe = *h.MaxReconsumeTimes
+	}
+	m := &message.Message{Topic: retryTopic, Flag: r.Flag, SysFlag: r.SysFlag &^ (message.FlagBornHostV6 | message.FlagStoreHostV6),
+		BornTimestamp: r.BornTimestamp, BornHost: r.BornHost, StoreHost: b.storeHost,
+		ReconsumeTimes: r.ReconsumeTimes + 1, Body: r.Body, Properties: message.DeleteProperty(props, message.PropDelay)}
+	if r.ReconsumeTimes >= maxRe || h.DelayLevel < 0 {
+		dlq := topic.DLQPrefix + h.Group
+		if _, err := b.ensureTopic(dlq, 1); err != nil {
+			reply(w, req, protocol.SystemError, "broker: create "+dlq+": "+err.Error())
+			return
+		}
+		m.Topic, m.QueueID = dlq, 0
+	} else {
+		level := int(h.DelayLevel)
+		if level == 0 {
+			level = 3 + int(r.ReconsumeTimes)
+		}
+		if err := b.toSchedule(m, level); err != nil {
+			reply(w, req, protocol.SystemError, err.Error())
+			return
+		}
+	}
+	res := b.store.Put(ctx, m)
+	if res.Status != 0 {
+		reply(w, req, protocol.SystemError, res.Status.String()+": "+res.Remark)
+		return
+	}
+	reply(w, req, protocol.Success, "")
+}
+
+// handleEndTransaction serves END_TRANSACTION (37): a commit stores the half
+// message under its real topic and queue; a rollback drops it (spec 3.9).
+func (b *Broker) handleEndTransaction(ctx context.Context, w remoting.ResponseWriter, req *remoting.Command) {
+	var h protocol.EndTransactionRequestHeader
+	if err := h.FromExt(req.ExtFields); err != nil {
+		reply(w, req, protocol.SystemError, "bad end-transaction header: "+err.Error())
+		return
+	}
+	if h.CommitOrRollback != message.TxCommit {
+		reply(w, req, protocol.Success, "")
+		return
+	}
+	rec, err := b.store.ReadMessage(h.CommitLogOffset)
+	if err != nil {
+		reply(w, req, protocol.SystemError, fmt.Sprintf("no half message at offset %d: %v", h.CommitLogOffset, err))
+		return
+	}
+	r, err := message.Decode(rec)
+	if err != nil || string(r.Topic) != transHalfTopic {
+		reply(w, req, protocol.SystemError, fmt.Sprintf("offset %d is not a half message", h.CommitLogOffset))
+		return
+	}
+	props := string(r.Properties)
+	if g, _ := message.PropertyValue(props, message.PropProducerGroup); g != h.ProducerGroup {
+		reply(w, req, protocol.SystemError, fmt.Sprintf("half message at %d belongs to producer group %q, not %q", h.CommitLogOffset, g, h.ProducerGroup))
+		return
+	}
+	realTopic, _ := message.PropertyValue(props, message.PropRealTopic)
+	realQID, _ := message.PropertyValue(props, message.PropRealQueueID)
+	qid, _ := strconv.Atoi(realQID)
+	props = message.DeleteProperty(message.DeleteProperty(props, message.PropRealTopic), message.PropRealQueueID)
+	m := &message.Message{Topic: realTopic, QueueID: int32(qid), Flag: r.Flag,
+		SysFlag:       (r.SysFlag &^ (message.TxMask | message.FlagBornHostV6 | message.FlagStoreHostV6)) | message.TxCommit,
+		BornTimestamp: r.BornTimestamp, BornHost: r.BornHost, StoreHost: b.storeHost,
+		ReconsumeTimes: r.ReconsumeTimes, Body: r.Body, Properties: props}
+	res := b.store.Put(ctx, m)
+	if res.Status != 0 {
+		reply(w, req, protocol.SystemError, res.Status.String()+": "+res.Remark)
+		return
+	}
+	reply(w, req, protocol.Success, "")
+}

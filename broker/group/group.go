@@ -1,0 +1,289 @@
+// Package group is the broker's registry of consumer and producer groups,
+// learned from heartbeats (RocketMQ's ConsumerManager, ProducerManager and
+// RebalanceLockManager): which clients belong to a group, on which
+// connection, with which subscriptions, and which client holds the lock of
+// each queue for orderly consumption.
+package group
+
+import (
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sluicemq/sluice/internal/message"
+)
+
+// Subscription is one topic subscription of a consumer group.
+type Subscription struct {
+	Topic      string
+	Expression string // the tag expression as sent ("*", "TagA || TagB")
+	Tags       []string
+	Codes      []int64 // tag hash codes; nil means every message
+	SubVersion int64
+}
+
+// ParseSubscription parses a tag expression: tags joined by "||"; "*" or
+// "" means every message. Hash codes are computed here, never trusted from
+// the client (the Go client hashes bytes, Java UTF-16 units).
+func ParseSubscription(topic, expr string) Subscription {
+	s := Subscription{Topic: topic, Expression: expr}
+	e := strings.TrimSpace(expr)
+	if e == "" || e == "*" {
+		return s
+	}
+	for _, t := range strings.Split(e, "||") {
+		t = strings.TrimSpace(t)
+		if t == "" || slices.Contains(s.Tags, t) {
+			continue
+		}
+		s.Tags = append(s.Tags, t)
+		s.Codes = append(s.Codes, message.TagsHashCode(t))
+	}
+	if len(s.Tags) == 0 {
+		s.Tags, s.Codes = nil, nil
+	}
+	return s
+}
+
+// Matches reports whether a tags code passes the subscription.
+func (s Subscription) Matches(code int64) bool {
+	return s.Codes == nil || slices.Contains(s.Codes, code)
+}
+
+// Consumer is one client's membership in a consumer group.
+type Consumer struct {
+	ClientID         string
+	ConnID           uint64
+	MessageModel     string // CLUSTERING or BROADCASTING
+	ConsumeType      string // CONSUME_PASSIVELY (push) or CONSUME_ACTIVELY (pull)
+	ConsumeFromWhere string
+	Subs             map[string]Subscription
+	LastSeen         time.Time
+}
+
+type consumerKey struct {
+	clientID string
+	connID   uint64
+}
+
+type groupState struct {
+	consumers map[consumerKey]*Consumer
+	producers map[consumerKey]time.Time
+}
+
+// Registry is safe for concurrent use.
+type Registry struct {
+	mu sync.Mutex
+	// guarded by mu:
+	groups    map[string]*groupState
+	producers map[string]*groupState // producer groups
+	locks     map[lockKey]lockHolder
+}
+
+// New returns an empty registry.
+func New() *Registry {
+	return &Registry{groups: map[string]*groupState{}, producers: map[string]*groupState{}, locks: map[lockKey]lockHolder{}}
+}
+
+// Register adds or refreshes a consumer. It reports whether the group's
+// membership or subscriptions changed (the broker then notifies the group).
+func (r *Registry) Register(group string, c Consumer) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	g := r.groups[group]
+	if g == nil {
+		g = &groupState{consumers: map[consumerKey]*Consumer{}}
+		r.groups[group] = g
+	}
+	k := consumerKey{c.ClientID, c.ConnID}
+	old, ok := g.consumers[k]
+	cc := c
+	g.consumers[k] = &cc
+	if !ok {
+		return true
+	}
+	return !sameSubs(old.Subs, c.Subs)
+}
+
+func sameSubs(a, b map[string]Subscription) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for t, s := range a {
+		o, ok := b[t]
+		if !ok || o.Expression != s.Expression {
+			return false
+		}
+	}
+	return true
+}
+
+// RegisterProducer records a producer group member.
+func (r *Registry) RegisterProducer(group, clientID string, connID uint64, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	g := r.producers[group]
+	if g == nil {
+		g = &groupState{producers: map[consumerKey]time.Time{}}
+		r.producers[group] = g
+	}
+	g.producers[consumerKey{clientID, connID}] = now
+}
+
+// Unregister removes a client from a consumer group and reports whether it
+// was a member.
+func (r *Registry) Unregister(group, clientID string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	g := r.groups[group]
+	if g == nil {
+		return false
+	}
+	removed := false
+	for k := range g.consumers {
+		if k.clientID == clientID {
+			delete(g.consumers, k)
+			removed = true
+		}
+	}
+	r.dropEmptyLocked(group)
+	return removed
+}
+
+// DropConn removes every registration made on a connection and returns the
+// consumer groups that lost a member.
+func (r *Registry) DropConn(connID uint64) []string {
+	return r.drop(func(k consumerKey, _ time.Time) bool { return k.connID == connID })
+}
+
+// Expire removes registrations not refreshed since before cutoff and returns
+// the consumer groups that lost a member.
+func (r *Registry) Expire(cutoff time.Time) []string {
+	return r.drop(func(_ consumerKey, seen time.Time) bool { return seen.Before(cutoff) })
+}
+
+func (r *Registry) drop(match func(consumerKey, time.Time) bool) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var changed []string
+	for name, g := range r.groups {
+		n := len(g.consumers)
+		for k, c := range g.consumers {
+			if match(k, c.LastSeen) {
+				delete(g.consumers, k)
+			}
+		}
+		if len(g.consumers) != n {
+			changed = append(changed, name)
+		}
+		r.dropEmptyLocked(name)
+	}
+	for name, g := range r.producers {
+		for k, seen := range g.producers {
+			if match(k, seen) {
+				delete(g.producers, k)
+			}
+		}
+		if len(g.producers) == 0 {
+			delete(r.producers, name)
+		}
+	}
+	slices.Sort(changed)
+	return changed
+}
+
+// REQUIRES: mu held.
+func (r *Registry) dropEmptyLocked(group string) {
+	if g := r.groups[group]; g != nil && len(g.consumers) == 0 {
+		delete(r.groups, group)
+	}
+}
+
+// ConsumerIDs returns the client ids of a group's live members, sorted.
+func (r *Registry) ConsumerIDs(group string) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	g := r.groups[group]
+	if g == nil {
+		return nil
+	}
+	set := map[string]bool{}
+	for k := range g.consumers {
+		set[k.clientID] = true
+	}
+	return slices.Sorted(maps.Keys(set))
+}
+
+// ConnIDs returns the connections of a group's members.
+func (r *Registry) ConnIDs(group string) []uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	g := r.groups[group]
+	if g == nil {
+		return nil
+	}
+	var out []uint64
+	for k := range g.consumers {
+		if !slices.Contains(out, k.connID) {
+			out = append(out, k.connID)
+		}
+	}
+	return out
+}
+
+// ProducerConnIDs returns the connections of a producer group's members.
+func (r *Registry) ProducerConnIDs(group string) []uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	g := r.producers[group]
+	if g == nil {
+		return nil
+	}
+	var out []uint64
+	for k := range g.producers {
+		out = append(out, k.connID)
+	}
+	return out
+}
+
+// Subscription returns a group's subscription to a topic, if any member has
+// one, and whether the group exists.
+func (r *Registry) Subscription(group, topic string) (sub Subscription, ok, groupKnown bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	g := r.groups[group]
+	if g == nil {
+		return Subscription{}, false, false
+	}
+	for _, c := range g.consumers {
+		if s, ok := c.Subs[topic]; ok {
+			return s, true, true
+		}
+	}
+	return Subscription{}, false, true
+}
+
+// Consumers returns copies of a group's members.
+func (r *Registry) Consumers(group string) []Consumer {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	g := r.groups[group]
+	if g == nil {
+		return nil
+	}
+	out := make([]Consumer, 0, len(g.consumers))
+	for _, c := range g.consumers {
+		out = append(out, *c)
+	}
+	slices.SortFunc(out, func(a, b Consumer) int { return strings.Compare(a.ClientID, b.ClientID) })
+	return out
+}
+
+// Groups returns the names of the consumer groups with live members.
+func (r *Registry) Groups() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Sorted(maps.Keys(r.groups))
+}

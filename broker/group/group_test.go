@@ -1,0 +1,69 @@
+package group
+
+import (
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/internal/message"
+	"github.com/stretchr/testify/require"
+)
+
+func TestParseSubscription(t *testing.T) {
+	for _, tc := range []struct {
+		expr string
+		tags []string
+	}{
+		{"*", nil}, {"", nil}, {" * ", nil},
+		{"TagA", []string{"TagA"}},
+		{"TagA || TB", []string{"TagA", "TB"}},
+		{"TagA||TagA|| ", []string{"TagA"}},
+	} {
+		s := ParseSubscription("t", tc.expr)
+		require.Equal(t, tc.tags, s.Tags, tc.expr)
+		require.Equal(t, tc.tags == nil, s.Codes == nil)
+	}
+	s := ParseSubscription("t", "TagA || TB")
+	require.Equal(t, []int64{2598919, 2670}, s.Codes, "Java hash codes (spec 3.3)")
+	require.True(t, s.Matches(message.TagsHashCode("TB")))
+	require.False(t, s.Matches(message.TagsHashCode("TC")))
+	require.True(t, ParseSubscription("t", "*").Matches(123))
+}
+
+func TestRegistry_Membership(t *testing.T) {
+	r := New()
+	now := time.Now()
+	subs := map[string]Subscription{"t": ParseSubscription("t", "*")}
+	require.True(t, r.Register("g", Consumer{ClientID: "c1", ConnID: 1, Subs: subs, LastSeen: now}))
+	require.False(t, r.Register("g", Consumer{ClientID: "c1", ConnID: 1, Subs: subs, LastSeen: now}), "refresh")
+	require.True(t, r.Register("g", Consumer{ClientID: "c1", ConnID: 1, Subs: map[string]Subscription{"t": ParseSubscription("t", "A")}, LastSeen: now}), "subscription changed")
+	require.True(t, r.Register("g", Consumer{ClientID: "c2", ConnID: 2, Subs: subs, LastSeen: now.Add(-time.Hour)}))
+	require.Equal(t, []string{"c1", "c2"}, r.ConsumerIDs("g"))
+	sub, ok, known := r.Subscription("g", "t")
+	require.True(t, ok)
+	require.True(t, known)
+	require.NotEmpty(t, sub.Topic)
+	_, ok, known = r.Subscription("g", "other")
+	require.False(t, ok)
+	require.True(t, known)
+	require.Equal(t, []string{"g"}, r.Expire(now.Add(-time.Minute)))
+	require.Equal(t, []string{"c1"}, r.ConsumerIDs("g"))
+	require.Equal(t, []string{"g"}, r.DropConn(1))
+	require.Empty(t, r.ConsumerIDs("g"))
+	require.Empty(t, r.Groups())
+}
+
+func TestRegistry_Locks(t *testing.T) {
+	r := New()
+	now := time.Now()
+	q0, q1 := Queue{"t", "b", 0}, Queue{"t", "b", 1}
+	require.Equal(t, []Queue{q0, q1}, r.Lock("g", "c1", []Queue{q0, q1}, now))
+	require.Empty(t, r.Lock("g", "c2", []Queue{q0}, now.Add(time.Second)), "held by c1")
+	require.Equal(t, []Queue{q0}, r.Lock("g", "c1", []Queue{q0}, now.Add(time.Second)), "refresh")
+	require.Equal(t, []Queue{q1}, r.Lock("g", "c2", []Queue{q1}, now.Add(LockMaxLive+time.Second)), "expired lock is taken over")
+	r.Unlock("g", "c1", []Queue{q0, q1})
+	holder, ok := r.LockHolder("g", q1, now.Add(LockMaxLive+2*time.Second))
+	require.True(t, ok)
+	require.Equal(t, "c2", holder, "unlock releases only the caller's locks")
+	_, ok = r.LockHolder("g", q0, now)
+	require.False(t, ok)
+}

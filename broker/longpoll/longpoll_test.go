@@ -1,0 +1,104 @@
+package longpoll
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/internal/testutil"
+	"github.com/stretchr/testify/require"
+)
+
+func TestMain(m *testing.M) { testutil.VerifyTestMain(m) }
+
+type result struct {
+	name    string
+	expired bool
+}
+
+func park(h *Hold, out chan<- result, name, topic string, qid int32, off int64, d time.Duration, current func() int64) {
+	h.Park(&Request{Topic: topic, QueueID: qid, Offset: off, Deadline: time.Now().Add(d),
+		Wake: func(expired bool) { out <- result{name, expired} }}, current)
+}
+
+func TestHold_WakeOnArrival(t *testing.T) {
+	h := New()
+	defer h.Close()
+	out := make(chan result, 10)
+	park(h, out, "a", "t", 0, 5, time.Minute, nil)
+	park(h, out, "b", "t", 0, 7, time.Minute, nil)
+	park(h, out, "c", "t", 1, 5, time.Minute, nil)
+	require.Equal(t, int64(3), h.Parked())
+	h.Notify("t", 0, 6) // wakes a (offset 5 < 6), not b
+	require.Equal(t, result{"a", false}, <-out)
+	h.Notify("t", 0, 6)
+	h.Notify("x", 0, 100)
+	select {
+	case r := <-out:
+		t.Fatalf("unexpected wake %v", r)
+	case <-time.After(50 * time.Millisecond):
+	}
+	h.Notify("t", 0, 8)
+	require.Equal(t, result{"b", false}, <-out)
+	require.Equal(t, int64(1), h.Parked())
+}
+
+func TestHold_Expiry(t *testing.T) {
+	h := New()
+	defer h.Close()
+	out := make(chan result, 10)
+	park(h, out, "late", "t", 0, 0, 300*time.Millisecond, nil)
+	park(h, out, "soon", "t", 0, 0, 20*time.Millisecond, nil)
+	require.Equal(t, result{"soon", true}, <-out, "the earliest deadline goes first")
+	require.Equal(t, result{"late", true}, <-out)
+	h.Notify("t", 0, 10)
+	select {
+	case r := <-out:
+		t.Fatalf("woken twice: %v", r)
+	case <-time.After(20 * time.Millisecond):
+	}
+}
+
+func TestHold_ParkSeesArrivalInBetween(t *testing.T) {
+	h := New()
+	defer h.Close()
+	out := make(chan result, 1)
+	park(h, out, "a", "t", 0, 3, time.Minute, func() int64 { return 4 })
+	require.Equal(t, result{"a", false}, <-out)
+}
+
+func TestHold_CloseAnswersEveryone(t *testing.T) {
+	h := New()
+	out := make(chan result, 10)
+	for i := range 5 {
+		park(h, out, string(rune('a'+i)), "t", int32(i), 0, time.Hour, nil)
+	}
+	h.Close()
+	for range 5 {
+		require.True(t, (<-out).expired)
+	}
+	park(h, out, "after", "t", 0, 0, time.Hour, nil)
+	require.Equal(t, result{"after", true}, <-out)
+	h.Close()
+}
+
+func TestHold_Concurrent(t *testing.T) {
+	h := New()
+	defer h.Close()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	woken := 0
+	for i := range 200 {
+		wg.Add(1)
+		h.Park(&Request{Topic: "t", QueueID: int32(i % 4), Offset: 0, Deadline: time.Now().Add(time.Duration(i%3) * time.Millisecond),
+			Wake: func(bool) { mu.Lock(); woken++; mu.Unlock(); wg.Done() }}, nil)
+		if i%7 == 0 {
+			go h.Notify("t", int32(i%4), 1)
+		}
+	}
+	for q := range int32(4) {
+		h.Notify("t", q, 1)
+	}
+	wg.Wait()
+	require.Equal(t, 200, woken, "each request is woken exactly once")
+}

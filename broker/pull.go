@@ -1,0 +1,128 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/sluicemq/sluice/broker/group"
+	"github.com/sluicemq/sluice/broker/longpoll"
+	"github.com/sluicemq/sluice/broker/store"
+	"github.com/sluicemq/sluice/internal/protocol"
+	"github.com/sluicemq/sluice/internal/remoting"
+)
+
+// Pull request sysFlag bits (spec 3.2).
+const (
+	pullCommitOffset = 0x1
+	pullSuspend      = 0x2
+	pullSubscription = 0x4
+)
+
+// maxPullMsgs caps maxMsgNums (RocketMQ: 32 messages in memory).
+const maxPullMsgs = 32
+
+// handlePull serves PULL_MESSAGE (11). A pull that finds nothing new and
+// allows suspension is parked (never blocking the connection) and answered
+// when a message arrives in its queue or its suspend time runs out.
+func (b *Broker) handlePull(_ context.Context, w remoting.ResponseWriter, req *remoting.Command) {
+	var h protocol.PullMessageRequestHeader
+	if err := h.FromExt(req.ExtFields); err != nil {
+		reply(w, req, protocol.SystemError, "bad pull header: "+err.Error())
+		return
+	}
+	b.pull(w, req, &h, true)
+}
+
+func (b *Broker) pull(w remoting.ResponseWriter, req *remoting.Command, h *protocol.PullMessageRequestHeader, first bool) {
+	cfg, ok := b.topics.Get(h.Topic)
+	if !ok {
+		reply(w, req, protocol.TopicNotExist, fmt.Sprintf("topic %s does not exist on broker %s", h.Topic, b.cfg.BrokerName))
+		return
+	}
+	if !cfg.Readable() {
+		reply(w, req, protocol.NoPermission, fmt.Sprintf("topic %s is not readable on broker %s", h.Topic, b.cfg.BrokerName))
+		return
+	}
+	if h.QueueID < 0 || h.QueueID >= cfg.Queues() {
+		reply(w, req, protocol.SystemError, fmt.Sprintf("queueId %d out of range: topic %s has %d queues", h.QueueID, h.Topic, cfg.Queues()))
+		return
+	}
+	var sub group.Subscription
+	if h.SysFlag&pullSubscription != 0 {
+		sub = group.ParseSubscription(h.Topic, h.Subscription)
+	} else {
+		s, found, known := b.groups.Subscription(h.ConsumerGroup, h.Topic)
+		switch {
+		case !known:
+			reply(w, req, protocol.SubscriptionNotExist, fmt.Sprintf(
+				"consumer group %s has no live member on broker %s: send a heartbeat first", h.ConsumerGroup, b.cfg.BrokerName))
+			return
+		case !found:
+			reply(w, req, protocol.SubscriptionNotExist, fmt.Sprintf(
+				"consumer group %s does not subscribe to topic %s", h.ConsumerGroup, h.Topic))
+			return
+		}
+		sub = s
+	}
+	if first && h.SysFlag&pullCommitOffset != 0 && h.CommitOffset >= 0 {
+		b.offsets.Commit(h.ConsumerGroup, h.Topic, h.QueueID, h.CommitOffset)
+	}
+	res, err := b.store.Get(context.Background(), store.GetRequest{Topic: h.Topic, QueueID: h.QueueID,
+		Offset: h.QueueOffset, MaxMsgs: min(max(int(h.MaxMsgNums), 1), maxPullMsgs), TagCodes: sub.Codes})
+	if err != nil {
+		b.logger.Error("broker: pull", "topic", h.Topic, "queue_id", h.QueueID, "offset", h.QueueOffset, "err", err)
+		reply(w, req, protocol.SystemError, "broker: read failed: "+err.Error())
+		return
+	}
+	code, next := pullCode(res, h.QueueOffset)
+	if code == protocol.PullNotFound && first && h.SysFlag&pullSuspend != 0 {
+		b.park(w, req, h)
+		return
+	}
+	resp := remoting.NewResponse(req, code, res.Status.String())
+	resp.ExtFields = protocol.Ext(&protocol.PullMessageResponseHeader{NextBeginOffset: next,
+		MinOffset: res.MinOffset, MaxOffset: res.MaxOffset})
+	if code == protocol.Success {
+		resp.Body = res.Body
+		b.stats.recordGet(h.Topic, res.Count, len(res.Body))
+	}
+	_ = w.Write(resp)
+}
+
+// pullCode maps a store result to a pull response code and nextBeginOffset
+// (the table of spec 3.2).
+func pullCode(res store.GetResult, offset int64) (int16, int64) {
+	switch res.Status {
+	case store.GetFound:
+		return protocol.Success, res.NextOffset
+	case store.GetNoMatchedMessage, store.GetMessageWasRemoving:
+		return protocol.PullRetryImmediately, res.NextOffset
+	case store.GetOffsetOverflowOne:
+		return protocol.PullNotFound, offset
+	case store.GetNoMessageInQueue, store.GetNoMatchedLogicQueue:
+		if offset != 0 {
+			return protocol.PullOffsetMoved, 0
+		}
+		return protocol.PullNotFound, 0
+	case store.GetOffsetTooSmall, store.GetOffsetOverflowBadly:
+		return protocol.PullOffsetMoved, res.NextOffset
+	}
+	return protocol.SystemError, offset
+}
+
+// park holds a pull until a message arrives or its suspend time passes.
+func (b *Broker) park(w remoting.ResponseWriter, req *remoting.Command, h *protocol.PullMessageRequestHeader) {
+	wait := b.cfg.LongPoll.ShortPollWait
+	if b.cfg.LongPoll.Enabled {
+		wait = min(time.Duration(h.SuspendTimeoutMillis)*time.Millisecond, b.cfg.LongPoll.MaxSuspend)
+		if wait <= 0 {
+			wait = b.cfg.LongPoll.ShortPollWait
+		}
+	}
+	topic, qid := h.Topic, h.QueueID
+	b.hold.Park(&longpoll.Request{Topic: topic, QueueID: qid, Offset: h.QueueOffset,
+		Deadline: time.Now().Add(wait),
+		Wake:     func(bool) { b.pull(w, req, h, false) },
+	}, func() int64 { return b.store.MaxOffset(topic, qid) })
+}

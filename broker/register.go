@@ -1,0 +1,95 @@
+package broker
+
+import (
+	"context"
+	"hash/crc32"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sluicemq/sluice/internal/protocol"
+	"github.com/sluicemq/sluice/internal/remoting"
+)
+
+// namesrvAddrs returns the nameservers to register with.
+func (b *Broker) namesrvAddrs() []string {
+	var out []string
+	for _, a := range strings.Split(b.cfg.NamesrvAddr, ";") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// registerLoop registers with every nameserver at start, every
+// register_interval, and whenever a topic is created.
+func (b *Broker) registerLoop() {
+	defer b.wg.Done()
+	b.registerAll()
+	t := time.NewTicker(b.cfg.RegisterInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-b.quit:
+			return
+		case <-t.C:
+		case <-b.regCh:
+		}
+		b.registerAll()
+	}
+}
+
+// registerAll sends REGISTER_BROKER with the whole topic table to every
+// nameserver (spec 5.2).
+func (b *Broker) registerAll() {
+	addrs := b.namesrvAddrs()
+	if len(addrs) == 0 {
+		return
+	}
+	cfgs, version := b.topics.All()
+	table := make(map[string]protocol.TopicConfig, len(cfgs))
+	for _, c := range cfgs {
+		table[c.TopicName] = c
+	}
+	body, err := remoting.EncodeBody(remoting.SerializeJSON, protocol.RegisterBrokerBody{
+		TopicConfigSerializeWrapper: protocol.TopicConfigSerializeWrapper{TopicConfigTable: table, DataVersion: version},
+		FilterServerList:            []string{},
+	})
+	if err != nil {
+		b.logger.Error("broker: encode registration", "err", err)
+		return
+	}
+	h := protocol.RegisterBrokerRequestHeader{
+		BrokerName: b.cfg.BrokerName, BrokerAddr: b.addr, ClusterName: b.cfg.ClusterName,
+		HAServerAddr: b.addr, BrokerID: b.cfg.BrokerID, BodyCrc32: int32(crc32.ChecksumIEEE(body) & 0x7FFFFFFF),
+	}
+	var wg sync.WaitGroup
+	for _, a := range addrs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 6*time.Second)
+			defer cancel()
+			resp, err := b.nsc.Invoke(ctx, a, remoting.NewRequest(protocol.RegisterBroker, protocol.Ext(&h), body))
+			switch {
+			case err != nil:
+				b.logger.Warn("broker: register with nameserver failed", "namesrv", a, "err", err)
+			case resp.Code != protocol.Success:
+				b.logger.Warn("broker: nameserver refused registration", "namesrv", a, "code", resp.Code, "remark", resp.Remark)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// unregisterAll tells every nameserver the broker is leaving (best effort).
+func (b *Broker) unregisterAll(ctx context.Context) {
+	h := protocol.UnregisterBrokerRequestHeader{BrokerName: b.cfg.BrokerName, BrokerAddr: b.addr,
+		ClusterName: b.cfg.ClusterName, BrokerID: b.cfg.BrokerID}
+	for _, a := range b.namesrvAddrs() {
+		if _, err := b.nsc.Invoke(ctx, a, remoting.NewRequest(protocol.UnregisterBroker, protocol.Ext(&h), nil)); err != nil {
+			b.logger.Debug("broker: unregister", "namesrv", a, "err", err)
+		}
+	}
+}

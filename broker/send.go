@@ -1,0 +1,261 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"strconv"
+	"strings"
+
+	"github.com/sluicemq/sluice/broker/store"
+	"github.com/sluicemq/sluice/broker/topic"
+	"github.com/sluicemq/sluice/internal/message"
+	"github.com/sluicemq/sluice/internal/protocol"
+	"github.com/sluicemq/sluice/internal/remoting"
+)
+
+const (
+	transHalfTopic = "RMQ_SYS_TRANS_HALF_TOPIC"
+	defaultRegion  = "DefaultRegion"
+	// defaultMaxReconsume is RocketMQ's retryMaxTimes.
+	defaultMaxReconsume = 16
+)
+
+// reply writes a response with a code and remark.
+func reply(w remoting.ResponseWriter, req *remoting.Command, code int16, remark string) {
+	_ = w.Write(remoting.NewResponse(req, code, remark))
+}
+
+// decodeSendHeader reads the long (10) or one-letter (310, 320) send header.
+func decodeSendHeader(req *remoting.Command) (protocol.SendMessageRequestHeader, error) {
+	if req.Code == protocol.SendMessage {
+		var h protocol.SendMessageRequestHeader
+		err := h.FromExt(req.ExtFields)
+		return h, err
+	}
+	var v2 protocol.SendMessageRequestHeaderV2
+	err := v2.FromExt(req.ExtFields)
+	return v2.V1(), err
+}
+
+// peerAddr is the connection's remote address as a netip.AddrPort (the
+// stored BORNHOST).
+func peerAddr(w remoting.ResponseWriter) netip.AddrPort {
+	if c := w.Conn(); c != nil {
+		if ap, err := netip.ParseAddrPort(c.RemoteAddr().String()); err == nil {
+			return ap
+		}
+	}
+	return netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), 0)
+}
+
+// handleSend serves SEND_MESSAGE (10), SEND_MESSAGE_V2 (310) and
+// SEND_BATCH_MESSAGE (320), spec 3.1.
+func (b *Broker) handleSend(ctx context.Context, w remoting.ResponseWriter, req *remoting.Command) {
+	h, err := decodeSendHeader(req)
+	if err != nil {
+		reply(w, req, protocol.SystemError, "bad send header: "+err.Error())
+		return
+	}
+	if systemTopics[h.Topic] {
+		reply(w, req, protocol.NoPermission, fmt.Sprintf("sending to the system topic %s is not allowed", h.Topic))
+		return
+	}
+	cfg, code, remark := b.topicForSend(h.Topic, h.DefaultTopic, h.DefaultTopicQueueNums)
+	if code != protocol.Success {
+		reply(w, req, code, remark)
+		return
+	}
+	if !cfg.Writable() {
+		reply(w, req, protocol.NoPermission, fmt.Sprintf("topic %s is not writable on broker %s (perm %d)", h.Topic, b.cfg.BrokerName, cfg.Perm))
+		return
+	}
+	if h.QueueID < 0 {
+		h.QueueID = rand.Int32N(max(cfg.WriteQueueNums, 1))
+	} else if h.QueueID >= cfg.Queues() {
+		reply(w, req, protocol.SystemError, fmt.Sprintf("queueId %d out of range: topic %s has %d queues on broker %s",
+			h.QueueID, h.Topic, cfg.Queues(), b.cfg.BrokerName))
+		return
+	}
+	// Flow control: at most send_queue_size sends wait for the store; the
+	// rest are told to back off (SYSTEM_BUSY is retried by clients).
+	select {
+	case b.sendSem <- struct{}{}:
+		defer func() { <-b.sendSem }()
+	default:
+		b.stats.busy.Add(1)
+		reply(w, req, protocol.SystemBusy, fmt.Sprintf(
+			"broker %s busy: %d sends already waiting for the store (send_queue_size); retry after a short backoff",
+			b.cfg.BrokerName, cap(b.sendSem)))
+		return
+	}
+	if req.Code == protocol.SendBatchMessage {
+		b.sendBatch(ctx, w, req, h)
+		return
+	}
+	m := &message.Message{
+		Topic: h.Topic, QueueID: h.QueueID, Flag: h.Flag, SysFlag: h.SysFlag, BornTimestamp: h.BornTimestamp,
+		BornHost: peerAddr(w), StoreHost: b.storeHost, ReconsumeTimes: h.ReconsumeTimes,
+		Body: req.Body, Properties: h.Properties,
+	}
+	wait := true
+	if v, ok := message.PropertyValue(m.Properties, message.PropWait); ok {
+		wait = v != "false"
+		m.Properties = message.DeleteProperty(m.Properties, message.PropWait)
+	}
+	if code, remark := b.redirect(m, h); code != protocol.Success {
+		reply(w, req, code, remark)
+		return
+	}
+	if props, err := message.SetProperty(m.Properties, message.PropCluster, b.cfg.ClusterName); err == nil {
+		m.Properties = props
+	}
+	var res store.PutResult
+	if wait {
+		res = b.store.Put(ctx, m)
+	} else {
+		res = b.store.PutNoWait(m)
+	}
+	b.stats.recordPut(m.Topic, 1, len(m.Body))
+	b.answerPut(w, req, res, m.QueueID, message.OffsetMsgID(b.storeHost, res.Pos))
+}
+
+// redirect applies the retry→DLQ, transaction-half and delay rules to a
+// single message before it is stored (spec 3.1 steps 4 and 7, 3.9, 7.9).
+func (b *Broker) redirect(m *message.Message, h protocol.SendMessageRequestHeader) (int16, string) {
+	if grp, ok := strings.CutPrefix(m.Topic, topic.RetryPrefix); ok {
+		maxRe := int32(defaultMaxReconsume)
+		if h.MaxReconsumeTimes != nil && *h.MaxReconsumeTimes >= 0 {
+			maxRe = *h.MaxReconsumeTimes
+		}
+		if m.ReconsumeTimes >= maxRe {
+			dlq := topic.DLQPrefix + grp
+			if _, err := b.ensureTopic(dlq, 1); err != nil {
+				return protocol.SystemError, "broker: cannot create " + dlq + ": " + err.Error()
+			}
+			m.Topic, m.QueueID = dlq, 0
+			m.Properties = message.DeleteProperty(m.Properties, message.PropDelay)
+			return protocol.Success, ""
+		}
+	}
+	if v, _ := message.PropertyValue(m.Properties, message.PropTranMsg); v == "true" && message.TxType(m.SysFlag) == message.TxPrepared {
+		if err := b.toHalf(m); err != nil {
+			return protocol.MessageIllegal, err.Error()
+		}
+		return protocol.Success, ""
+	}
+	tx := message.TxType(m.SysFlag)
+	if v, ok := message.PropertyValue(m.Properties, message.PropDelay); ok && (tx == message.TxNot || tx == message.TxCommit) {
+		level, err := strconv.Atoi(v)
+		if err == nil && level > 0 {
+			if err := b.toSchedule(m, level); err != nil {
+				return protocol.MessageIllegal, err.Error()
+			}
+		}
+	}
+	return protocol.Success, ""
+}
+
+// toSchedule moves a delayed message to SCHEDULE_TOPIC_XXXX, queue level-1,
+// keeping its real topic and queue in properties.
+func (b *Broker) toSchedule(m *message.Message, level int) error {
+	level = min(level, len(store.DefaultDelayLevels))
+	props, err := message.SetProperty(m.Properties, message.PropRealTopic, m.Topic)
+	if err == nil {
+		props, err = message.SetProperty(props, message.PropRealQueueID, strconv.Itoa(int(m.QueueID)))
+	}
+	if err == nil {
+		props, err = message.SetProperty(props, message.PropDelay, strconv.Itoa(level))
+	}
+	if err != nil {
+		return err
+	}
+	m.Properties, m.Topic, m.QueueID = props, store.ScheduleTopic, int32(level-1)
+	return nil
+}
+
+// toHalf stores a transactional message as a half message (spec 3.9).
+func (b *Broker) toHalf(m *message.Message) error {
+	if _, err := b.ensureTopic(transHalfTopic, 1); err != nil {
+		return err
+	}
+	props, err := message.SetProperty(m.Properties, message.PropRealTopic, m.Topic)
+	if err == nil {
+		props, err = message.SetProperty(props, message.PropRealQueueID, strconv.Itoa(int(m.QueueID)))
+	}
+	if err != nil {
+		return err
+	}
+	m.Properties, m.Topic, m.QueueID = props, transHalfTopic, 0
+	m.SysFlag &^= message.TxMask
+	return nil
+}
+
+// answerPut maps a store result to the send response (spec 3.1).
+func (b *Broker) answerPut(w remoting.ResponseWriter, req *remoting.Command, res store.PutResult, queueID int32, msgID string) {
+	code := int16(protocol.Success)
+	switch res.Status {
+	case store.PutOK:
+	case store.PutFlushDiskTimeout:
+		code = protocol.FlushDiskTimeout
+	case store.PutMessageIllegal:
+		code = protocol.MessageIllegal
+	case store.PutServiceNotAvailable:
+		code = protocol.ServiceNotAvailable
+	default:
+		code = protocol.SystemError
+	}
+	resp := remoting.NewResponse(req, code, res.Remark)
+	if code == protocol.Success || code == protocol.FlushDiskTimeout {
+		resp.ExtFields = protocol.Ext(&protocol.SendMessageResponseHeader{MsgID: msgID, QueueID: queueID,
+			QueueOffset: res.QueueOffset, Region: defaultRegion, TraceOn: true})
+	}
+	_ = w.Write(resp)
+}
+
+// sendBatch stores a SEND_BATCH_MESSAGE as consecutive records (spec 3.1
+// step 8).
+func (b *Broker) sendBatch(ctx context.Context, w remoting.ResponseWriter, req *remoting.Command, h protocol.SendMessageRequestHeader) {
+	if message.TxType(h.SysFlag) != message.TxNot {
+		reply(w, req, protocol.MessageIllegal, "batch messages cannot be transactional")
+		return
+	}
+	if _, ok := message.PropertyValue(h.Properties, message.PropDelay); ok {
+		reply(w, req, protocol.MessageIllegal, "batch messages cannot be delayed (DELAY in the batch properties)")
+		return
+	}
+	if strings.HasPrefix(h.Topic, topic.RetryPrefix) {
+		reply(w, req, protocol.MessageIllegal, "batch messages cannot be sent to a retry topic")
+		return
+	}
+	cluster := string(message.AppendProperties(nil, map[string]string{message.PropCluster: b.cfg.ClusterName}))
+	var items []message.BatchItem
+	err := message.DecodeBatch(req.Body, func(it message.BatchItem) error {
+		p := it.Properties
+		if p != "" && !strings.HasSuffix(p, "\x02") {
+			p += "\x02"
+		}
+		it.Properties = p + cluster
+		items = append(items, it)
+		return nil
+	})
+	if err != nil {
+		reply(w, req, protocol.MessageIllegal, "bad batch body: "+err.Error())
+		return
+	}
+	batch := &store.Batch{Template: message.Message{Topic: h.Topic, QueueID: h.QueueID, SysFlag: h.SysFlag,
+		BornTimestamp: h.BornTimestamp, BornHost: peerAddr(w), StoreHost: b.storeHost, ReconsumeTimes: h.ReconsumeTimes},
+		Items: items}
+	res := b.store.PutBatch(ctx, batch)
+	bytes := 0
+	for _, it := range items {
+		bytes += len(it.Body)
+	}
+	b.stats.recordPut(h.Topic, len(items), bytes)
+	ids := make([]string, len(res.Positions))
+	for i, p := range res.Positions {
+		ids[i] = message.OffsetMsgID(b.storeHost, p)
+	}
+	b.answerPut(w, req, res, h.QueueID, strings.Join(ids, ","))
+}

@@ -1,0 +1,127 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/sluicemq/sluice/broker/store"
+	"github.com/sluicemq/sluice/broker/topic"
+	"github.com/sluicemq/sluice/internal/protocol"
+)
+
+// System topics producers may not send to directly (spec 3.1).
+var systemTopics = map[string]bool{
+	store.ScheduleTopic:           true,
+	"RMQ_SYS_TRANS_HALF_TOPIC":    true,
+	"RMQ_SYS_TRANS_OP_HALF_TOPIC": true,
+	"TRANS_CHECK_MAX_TIME_TOPIC":  true,
+	"SELF_TEST_TOPIC":             true,
+	"OFFSET_MOVED_EVENT":          true,
+}
+
+func openTopics(dir string) (*topic.Table, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("broker: create %s: %w", dir, err)
+	}
+	return topic.Open(filepath.Join(dir, "topics"))
+}
+
+// createSystemTopics creates the topics a RocketMQ broker has at start
+// (spec 7.10): the auto-create template TBW102 when auto-create is on, the
+// delay topic, and topics named after the cluster and the broker.
+func (b *Broker) createSystemTopics() error {
+	rw := int32(protocol.PermRead | protocol.PermWrite)
+	cfgs := []topic.Config{
+		{TopicName: store.ScheduleTopic, ReadQueueNums: int32(len(store.DefaultDelayLevels)), WriteQueueNums: int32(len(store.DefaultDelayLevels)), Perm: rw},
+		{TopicName: "SELF_TEST_TOPIC", ReadQueueNums: 1, WriteQueueNums: 1, Perm: rw},
+		{TopicName: "OFFSET_MOVED_EVENT", ReadQueueNums: 1, WriteQueueNums: 1, Perm: rw},
+		{TopicName: b.cfg.BrokerName, ReadQueueNums: 1, WriteQueueNums: 1, Perm: protocol.PermInherit | rw},
+	}
+	if topic.ValidateName(b.cfg.ClusterName) == nil {
+		cfgs = append(cfgs, topic.Config{TopicName: b.cfg.ClusterName, ReadQueueNums: 16, WriteQueueNums: 16, Perm: protocol.PermInherit | rw})
+	}
+	if b.cfg.AutoCreateTopic {
+		n := max(b.cfg.DefaultTopicQueueNums, 8)
+		cfgs = append(cfgs, topic.Config{TopicName: topic.AutoCreateTemplate, ReadQueueNums: n, WriteQueueNums: n,
+			Perm: protocol.PermInherit | rw})
+	}
+	for _, c := range cfgs {
+		if _, _, err := b.topics.PutIfAbsent(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// topicForSend returns the config of a topic a producer sends to, creating
+// it from the producer's template (defaultTopic) when it is unknown and
+// auto-create allows it (spec 3.1 step 2). It returns a response code and a
+// remark when the send must be refused.
+func (b *Broker) topicForSend(name, defaultTopic string, defaultQueues int32) (topic.Config, int16, string) {
+	if c, ok := b.topics.Get(name); ok {
+		return c, protocol.Success, ""
+	}
+	if err := topic.ValidateName(name); err != nil {
+		return topic.Config{}, protocol.MessageIllegal, err.Error()
+	}
+	retry := strings.HasPrefix(name, topic.RetryPrefix)
+	if !retry && !b.cfg.AutoCreateTopic {
+		return topic.Config{}, protocol.TopicNotExist, fmt.Sprintf(
+			"topic %s does not exist on broker %s and auto-create is off: create it with mqadmin updateTopic", name, b.cfg.BrokerName)
+	}
+	tmplName := defaultTopic
+	if tmplName == "" {
+		tmplName = topic.AutoCreateTemplate
+	}
+	tmpl, ok := b.topics.Get(tmplName)
+	if !retry && (!ok || tmpl.Perm&protocol.PermInherit == 0) {
+		return topic.Config{}, protocol.TopicNotExist, fmt.Sprintf(
+			"topic %s does not exist and its template %s cannot create it (missing or not inheritable)", name, tmplName)
+	}
+	queues := int32(1)
+	perm := int32(protocol.PermRead | protocol.PermWrite)
+	if !retry {
+		queues = tmpl.WriteQueueNums
+		if defaultQueues > 0 {
+			queues = min(defaultQueues, queues)
+		}
+		perm = tmpl.Perm &^ protocol.PermInherit
+	}
+	c, created, err := b.topics.PutIfAbsent(topic.Config{TopicName: name, ReadQueueNums: queues, WriteQueueNums: queues, Perm: perm})
+	if err != nil {
+		return topic.Config{}, protocol.SystemError, "broker: cannot save the new topic: " + err.Error()
+	}
+	if created {
+		b.logger.Info("broker: topic auto-created", "topic", name, "queues", queues)
+		b.registerSoon()
+	}
+	return c, protocol.Success, ""
+}
+
+// ensureTopic creates a topic with n queues unless it exists (retry and DLQ
+// topics), registering it with the nameservers when created.
+func (b *Broker) ensureTopic(name string, n int32) (topic.Config, error) {
+	c, created, err := b.topics.PutIfAbsent(topic.Config{TopicName: name, ReadQueueNums: n, WriteQueueNums: n,
+		Perm: protocol.PermRead | protocol.PermWrite})
+	if err == nil && created {
+		b.registerSoon()
+	}
+	return c, err
+}
+
+// registerSoon registers with the nameservers now, in the background.
+func (b *Broker) registerSoon() {
+	select {
+	case b.regCh <- struct{}{}:
+	default:
+	}
+}
+
+// deleteTopic removes a topic's config. Its stored messages stay in the
+// commitlog until retention removes them.
+func (b *Broker) deleteTopic(_ context.Context, name string) (bool, error) {
+	return b.topics.Delete(name)
+}

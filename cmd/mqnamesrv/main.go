@@ -1,0 +1,144 @@
+// Command mqnamesrv runs a Sluice nameserver: brokers register their
+// topics with it; producers, consumers and mqadmin ask it for routes.
+//
+//	mqnamesrv [-c FILE] [--listen HOST:PORT] [--metrics-listen HOST:PORT]
+//
+// Settings come from, strongest first: flags, the YAML config file (-c,
+// see conf/namesrv.yaml), SLUICE_ environment variables, defaults. It runs
+// until SIGINT or SIGTERM and then shuts down cleanly.
+//
+// Exit status: 0 after a clean shutdown, 1 when the config file or
+// environment is invalid or the server fails, 2 for a bad command line
+// (unknown flag, stray argument, invalid flag value).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/sluicemq/sluice/conf"
+	"github.com/sluicemq/sluice/nameserver"
+)
+
+// Exit statuses.
+const (
+	exitOK    = 0
+	exitError = 1
+	exitUsage = 2
+)
+
+const usage = `Usage: mqnamesrv [-c FILE] [--listen HOST:PORT] [--metrics-listen HOST:PORT]
+
+Runs a Sluice nameserver until SIGINT or SIGTERM.
+
+Flags override the config file, which overrides SLUICE_* environment
+variables (SLUICE_LISTEN, SLUICE_BROKER_EXPIRY, ...), which override the
+defaults.
+
+  -c FILE                     YAML config file (see conf/namesrv.yaml)
+  --listen HOST:PORT          address to serve on (default 127.0.0.1:9876;
+                              port 0 picks a free port)
+  --metrics-listen HOST:PORT  address for the metrics HTTP endpoint; stored
+                              and validated, but the endpoint is future work:
+                              nothing is served there yet
+  -h, --help                  show this help
+
+Exit status: 0 after a clean shutdown, 1 for an invalid config file or
+environment or a server failure, 2 for a bad command line.
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run is main with its inputs and outputs passed in; it returns the exit
+// status.
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("mqnamesrv", flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // errors are reported by us, on one line
+	fs.Usage = func() {}
+	configPath := fs.String("c", "", "")
+	listen := fs.String("listen", "", "")
+	metricsListen := fs.String("metrics-listen", "", "")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, usage)
+			return exitOK
+		}
+		fmt.Fprintf(stderr, "mqnamesrv: %v (see mqnamesrv -h)\n", err)
+		return exitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "mqnamesrv: unexpected argument %q (see mqnamesrv -h)\n", fs.Arg(0))
+		return exitUsage
+	}
+
+	cfg, err := conf.LoadNameserver(*configPath)
+	if err != nil {
+		fmt.Fprintf(stderr, "mqnamesrv: %s\n", oneLine(err))
+		return exitError
+	}
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "listen":
+			cfg.Listen = *listen
+		case "metrics-listen":
+			cfg.MetricsListen = *metricsListen
+		}
+	})
+	// NB: LoadNameserver validated file and environment, so a failure now
+	// comes from a flag.
+	if err := cfg.Validate(); err != nil {
+		fmt.Fprintf(stderr, "mqnamesrv: bad flag value: %s (see mqnamesrv -h)\n", oneLine(err))
+		return exitUsage
+	}
+
+	logger := slog.New(slog.NewTextHandler(stderr, nil))
+	if cfg.MetricsListen != "" {
+		logger.Warn("mqnamesrv: the metrics endpoint is not implemented yet; metrics_listen is ignored",
+			"metrics_listen", cfg.MetricsListen)
+	}
+	ns, err := nameserver.New(cfg, logger)
+	if err != nil {
+		fmt.Fprintf(stderr, "mqnamesrv: %s\n", oneLine(err))
+		return exitError
+	}
+	if err := ns.Start(); err != nil {
+		_ = ns.Close()
+		fmt.Fprintf(stderr, "mqnamesrv: %s\n", oneLine(err))
+		return exitError
+	}
+	logger.Info("mqnamesrv: listening", "addr", ns.Addr())
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	<-ctx.Done()
+	stop()
+	logger.Info("mqnamesrv: shutting down")
+	if err := ns.Close(); err != nil {
+		fmt.Fprintf(stderr, "mqnamesrv: %s\n", oneLine(err))
+		return exitError
+	}
+	logger.Info("mqnamesrv: stopped")
+	return exitOK
+}
+
+// oneLine joins the lines of a (possibly joined) error with "; ", so that
+// every failure is reported on one line.
+func oneLine(err error) string {
+	var parts []string
+	for line := range strings.SplitSeq(err.Error(), "\n") {
+		if line = strings.TrimSpace(line); line != "" {
+			parts = append(parts, line)
+		}
+	}
+	s := strings.Join(parts, "; ")
+	return strings.ReplaceAll(s, ":; ", ": ")
+}

@@ -1,0 +1,78 @@
+package protocol
+
+// Admin bodies Sluice's broker answers with (GET_TOPIC_STATS_INFO,
+// GET_CONSUME_STATS, GET_BROKER_RUNTIME_INFO, GET_ALL_TOPIC_CONFIG). Queue
+// lists are arrays rather than Java's maps keyed by MessageQueue objects,
+// which JSON cannot express portably.
+
+// KVTable is the body of GET_BROKER_RUNTIME_INFO: {"table":{...}}.
+type KVTable struct {
+	Table map[string]string `json:"table"`
+}
+
+// QueueStat is one queue's bounds in GET_TOPIC_STATS_INFO.
+type QueueStat struct {
+	MessageQueue
+	MinOffset           int64 `json:"minOffset"`
+	MaxOffset           int64 `json:"maxOffset"`
+	LastUpdateTimestamp int64 `json:"lastUpdateTimestamp"` // store time of the newest message, 0 if none
+}
+
+// TopicStats is the body of GET_TOPIC_STATS_INFO.
+type TopicStats struct {
+	Queues []QueueStat `json:"queues"`
+}
+
+// QueueProgress is a consumer group's position in one queue.
+type QueueProgress struct {
+	MessageQueue
+	BrokerOffset   int64 `json:"brokerOffset"`   // the queue's max offset
+	ConsumerOffset int64 `json:"consumerOffset"` // -1 when the group has none stored
+	// OldestUnconsumedTimestamp is the store time of the message at the
+	// consumer offset; 0 when nothing is waiting or it is unknown.
+	OldestUnconsumedTimestamp int64 `json:"oldestUnconsumedTimestamp"`
+}
+
+// ConsumeStats is the body of GET_CONSUME_STATS.
+type ConsumeStats struct {
+	Group  string          `json:"group"`
+	Queues []QueueProgress `json:"queues"`
+}
+
+// GetConsumeStatsRequestHeader is the header of GET_CONSUME_STATS (208).
+type GetConsumeStatsRequestHeader struct {
+	ConsumerGroup string // consumerGroup
+	Topic         string // topic, optional: every subscribed topic when empty
+}
+
+// ToExt implements ExtHeader.
+func (h *GetConsumeStatsRequestHeader) ToExt(ext map[string]string) {
+	ext["consumerGroup"] = h.ConsumerGroup
+	if h.Topic != "" {
+		ext["topic"] = h.Topic
+	}
+}
+
+// FromExt implements ExtHeader.
+func (h *GetConsumeStatsRequestHeader) FromExt(ext map[string]string) error {
+	r := extReader{ext: ext, header: "GetConsumeStatsRequestHeader"}
+	h.ConsumerGroup = r.str("consumerGroup")
+	h.Topic = r.optStr("topic")
+	return r.err
+}
+
+// TopicRequestHeader is the header of requests that name only a topic
+// (GET_TOPIC_STATS_INFO 202).
+type TopicRequestHeader struct {
+	Topic string // topic
+}
+
+// ToExt implements ExtHeader.
+func (h *TopicRequestHeader) ToExt(ext map[string]string) { ext["topic"] = h.Topic }
+
+// FromExt implements ExtHeader.
+func (h *TopicRequestHeader) FromExt(ext map[string]string) error {
+	r := extReader{ext: ext, header: "TopicRequestHeader"}
+	h.Topic = r.str("topic")
+	return r.err
+}

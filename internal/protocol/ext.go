@@ -1,0 +1,142 @@
+package protocol
+
+import (
+	"errors"
+	"strconv"
+)
+
+// Sentinel errors wrapped by *FieldError. Callers test them with errors.Is.
+var (
+	// ErrMissingField marks a required extFields key that is absent.
+	ErrMissingField = errors.New("protocol: missing required field")
+
+	// ErrBadField marks an extFields value that does not parse as the
+	// field's type (number out of range, not a number, not a boolean).
+	ErrBadField = errors.New("protocol: bad field value")
+)
+
+// FieldError says which header field is missing or malformed. Its text is
+// meant for a response remark, e.g.
+//
+//	protocol: PullMessageRequestHeader: field "queueId": bad int32 "x"
+type FieldError struct {
+	Header string // Go type name of the header
+	Field  string // extFields key
+	Value  string // offending value ("" when missing)
+	Kind   string // expected type, e.g. "int32"; "" when missing
+	Err    error  // ErrMissingField or ErrBadField
+}
+
+func (e *FieldError) Error() string {
+	if errors.Is(e.Err, ErrMissingField) {
+		return "protocol: " + e.Header + ": missing required field " + strconv.Quote(e.Field)
+	}
+	v := e.Value
+	if len(v) > 64 {
+		v = v[:64] + "..."
+	}
+	return "protocol: " + e.Header + ": field " + strconv.Quote(e.Field) + ": bad " + e.Kind + " " + strconv.Quote(v)
+}
+
+func (e *FieldError) Unwrap() error { return e.Err }
+
+// ExtHeader is implemented by every typed custom header in this package.
+type ExtHeader interface {
+	// ToExt writes the header's fields into ext as strings.
+	ToExt(ext map[string]string)
+	// FromExt reads the header's fields from ext, replacing all of them.
+	FromExt(ext map[string]string) error
+}
+
+// Ext returns a new extFields map holding h's fields.
+func Ext(h interface{ ToExt(map[string]string) }) map[string]string {
+	m := make(map[string]string, 16)
+	h.ToExt(m)
+	return m
+}
+
+// extReader reads typed fields out of an extFields map and keeps the first
+// error, so FromExt bodies are straight-line code.
+type extReader struct {
+	header string
+	ext    map[string]string
+	err    error
+}
+
+func (r *extReader) fail(field, value, kind string, sentinel error) {
+	if r.err == nil {
+		r.err = &FieldError{Header: r.header, Field: field, Value: value, Kind: kind, Err: sentinel}
+	}
+}
+
+func (r *extReader) lookup(key string, required bool) (string, bool) {
+	v, ok := r.ext[key]
+	if !ok && required {
+		r.fail(key, "", "", ErrMissingField)
+	}
+	return v, ok
+}
+
+// str reads a required string.
+func (r *extReader) str(key string) string {
+	v, _ := r.lookup(key, true)
+	return v
+}
+
+// optStr reads an optional string ("" when absent).
+func (r *extReader) optStr(key string) string { return r.ext[key] }
+
+func (r *extReader) parseInt(key string, required bool, bits int, kind string) int64 {
+	v, ok := r.lookup(key, required)
+	if !ok {
+		return 0
+	}
+	n, err := strconv.ParseInt(v, 10, bits)
+	if err != nil {
+		r.fail(key, v, kind, ErrBadField)
+		return 0
+	}
+	return n
+}
+
+func (r *extReader) int32(key string) int32 { return int32(r.parseInt(key, true, 32, "int32")) }
+func (r *extReader) int64(key string) int64 { return r.parseInt(key, true, 64, "int64") }
+func (r *extReader) optInt32(key string) int32 {
+	return int32(r.parseInt(key, false, 32, "int32"))
+}
+func (r *extReader) optInt64(key string) int64 { return r.parseInt(key, false, 64, "int64") }
+
+// optInt32Ptr reads an optional int32 whose absence matters (nil when
+// absent).
+func (r *extReader) optInt32Ptr(key string) *int32 {
+	if _, ok := r.ext[key]; !ok {
+		return nil
+	}
+	n := r.optInt32(key)
+	return &n
+}
+
+func (r *extReader) parseBool(key string, required bool) bool {
+	v, ok := r.lookup(key, required)
+	if !ok {
+		return false
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		r.fail(key, v, "bool", ErrBadField)
+		return false
+	}
+	return b
+}
+
+func (r *extReader) boolean(key string) bool    { return r.parseBool(key, true) }
+func (r *extReader) optBool(key string) bool    { return r.parseBool(key, false) }
+func itoa32(n int32) string                     { return strconv.FormatInt(int64(n), 10) }
+func itoa64(n int64) string                     { return strconv.FormatInt(n, 10) }
+func btoa(b bool) string                        { return strconv.FormatBool(b) }
+func putOpt(ext map[string]string, k, v string) { putIf(ext, k, v, v != "") }
+func putIf(ext map[string]string, k, v string, cond bool) {
+	if cond {
+		ext[k] = v
+	}
+}

@@ -1,0 +1,67 @@
+package protocol
+
+import (
+	"bytes"
+	"sort"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// encodeExtSeed flattens a map into the fuzz input form: key NUL value NUL,
+// keys sorted.
+func encodeExtSeed(ext map[string]string) []byte {
+	keys := make([]string, 0, len(ext))
+	for k := range ext {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b bytes.Buffer
+	for _, k := range keys {
+		b.WriteString(k)
+		b.WriteByte(0)
+		b.WriteString(ext[k])
+		b.WriteByte(0)
+	}
+	return b.Bytes()
+}
+
+func decodeExtSeed(data []byte) map[string]string {
+	parts := bytes.Split(data, []byte{0})
+	ext := make(map[string]string, len(parts)/2)
+	for i := 0; i+1 < len(parts); i += 2 {
+		ext[string(parts[i])] = string(parts[i+1])
+	}
+	return ext
+}
+
+// FuzzExtFields feeds one fuzzed extFields map to every header's FromExt.
+// Properties: no panic; an error is a *FieldError; a header that decodes
+// re-encodes to a map that decodes to the same header.
+func FuzzExtFields(f *testing.F) {
+	for _, name := range goldenFiles(f) {
+		f.Add(encodeExtSeed(loadGolden(f, name).ExtFields))
+	}
+	for _, tc := range headerCases() {
+		f.Add(encodeExtSeed(Ext(tc.sample)))
+	}
+	f.Add([]byte("queueId\x00-0\x00offset\x00+9223372036854775807\x00"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		ext := decodeExtSeed(data)
+		for _, tc := range headerCases() {
+			h := tc.empty()
+			err := h.FromExt(ext)
+			if err != nil {
+				var fe *FieldError
+				require.ErrorAs(t, err, &fe, tc.name)
+				continue
+			}
+			h2 := tc.empty()
+			require.NoError(t, h2.FromExt(Ext(h)), tc.name)
+			require.Equal(t, h, h2, tc.name)
+		}
+		for _, code := range []int16{SendMessage, SendMessageV2, SendBatchMessage} {
+			_, _ = DecodeSendMessageRequestHeader(code, ext)
+		}
+	})
+}

@@ -1,0 +1,314 @@
+package protocol
+
+import (
+	"errors"
+	"reflect"
+	"sort"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func i32p(n int32) *int32 { return &n }
+
+// headerCase describes one header type for the table tests: a filled
+// sample, a constructor for an empty value, and which keys FromExt must
+// insist on.
+type headerCase struct {
+	name     string
+	sample   ExtHeader
+	empty    func() ExtHeader
+	required []string
+}
+
+// headerCases lists every typed header. The fuzz target uses it too.
+func headerCases() []headerCase {
+	return []headerCase{
+		{"SendMessageRequestHeader", &SendMessageRequestHeader{
+			ProducerGroup: "pg", Topic: "T", DefaultTopic: "TBW102", DefaultTopicQueueNums: 4,
+			QueueID: -1, SysFlag: 1, BornTimestamp: 1795993369620, Flag: 7,
+			Properties: "TAGS\x01a\x02", ReconsumeTimes: 2, UnitMode: true,
+			MaxReconsumeTimes: i32p(16), Batch: true, BrokerName: "broker-a",
+		}, func() ExtHeader { return new(SendMessageRequestHeader) },
+			[]string{"producerGroup", "topic", "defaultTopic", "defaultTopicQueueNums", "queueId", "sysFlag", "bornTimestamp", "flag"}},
+		{"SendMessageRequestHeaderV2", &SendMessageRequestHeaderV2{
+			ProducerGroup: "pg", Topic: "T", DefaultTopic: "TBW102", DefaultTopicQueueNums: 4,
+			QueueID: 3, BornTimestamp: -5, Properties: "", MaxReconsumeTimes: i32p(0), Batch: true,
+		}, func() ExtHeader { return new(SendMessageRequestHeaderV2) },
+			[]string{"a", "b", "c", "d", "e", "f", "g", "h"}},
+		{"SendMessageResponseHeader", &SendMessageResponseHeader{
+			MsgID: "7F000001000051AF0000000000000000", QueueID: 1, QueueOffset: 9,
+			TransactionID: "tx", Region: "DefaultRegion", TraceOn: true,
+		}, func() ExtHeader { return new(SendMessageResponseHeader) },
+			[]string{"msgId", "queueId", "queueOffset"}},
+		{"PullMessageRequestHeader", &PullMessageRequestHeader{
+			ConsumerGroup: "cg", Topic: "T", QueueID: 1, QueueOffset: 1 << 40, MaxMsgNums: 32,
+			SysFlag: 6, CommitOffset: 3, SuspendTimeoutMillis: 20000, Subscription: "a || b",
+			SubVersion: 1795993371034374889, ExpressionType: "TAG", BrokerName: "b",
+		}, func() ExtHeader { return new(PullMessageRequestHeader) },
+			[]string{"consumerGroup", "topic", "queueId", "queueOffset", "maxMsgNums", "sysFlag", "commitOffset", "suspendTimeoutMillis", "subVersion"}},
+		{"PullMessageResponseHeader", &PullMessageResponseHeader{SuggestWhichBrokerID: 1, NextBeginOffset: 2, MinOffset: 3, MaxOffset: 4},
+			func() ExtHeader { return new(PullMessageResponseHeader) },
+			[]string{"suggestWhichBrokerId", "nextBeginOffset", "minOffset", "maxOffset"}},
+		{"QueryConsumerOffsetRequestHeader", &QueryConsumerOffsetRequestHeader{ConsumerGroup: "cg", Topic: "T", QueueID: 2, BrokerName: "b"},
+			func() ExtHeader { return new(QueryConsumerOffsetRequestHeader) },
+			[]string{"consumerGroup", "topic", "queueId"}},
+		{"QueryConsumerOffsetResponseHeader", &QueryConsumerOffsetResponseHeader{Offset: 12},
+			func() ExtHeader { return new(QueryConsumerOffsetResponseHeader) }, []string{"offset"}},
+		{"UpdateConsumerOffsetRequestHeader", &UpdateConsumerOffsetRequestHeader{ConsumerGroup: "cg", Topic: "T", QueueID: 2, CommitOffset: 99, BrokerName: "b"},
+			func() ExtHeader { return new(UpdateConsumerOffsetRequestHeader) },
+			[]string{"consumerGroup", "topic", "queueId", "commitOffset"}},
+		{"GetMaxOffsetRequestHeader", &GetMaxOffsetRequestHeader{Topic: "T", QueueID: 1, BrokerName: "b"},
+			func() ExtHeader { return new(GetMaxOffsetRequestHeader) }, []string{"topic", "queueId"}},
+		{"GetMaxOffsetResponseHeader", &GetMaxOffsetResponseHeader{Offset: 2},
+			func() ExtHeader { return new(GetMaxOffsetResponseHeader) }, []string{"offset"}},
+		{"GetMinOffsetRequestHeader", &GetMinOffsetRequestHeader{Topic: "T", QueueID: 1},
+			func() ExtHeader { return new(GetMinOffsetRequestHeader) }, []string{"topic", "queueId"}},
+		{"GetMinOffsetResponseHeader", &GetMinOffsetResponseHeader{Offset: 2},
+			func() ExtHeader { return new(GetMinOffsetResponseHeader) }, []string{"offset"}},
+		{"SearchOffsetByTimestampRequestHeader", &SearchOffsetByTimestampRequestHeader{Topic: "T", QueueID: 1, Timestamp: 1700000000000},
+			func() ExtHeader { return new(SearchOffsetByTimestampRequestHeader) }, []string{"topic", "queueId", "timestamp"}},
+		{"SearchOffsetByTimestampResponseHeader", &SearchOffsetByTimestampResponseHeader{Offset: 5},
+			func() ExtHeader { return new(SearchOffsetByTimestampResponseHeader) }, []string{"offset"}},
+		{"GetEarliestMsgStoretimeRequestHeader", &GetEarliestMsgStoretimeRequestHeader{Topic: "T", QueueID: 1},
+			func() ExtHeader { return new(GetEarliestMsgStoretimeRequestHeader) }, []string{"topic", "queueId"}},
+		{"GetEarliestMsgStoretimeResponseHeader", &GetEarliestMsgStoretimeResponseHeader{Timestamp: 1700000000000},
+			func() ExtHeader { return new(GetEarliestMsgStoretimeResponseHeader) }, []string{"timestamp"}},
+		{"ConsumerSendMsgBackRequestHeader", &ConsumerSendMsgBackRequestHeader{
+			Offset: 207, Group: "cg", DelayLevel: -1, OriginMsgID: "id", OriginTopic: "T",
+			UnitMode: true, MaxReconsumeTimes: i32p(16), BrokerName: "b",
+		}, func() ExtHeader { return new(ConsumerSendMsgBackRequestHeader) }, []string{"offset", "group", "delayLevel"}},
+		{"GetConsumerListByGroupRequestHeader", &GetConsumerListByGroupRequestHeader{ConsumerGroup: "cg"},
+			func() ExtHeader { return new(GetConsumerListByGroupRequestHeader) }, []string{"consumerGroup"}},
+		{"NotifyConsumerIDsChangedRequestHeader", &NotifyConsumerIDsChangedRequestHeader{ConsumerGroup: "cg"},
+			func() ExtHeader { return new(NotifyConsumerIDsChangedRequestHeader) }, []string{"consumerGroup"}},
+		{"UnregisterClientRequestHeader", &UnregisterClientRequestHeader{ClientID: "1.2.3.4@1", ProducerGroup: "pg", ConsumerGroup: "cg"},
+			func() ExtHeader { return new(UnregisterClientRequestHeader) }, []string{"clientID"}},
+		{"ResetOffsetRequestHeader", &ResetOffsetRequestHeader{Topic: "T", Group: "g", Timestamp: 1, IsForce: true},
+			func() ExtHeader { return new(ResetOffsetRequestHeader) }, []string{"topic", "group", "timestamp", "isForce"}},
+		{"GetConsumerRunningInfoRequestHeader", &GetConsumerRunningInfoRequestHeader{ConsumerGroup: "cg", ClientID: "c", JstackEnable: true},
+			func() ExtHeader { return new(GetConsumerRunningInfoRequestHeader) }, []string{"consumerGroup", "clientId"}},
+		{"ConsumeMessageDirectlyRequestHeader", &ConsumeMessageDirectlyRequestHeader{ConsumerGroup: "cg", ClientID: "c", MsgID: "m", BrokerName: "b"},
+			func() ExtHeader { return new(ConsumeMessageDirectlyRequestHeader) }, []string{"consumerGroup"}},
+		{"GetConsumerStatusRequestHeader", &GetConsumerStatusRequestHeader{Topic: "T", Group: "g", ClientAddr: "1.2.3.4:5"},
+			func() ExtHeader { return new(GetConsumerStatusRequestHeader) }, []string{"topic", "group"}},
+		{"EndTransactionRequestHeader", &EndTransactionRequestHeader{
+			ProducerGroup: "pg", TranStateTableOffset: 4, CommitLogOffset: 1031,
+			CommitOrRollback: TransactionCommitType, FromTransactionCheck: true, MsgID: "u", TransactionID: "t", BrokerName: "b",
+		}, func() ExtHeader { return new(EndTransactionRequestHeader) },
+			[]string{"producerGroup", "tranStateTableOffset", "commitLogOffset", "commitOrRollback", "msgId"}},
+		{"CheckTransactionStateRequestHeader", &CheckTransactionStateRequestHeader{
+			TranStateTableOffset: 4, CommitLogOffset: 1031, MsgID: "u", TransactionID: "u", OffsetMsgID: "o",
+		}, func() ExtHeader { return new(CheckTransactionStateRequestHeader) },
+			[]string{"tranStateTableOffset", "commitLogOffset"}},
+		{"GetRouteInfoRequestHeader", &GetRouteInfoRequestHeader{Topic: "T", AcceptStandardJSONOnly: true},
+			func() ExtHeader { return new(GetRouteInfoRequestHeader) }, []string{"topic"}},
+		{"RegisterBrokerRequestHeader", &RegisterBrokerRequestHeader{
+			BrokerName: "broker-a", BrokerAddr: "127.0.0.1:10911", ClusterName: "DefaultCluster",
+			HAServerAddr: "127.0.0.1:10912", BrokerID: 0, Compressed: true, BodyCrc32: -7,
+		}, func() ExtHeader { return new(RegisterBrokerRequestHeader) },
+			[]string{"brokerName", "brokerAddr", "clusterName", "haServerAddr", "brokerId"}},
+		{"RegisterBrokerResponseHeader", &RegisterBrokerResponseHeader{HAServerAddr: "h", MasterAddr: "m"},
+			func() ExtHeader { return new(RegisterBrokerResponseHeader) }, nil},
+		{"UnregisterBrokerRequestHeader", &UnregisterBrokerRequestHeader{BrokerName: "b", BrokerAddr: "a", ClusterName: "c", BrokerID: 1},
+			func() ExtHeader { return new(UnregisterBrokerRequestHeader) },
+			[]string{"brokerName", "brokerAddr", "clusterName", "brokerId"}},
+		{"QueryDataVersionRequestHeader", &QueryDataVersionRequestHeader{BrokerName: "b", BrokerAddr: "a", ClusterName: "c", BrokerID: 1},
+			func() ExtHeader { return new(QueryDataVersionRequestHeader) },
+			[]string{"brokerName", "brokerAddr", "clusterName", "brokerId"}},
+		{"QueryDataVersionResponseHeader", &QueryDataVersionResponseHeader{Changed: true},
+			func() ExtHeader { return new(QueryDataVersionResponseHeader) }, []string{"changed"}},
+		{"DeleteTopicFromNamesrvRequestHeader", &DeleteTopicFromNamesrvRequestHeader{Topic: "T", ClusterName: "c"},
+			func() ExtHeader { return new(DeleteTopicFromNamesrvRequestHeader) }, []string{"topic"}},
+		{"GetTopicsByClusterRequestHeader", &GetTopicsByClusterRequestHeader{Cluster: "c"},
+			func() ExtHeader { return new(GetTopicsByClusterRequestHeader) }, []string{"cluster"}},
+		{"KVConfigRequestHeader", &KVConfigRequestHeader{Namespace: "ORDER_TOPIC_CONFIG", Key: "T", Value: "broker-a:4"},
+			func() ExtHeader { return new(KVConfigRequestHeader) }, []string{"namespace", "key"}},
+		{"GetKVConfigResponseHeader", &GetKVConfigResponseHeader{Value: "v"},
+			func() ExtHeader { return new(GetKVConfigResponseHeader) }, []string{"value"}},
+		{"GetKVListByNamespaceRequestHeader", &GetKVListByNamespaceRequestHeader{Namespace: "n"},
+			func() ExtHeader { return new(GetKVListByNamespaceRequestHeader) }, []string{"namespace"}},
+		{"BrokerPermRequestHeader", &BrokerPermRequestHeader{BrokerName: "b"},
+			func() ExtHeader { return new(BrokerPermRequestHeader) }, []string{"brokerName"}},
+		{"CreateTopicRequestHeader", &CreateTopicRequestHeader{
+			Topic: "T", DefaultTopic: "TBW102", ReadQueueNums: 8, WriteQueueNums: 8, Perm: 6,
+			TopicFilterType: "SINGLE_TAG", TopicSysFlag: 1, Order: true,
+		}, func() ExtHeader { return new(CreateTopicRequestHeader) },
+			[]string{"topic", "defaultTopic", "readQueueNums", "writeQueueNums", "perm", "topicFilterType"}},
+		{"DeleteTopicRequestHeader", &DeleteTopicRequestHeader{Topic: "T"},
+			func() ExtHeader { return new(DeleteTopicRequestHeader) }, []string{"topic"}},
+		{"ViewMessageByIDRequestHeader", &ViewMessageByIDRequestHeader{Offset: 1 << 33},
+			func() ExtHeader { return new(ViewMessageByIDRequestHeader) }, []string{"offset"}},
+		{"QueryMessageRequestHeader", &QueryMessageRequestHeader{Topic: "T", Key: "k", MaxNum: 32, BeginTimestamp: 1, EndTimestamp: 2},
+			func() ExtHeader { return new(QueryMessageRequestHeader) },
+			[]string{"topic", "key", "maxNum", "beginTimestamp", "endTimestamp"}},
+		{"QueryMessageResponseHeader", &QueryMessageResponseHeader{IndexLastUpdateTimestamp: 1, IndexLastUpdatePhyoffset: 2},
+			func() ExtHeader { return new(QueryMessageResponseHeader) },
+			[]string{"indexLastUpdateTimestamp", "indexLastUpdatePhyoffset"}},
+	}
+}
+
+func TestHeaders_RoundTrip(t *testing.T) {
+	for _, tc := range headerCases() {
+		t.Run(tc.name, func(t *testing.T) {
+			ext := Ext(tc.sample)
+			for k, v := range ext {
+				require.NotEmpty(t, k)
+				_ = v
+			}
+			got := tc.empty()
+			require.NoError(t, got.FromExt(ext))
+			require.Equal(t, tc.sample, got)
+
+			// FromExt replaces every field, even from a dirty value.
+			require.NoError(t, tc.sample.FromExt(ext))
+			require.Equal(t, got, tc.sample)
+
+			// Unknown keys are ignored.
+			ext["bname-unknown"] = "x"
+			ext["serializeTypeCurrentRPC"] = "JSON"
+			require.NoError(t, got.FromExt(ext))
+		})
+	}
+}
+
+// TestHeaders_MissingField deletes each key ToExt writes: FromExt must fail
+// naming the key exactly when it is required.
+func TestHeaders_MissingField(t *testing.T) {
+	for _, tc := range headerCases() {
+		t.Run(tc.name, func(t *testing.T) {
+			req := map[string]bool{}
+			for _, k := range tc.required {
+				req[k] = true
+			}
+			full := Ext(tc.sample)
+			for _, k := range tc.required {
+				require.Contains(t, full, k, "ToExt must write required key")
+			}
+			for k := range full {
+				ext := Ext(tc.sample)
+				delete(ext, k)
+				err := tc.empty().FromExt(ext)
+				if !req[k] {
+					require.NoError(t, err, "optional key %q", k)
+					continue
+				}
+				require.ErrorIs(t, err, ErrMissingField, k)
+				var fe *FieldError
+				require.True(t, errors.As(err, &fe))
+				require.Equal(t, k, fe.Field)
+				require.Equal(t, tc.name, fe.Header)
+				require.Contains(t, err.Error(), `"`+k+`"`)
+				require.Contains(t, err.Error(), tc.name)
+			}
+			// Empty map: the first required field is reported.
+			if len(tc.required) > 0 {
+				require.ErrorIs(t, tc.empty().FromExt(map[string]string{}), ErrMissingField)
+				require.ErrorIs(t, tc.empty().FromExt(nil), ErrMissingField)
+			}
+		})
+	}
+}
+
+// TestHeaders_BadValue puts garbage into each numeric or boolean key.
+func TestHeaders_BadValue(t *testing.T) {
+	for _, tc := range headerCases() {
+		t.Run(tc.name, func(t *testing.T) {
+			full := Ext(tc.sample)
+			keys := make([]string, 0, len(full))
+			for k := range full {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			typed := 0
+			for _, k := range keys {
+				ext := Ext(tc.sample)
+				ext[k] = "12x"
+				err := tc.empty().FromExt(ext)
+				if err == nil {
+					continue // a string field
+				}
+				typed++
+				require.ErrorIs(t, err, ErrBadField, k)
+				var fe *FieldError
+				require.True(t, errors.As(err, &fe))
+				require.Equal(t, k, fe.Field)
+				require.Equal(t, "12x", fe.Value)
+				require.Contains(t, err.Error(), `"12x"`)
+			}
+			want := countTyped(tc.sample)
+			require.Equal(t, want, typed, "every numeric and boolean field rejects garbage")
+		})
+	}
+}
+
+// countTyped counts the non-string fields of a header struct.
+func countTyped(h ExtHeader) int {
+	v := reflect.ValueOf(h).Elem()
+	n := 0
+	for i := 0; i < v.NumField(); i++ {
+		if v.Field(i).Kind() != reflect.String {
+			n++
+		}
+	}
+	return n
+}
+
+func TestHeaders_NumberRanges(t *testing.T) {
+	var h PullMessageRequestHeader
+	ext := Ext(&PullMessageRequestHeader{ConsumerGroup: "g", Topic: "t"})
+	ext["queueId"] = "2147483648" // int32 overflow
+	require.ErrorIs(t, h.FromExt(ext), ErrBadField)
+	ext["queueId"] = "-2147483648"
+	ext["queueOffset"] = "9223372036854775807"
+	require.NoError(t, h.FromExt(ext))
+	require.Equal(t, int32(-2147483648), h.QueueID)
+	ext["queueOffset"] = "9223372036854775808"
+	require.ErrorIs(t, h.FromExt(ext), ErrBadField)
+	ext["queueOffset"] = "+7" // Java's Long.parseLong accepts a sign
+	require.NoError(t, h.FromExt(ext))
+	require.Equal(t, int64(7), h.QueueOffset)
+	ext["queueOffset"] = " 7"
+	require.ErrorIs(t, h.FromExt(ext), ErrBadField)
+
+	long := make([]byte, 200)
+	for i := range long {
+		long[i] = '9'
+	}
+	ext["queueOffset"] = string(long)
+	err := h.FromExt(ext)
+	require.ErrorIs(t, err, ErrBadField)
+	require.Less(t, len(err.Error()), 160, "remark quotes at most 64 bytes of the value")
+}
+
+func TestSendHeader_V1V2(t *testing.T) {
+	v1 := SendMessageRequestHeader{ProducerGroup: "pg", Topic: "T", DefaultTopic: "TBW102",
+		DefaultTopicQueueNums: 4, QueueID: 1, BornTimestamp: 9, Properties: "p", Batch: true, BrokerName: "b"}
+	v2 := v1.V2()
+	ext := Ext(&v2)
+	require.Equal(t, "pg", ext["a"])
+	require.Equal(t, "T", ext["b"])
+	require.Equal(t, "true", ext["m"])
+	require.Equal(t, "b", ext["n"])
+	require.NotContains(t, ext, "l", "absent maxReconsumeTimes stays absent")
+	require.NotContains(t, ext, "topic")
+
+	for _, code := range []int16{SendMessageV2, SendBatchMessage, SendReplyMessageV2} {
+		got, err := DecodeSendMessageRequestHeader(code, ext)
+		require.NoError(t, err)
+		require.Equal(t, v1, got)
+	}
+	_, err := DecodeSendMessageRequestHeader(SendMessage, ext)
+	require.ErrorIs(t, err, ErrMissingField, "long names for code 10")
+
+	long := Ext(&v1)
+	got, err := DecodeSendMessageRequestHeader(SendMessage, long)
+	require.NoError(t, err)
+	require.Equal(t, v1, got)
+	back := got.V2()
+	require.Equal(t, v1, back.V1())
+
+	_, err = DecodeSendMessageRequestHeader(PullMessage, long)
+	require.ErrorIs(t, err, ErrNotSendCode)
+	require.Contains(t, err.Error(), "PULL_MESSAGE")
+}

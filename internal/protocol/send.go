@@ -1,0 +1,182 @@
+package protocol
+
+import (
+	"errors"
+	"strconv"
+)
+
+// SendMessageRequestHeader is the header of SEND_MESSAGE (10) with long key
+// names (spec §3.1). SEND_MESSAGE_V2 (310) and SEND_BATCH_MESSAGE (320)
+// carry the same fields under one-letter keys: see
+// SendMessageRequestHeaderV2.
+type SendMessageRequestHeader struct {
+	ProducerGroup         string // producerGroup (a)
+	Topic                 string // topic (b)
+	DefaultTopic          string // defaultTopic (c): auto-create template, "TBW102"
+	DefaultTopicQueueNums int32  // defaultTopicQueueNums (d)
+	QueueID               int32  // queueId (e): negative = broker picks
+	SysFlag               int32  // sysFlag (f): message sysFlag bits
+	BornTimestamp         int64  // bornTimestamp (g): client ms
+	Flag                  int32  // flag (h): user flag
+	Properties            string // properties (i), optional: encoded properties string
+	ReconsumeTimes        int32  // reconsumeTimes (j), optional
+	UnitMode              bool   // unitMode (k), optional
+	// MaxReconsumeTimes (l) is optional and its absence matters: nil means
+	// "use the subscription group's retryMaxTimes".
+	MaxReconsumeTimes *int32
+	Batch             bool   // batch (m), optional
+	BrokerName        string // bname (n), optional; sent by the Go client, ignored by Java 4.9.8
+}
+
+// SendMessageRequestHeaderV2 is SendMessageRequestHeader under the
+// one-letter keys of SEND_MESSAGE_V2 (310) and SEND_BATCH_MESSAGE (320):
+// a=producerGroup b=topic c=defaultTopic d=defaultTopicQueueNums e=queueId
+// f=sysFlag g=bornTimestamp h=flag i=properties j=reconsumeTimes k=unitMode
+// l=maxReconsumeTimes m=batch n=brokerName. Convert with a type conversion
+// or with V2 / V1.
+type SendMessageRequestHeaderV2 SendMessageRequestHeader
+
+// V2 returns h in its one-letter form.
+func (h *SendMessageRequestHeader) V2() SendMessageRequestHeaderV2 {
+	return SendMessageRequestHeaderV2(*h)
+}
+
+// V1 returns h in its long-name form.
+func (h *SendMessageRequestHeaderV2) V1() SendMessageRequestHeader {
+	return SendMessageRequestHeader(*h)
+}
+
+type sendKeys struct {
+	header                                                    string
+	producerGroup, topic, defaultTopic, defaultTopicQueueNum  string
+	queueID, sysFlag, bornTimestamp, flag, properties         string
+	reconsumeTimes, unitMode, maxReconsumeTimes, batch, bname string
+}
+
+var (
+	sendKeysLong = sendKeys{
+		header:        "SendMessageRequestHeader",
+		producerGroup: "producerGroup", topic: "topic", defaultTopic: "defaultTopic",
+		defaultTopicQueueNum: "defaultTopicQueueNums", queueID: "queueId", sysFlag: "sysFlag",
+		bornTimestamp: "bornTimestamp", flag: "flag", properties: "properties",
+		reconsumeTimes: "reconsumeTimes", unitMode: "unitMode",
+		maxReconsumeTimes: "maxReconsumeTimes", batch: "batch", bname: "bname",
+	}
+	sendKeysShort = sendKeys{
+		header:        "SendMessageRequestHeaderV2",
+		producerGroup: "a", topic: "b", defaultTopic: "c", defaultTopicQueueNum: "d",
+		queueID: "e", sysFlag: "f", bornTimestamp: "g", flag: "h", properties: "i",
+		reconsumeTimes: "j", unitMode: "k", maxReconsumeTimes: "l", batch: "m", bname: "n",
+	}
+)
+
+func (h *SendMessageRequestHeader) toExt(ext map[string]string, k *sendKeys) {
+	ext[k.producerGroup] = h.ProducerGroup
+	ext[k.topic] = h.Topic
+	ext[k.defaultTopic] = h.DefaultTopic
+	ext[k.defaultTopicQueueNum] = itoa32(h.DefaultTopicQueueNums)
+	ext[k.queueID] = itoa32(h.QueueID)
+	ext[k.sysFlag] = itoa32(h.SysFlag)
+	ext[k.bornTimestamp] = itoa64(h.BornTimestamp)
+	ext[k.flag] = itoa32(h.Flag)
+	ext[k.properties] = h.Properties
+	ext[k.reconsumeTimes] = itoa32(h.ReconsumeTimes)
+	ext[k.unitMode] = btoa(h.UnitMode)
+	if h.MaxReconsumeTimes != nil {
+		ext[k.maxReconsumeTimes] = itoa32(*h.MaxReconsumeTimes)
+	}
+	ext[k.batch] = btoa(h.Batch)
+	putOpt(ext, k.bname, h.BrokerName)
+}
+
+func (h *SendMessageRequestHeader) fromExt(ext map[string]string, k *sendKeys) error {
+	r := extReader{header: k.header, ext: ext}
+	*h = SendMessageRequestHeader{
+		ProducerGroup:         r.str(k.producerGroup),
+		Topic:                 r.str(k.topic),
+		DefaultTopic:          r.str(k.defaultTopic),
+		DefaultTopicQueueNums: r.int32(k.defaultTopicQueueNum),
+		QueueID:               r.int32(k.queueID),
+		SysFlag:               r.int32(k.sysFlag),
+		BornTimestamp:         r.int64(k.bornTimestamp),
+		Flag:                  r.int32(k.flag),
+		Properties:            r.optStr(k.properties),
+		ReconsumeTimes:        r.optInt32(k.reconsumeTimes),
+		UnitMode:              r.optBool(k.unitMode),
+		MaxReconsumeTimes:     r.optInt32Ptr(k.maxReconsumeTimes),
+		Batch:                 r.optBool(k.batch),
+		BrokerName:            r.optStr(k.bname),
+	}
+	return r.err
+}
+
+// ToExt implements ExtHeader with the long key names.
+func (h *SendMessageRequestHeader) ToExt(ext map[string]string) { h.toExt(ext, &sendKeysLong) }
+
+// FromExt implements ExtHeader with the long key names.
+func (h *SendMessageRequestHeader) FromExt(ext map[string]string) error {
+	return h.fromExt(ext, &sendKeysLong)
+}
+
+// ToExt implements ExtHeader with the one-letter key names.
+func (h *SendMessageRequestHeaderV2) ToExt(ext map[string]string) {
+	(*SendMessageRequestHeader)(h).toExt(ext, &sendKeysShort)
+}
+
+// FromExt implements ExtHeader with the one-letter key names.
+func (h *SendMessageRequestHeaderV2) FromExt(ext map[string]string) error {
+	return (*SendMessageRequestHeader)(h).fromExt(ext, &sendKeysShort)
+}
+
+// ErrNotSendCode is returned by DecodeSendMessageRequestHeader for a code
+// that is not a send request.
+var ErrNotSendCode = errors.New("protocol: not a send request code")
+
+// DecodeSendMessageRequestHeader reads the send header of a request with
+// the given code, as Java does: long names for SEND_MESSAGE (10) and
+// SEND_REPLY_MESSAGE (324), one-letter names for SEND_MESSAGE_V2 (310),
+// SEND_BATCH_MESSAGE (320) and SEND_REPLY_MESSAGE_V2 (325).
+func DecodeSendMessageRequestHeader(code int16, ext map[string]string) (SendMessageRequestHeader, error) {
+	var h SendMessageRequestHeader
+	switch code {
+	case SendMessage, SendReplyMessage:
+		return h, h.fromExt(ext, &sendKeysLong)
+	case SendMessageV2, SendBatchMessage, SendReplyMessageV2:
+		return h, h.fromExt(ext, &sendKeysShort)
+	}
+	return h, errors.Join(ErrNotSendCode, errors.New("protocol: code "+strconv.Itoa(int(code))+" ("+CodeName(code)+")"))
+}
+
+// SendMessageResponseHeader is the ext of a send response (spec §3.1).
+type SendMessageResponseHeader struct {
+	MsgID         string // msgId: offset message id; comma-joined for a batch
+	QueueID       int32  // queueId: queue actually used
+	QueueOffset   int64  // queueOffset: first record's queue offset
+	TransactionID string // transactionId, optional
+	Region        string // MSG_REGION, optional ("DefaultRegion")
+	TraceOn       bool   // TRACE_ON, optional
+}
+
+// ToExt implements ExtHeader.
+func (h *SendMessageResponseHeader) ToExt(ext map[string]string) {
+	ext["msgId"] = h.MsgID
+	ext["queueId"] = itoa32(h.QueueID)
+	ext["queueOffset"] = itoa64(h.QueueOffset)
+	putOpt(ext, "transactionId", h.TransactionID)
+	putOpt(ext, "MSG_REGION", h.Region)
+	ext["TRACE_ON"] = btoa(h.TraceOn)
+}
+
+// FromExt implements ExtHeader.
+func (h *SendMessageResponseHeader) FromExt(ext map[string]string) error {
+	r := extReader{header: "SendMessageResponseHeader", ext: ext}
+	*h = SendMessageResponseHeader{
+		MsgID:         r.str("msgId"),
+		QueueID:       r.int32("queueId"),
+		QueueOffset:   r.int64("queueOffset"),
+		TransactionID: r.optStr("transactionId"),
+		Region:        r.optStr("MSG_REGION"),
+		TraceOn:       r.optBool("TRACE_ON"),
+	}
+	return r.err
+}

@@ -1,0 +1,285 @@
+package remoting
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cloudwego/netpoll"
+)
+
+// ClientOptions configures a Client. Zero durations and sizes take the
+// defaults of DefaultClientOptions; negative durations disable the
+// timeout.
+//
+// NB: the zero SerializeType is JSON (wire value 0). Start from
+// DefaultClientOptions to get Sluice's native msgpack headers.
+type ClientOptions struct {
+	// SerializeType of the requests the client sends: SerializeMsgpack
+	// (default in DefaultClientOptions) to a Sluice server, SerializeJSON
+	// to a Java broker or nameserver.
+	SerializeType SerializeType
+	// DialTimeout bounds connecting (default 3 s); a shorter context
+	// deadline shortens it.
+	DialTimeout time.Duration
+	// ReadTimeout bounds the rest of a frame once its first bytes arrived
+	// (default 30 s).
+	ReadTimeout time.Duration
+	// WriteTimeout bounds one frame write (default 30 s).
+	WriteTimeout time.Duration
+	// MaxFrameSize bounds frames in both directions (default 16 MiB).
+	MaxFrameSize int
+	// MaxInflight bounds OnRequest handlers running at once (default 256);
+	// over it the client answers SYSTEM_BUSY.
+	MaxInflight int
+	// Logger receives connection-level events. Default slog.Default().
+	Logger *slog.Logger
+	// OnRequest serves requests the server sends to the client (spec §4:
+	// NOTIFY_CONSUMER_IDS_CHANGED, CHECK_TRANSACTION_STATE, …). Nil
+	// answers them with REQUEST_CODE_NOT_SUPPORTED.
+	OnRequest Handler
+}
+
+// DefaultClientOptions returns the defaults (msgpack headers).
+func DefaultClientOptions() ClientOptions {
+	return ClientOptions{
+		SerializeType: SerializeMsgpack,
+		DialTimeout:   3 * time.Second,
+		ReadTimeout:   30 * time.Second,
+		WriteTimeout:  30 * time.Second,
+		MaxFrameSize:  DefaultMaxFrameSize,
+		MaxInflight:   256,
+	}
+}
+
+func (o *ClientOptions) fill() {
+	d := DefaultClientOptions()
+	if o.DialTimeout == 0 {
+		o.DialTimeout = d.DialTimeout
+	}
+	if o.ReadTimeout == 0 {
+		o.ReadTimeout = d.ReadTimeout
+	}
+	if o.WriteTimeout == 0 {
+		o.WriteTimeout = d.WriteTimeout
+	}
+	if o.MaxFrameSize <= 0 {
+		o.MaxFrameSize = d.MaxFrameSize
+	}
+	if o.MaxInflight <= 0 {
+		o.MaxInflight = d.MaxInflight
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+}
+
+// Client sends requests to remoting servers. It keeps one connection per
+// address, multiplexes concurrent calls on it by opaque, and dials again
+// on the next call after a connection failed. Safe for concurrent use.
+type Client struct {
+	opts   ClientOptions
+	d      dispatcher
+	bg     group // InvokeAsync callbacks
+	opaque atomic.Int32
+	ids    atomic.Uint64
+
+	mu     sync.Mutex
+	conns  map[string]*dialEntry // guarded by mu: by address
+	closed bool                  // guarded by mu
+}
+
+// dialEntry is one address's connection, or the dial in progress.
+type dialEntry struct {
+	ready chan struct{} // closed when the dial finished
+	conn  *Conn         // set before ready is closed, on success
+	err   error         // set before ready is closed, on failure
+}
+
+// NewClient returns a client; it dials lazily.
+func NewClient(opts ClientOptions) *Client {
+	opts.fill()
+	if _, err := CodecFor(opts.SerializeType); err != nil {
+		opts.SerializeType = SerializeMsgpack
+	}
+	c := &Client{opts: opts, d: newDispatcher(opts.Logger, opts.MaxInflight), conns: make(map[string]*dialEntry)}
+	c.d.fallback = opts.OnRequest
+	return c
+}
+
+// Conn returns the connection to addr ("ip:port"), dialing it if needed.
+// Concurrent callers share one dial.
+func (c *Client) Conn(ctx context.Context, addr string) (*Conn, error) {
+	for {
+		c.mu.Lock()
+		if c.closed {
+			c.mu.Unlock()
+			return nil, ErrClosed
+		}
+		e := c.conns[addr]
+		if e == nil {
+			e = &dialEntry{ready: make(chan struct{})}
+			c.conns[addr] = e
+			c.mu.Unlock()
+			c.dial(ctx, addr, e)
+			return e.conn, e.err
+		}
+		c.mu.Unlock()
+		select {
+		case <-e.ready:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("remoting: dial %s: %w", addr, ctxError(ctx))
+		}
+		if e.err != nil {
+			return nil, e.err
+		}
+		if !e.conn.Closed() {
+			return e.conn, nil
+		}
+		// A dead connection whose close callback has not removed it yet.
+		c.forget(addr, e)
+	}
+}
+
+func (c *Client) forget(addr string, e *dialEntry) {
+	c.mu.Lock()
+	if c.conns[addr] == e {
+		delete(c.conns, addr)
+	}
+	c.mu.Unlock()
+}
+
+// dial connects e to addr, runs on the first caller's goroutine.
+func (c *Client) dial(ctx context.Context, addr string, e *dialEntry) {
+	defer close(e.ready)
+	timeout := c.opts.DialTimeout
+	if timeout < 0 {
+		timeout = 0
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		left := time.Until(dl)
+		if left <= 0 {
+			e.err = fmt.Errorf("remoting: dial %s: %w", addr, ctxError(ctx))
+			c.forget(addr, e)
+			return
+		}
+		if timeout == 0 || left < timeout {
+			timeout = left
+		}
+	}
+	nc, err := netpoll.DialConnection("tcp", addr, timeout)
+	if err != nil {
+		if errors.Is(err, netpoll.ErrDialTimeout) {
+			err = fmt.Errorf("%w: %w", ErrTimeout, err)
+		}
+		e.err = fmt.Errorf("remoting: dial %s: %w", addr, err)
+		c.forget(addr, e)
+		return
+	}
+	if c.opts.ReadTimeout > 0 {
+		_ = nc.SetReadTimeout(c.opts.ReadTimeout)
+	}
+	if c.opts.WriteTimeout > 0 {
+		_ = nc.SetWriteTimeout(c.opts.WriteTimeout)
+	}
+	conn := newConn(c, nc, c.ids.Add(1), &c.opaque, c.opts.MaxFrameSize, c.opts.SerializeType, false, context.Background())
+	conn.addr = addr
+	_ = nc.AddCloseCallback(conn.onNetpollClose)
+	_ = nc.SetOnRequest(conn.onRequest)
+
+	c.mu.Lock()
+	closed := c.closed
+	if !closed {
+		e.conn = conn
+	}
+	c.mu.Unlock()
+	if closed {
+		conn.closeWith(ErrClosed)
+		e.err = ErrClosed
+	}
+}
+
+// Invoke sends req to addr and waits for the response; see Conn.Invoke.
+// The call's deadline is ctx's. A failed connection fails its pending
+// calls with ErrConnClosed and is dialed again by the next call.
+func (c *Client) Invoke(ctx context.Context, addr string, req *Command) (*Command, error) {
+	conn, err := c.Conn(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	return conn.Invoke(ctx, req)
+}
+
+// InvokeOneway sends req to addr with the oneway flag and returns once it
+// is written; see Conn.InvokeOneway.
+func (c *Client) InvokeOneway(ctx context.Context, addr string, req *Command) error {
+	conn, err := c.Conn(ctx, addr)
+	if err != nil {
+		return err
+	}
+	return conn.InvokeOneway(ctx, req)
+}
+
+// InvokeAsync sends req to addr and calls cb exactly once with the
+// response or an error, on a goroutine of its own; see Conn.InvokeAsync.
+// The call's deadline is ctx's.
+func (c *Client) InvokeAsync(ctx context.Context, addr string, req *Command, cb func(*Command, error)) {
+	if !c.bg.goFunc(func() {
+		conn, err := c.Conn(ctx, addr)
+		if err != nil {
+			cb(nil, err)
+			return
+		}
+		conn.InvokeAsync(ctx, req, cb)
+	}) {
+		cb(nil, ErrClosed)
+	}
+}
+
+// Close closes every connection (pending calls fail with ErrClosed), then
+// waits for running OnRequest handlers and InvokeAsync callbacks. Later
+// calls fail with ErrClosed. Close is idempotent.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	entries := c.conns
+	c.conns = nil
+	c.mu.Unlock()
+
+	c.d.closing.Store(true)
+	for _, e := range entries {
+		select {
+		case <-e.ready:
+			if e.conn != nil {
+				e.conn.closeWith(fmt.Errorf("%w: client closed", ErrClosed))
+			}
+		default: // a dial in progress closes its connection when it sees closed
+		}
+	}
+	c.d.running.close()
+	_ = c.d.running.wait(context.Background())
+	c.bg.close()
+	return c.bg.wait(context.Background())
+}
+
+// endpoint implementation.
+
+func (c *Client) dispatch(conn *Conn, req *Command) { c.d.dispatch(conn, req) }
+func (c *Client) background() *group                { return &c.bg }
+func (c *Client) logger() *slog.Logger              { return c.opts.Logger }
+
+func (c *Client) connClosed(conn *Conn) {
+	c.mu.Lock()
+	if e := c.conns[conn.addr]; e != nil && e.conn == conn {
+		delete(c.conns, conn.addr)
+	}
+	c.mu.Unlock()
+}

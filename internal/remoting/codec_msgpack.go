@@ -1,0 +1,357 @@
+package remoting
+
+import (
+	"errors"
+	"io"
+	"math"
+	"sync"
+
+	"github.com/vmihailenco/msgpack/v5"
+	"github.com/vmihailenco/msgpack/v5/msgpcode"
+
+	"github.com/sluicemq/sluice/internal/protocol"
+)
+
+// msgpackCodec is serialize type 2, Sluice's native header: a msgpack map
+// with exactly the JSON keys (code, language, version, opaque, flag,
+// remark, extFields), language as the enum name, so that it maps
+// one-to-one onto the JSON header. Unknown keys are skipped (nesting at
+// most msgpackMaxDepth deep); an empty remark and empty extFields are
+// omitted on output.
+//
+// Encoders and decoders are pooled and reused. The decoder keeps msgpack's
+// allocation limits on and, before reading any string or container, checks
+// its claimed length against the bytes left, so a hostile length never
+// allocates more than the header itself.
+type msgpackCodec struct{}
+
+const msgpackMaxDepth = 16
+
+// appendWriter lets a msgpack.Encoder append to a caller's slice.
+type appendWriter struct{ b []byte }
+
+func (w *appendWriter) Write(p []byte) (int, error) { w.b = append(w.b, p...); return len(p), nil }
+func (w *appendWriter) WriteByte(c byte) error      { w.b = append(w.b, c); return nil }
+func (w *appendWriter) WriteString(s string) (int, error) {
+	w.b = append(w.b, s...)
+	return len(s), nil
+}
+
+type msgpackEncoder struct {
+	w   appendWriter
+	enc *msgpack.Encoder
+}
+
+var msgpackEncoders = sync.Pool{New: func() any {
+	e := &msgpackEncoder{}
+	e.enc = msgpack.NewEncoder(&e.w)
+	return e
+}}
+
+func (msgpackCodec) AppendHeader(dst []byte, h *Header) ([]byte, error) {
+	e := msgpackEncoders.Get().(*msgpackEncoder)
+	e.w.b = dst
+	err := encodeMsgpackHeader(e.enc, h)
+	dst = e.w.b
+	e.w.b = nil
+	msgpackEncoders.Put(e)
+	if err != nil {
+		return dst, badHeader("msgpack: %v", err)
+	}
+	return dst, nil
+}
+
+func encodeMsgpackHeader(enc *msgpack.Encoder, h *Header) error {
+	n := 5
+	if h.Remark != "" {
+		n++
+	}
+	if len(h.ExtFields) > 0 {
+		n++
+	}
+	// NB: the writer never fails, so only the last error is checked.
+	_ = enc.EncodeMapLen(n)
+	_ = enc.EncodeString("code")
+	_ = enc.EncodeInt(int64(h.Code))
+	_ = enc.EncodeString("language")
+	_ = enc.EncodeString(languageName(h.Language))
+	_ = enc.EncodeString("version")
+	_ = enc.EncodeInt(int64(h.Version))
+	_ = enc.EncodeString("opaque")
+	_ = enc.EncodeInt(int64(h.Opaque))
+	_ = enc.EncodeString("flag")
+	err := enc.EncodeInt(int64(h.Flag))
+	if h.Remark != "" {
+		_ = enc.EncodeString("remark")
+		err = enc.EncodeString(h.Remark)
+	}
+	if len(h.ExtFields) > 0 {
+		_ = enc.EncodeString("extFields")
+		_ = enc.EncodeMapLen(len(h.ExtFields))
+		for k, v := range h.ExtFields {
+			_ = enc.EncodeString(k)
+			err = enc.EncodeString(v)
+		}
+	}
+	return err
+}
+
+// sliceReader is the decoder's input: an io.Reader and io.ByteScanner over
+// one header, which also hands out string bytes without copying them.
+type sliceReader struct {
+	b []byte
+	i int
+}
+
+func (r *sliceReader) Read(p []byte) (int, error) {
+	if r.i >= len(r.b) {
+		return 0, io.EOF
+	}
+	n := copy(p, r.b[r.i:])
+	r.i += n
+	return n, nil
+}
+
+func (r *sliceReader) ReadByte() (byte, error) {
+	if r.i >= len(r.b) {
+		return 0, io.EOF
+	}
+	c := r.b[r.i]
+	r.i++
+	return c, nil
+}
+
+func (r *sliceReader) UnreadByte() error {
+	if r.i == 0 {
+		return errors.New("remoting: unread at start")
+	}
+	r.i--
+	return nil
+}
+
+func (r *sliceReader) left() int { return len(r.b) - r.i }
+
+// take returns the next n bytes, or an error if fewer are left.
+func (r *sliceReader) take(n int) ([]byte, error) {
+	if n < 0 || n > r.left() {
+		return nil, badHeader("msgpack: length %d with %d bytes left", n, r.left())
+	}
+	p := r.b[r.i : r.i+n]
+	r.i += n
+	return p, nil
+}
+
+type msgpackDecoder struct {
+	r   sliceReader
+	dec *msgpack.Decoder
+}
+
+var msgpackDecoders = sync.Pool{New: func() any {
+	d := &msgpackDecoder{}
+	d.dec = msgpack.NewDecoder(&d.r)
+	return d
+}}
+
+func (msgpackCodec) DecodeHeader(src []byte, h *Header) error {
+	d := msgpackDecoders.Get().(*msgpackDecoder)
+	d.r = sliceReader{b: src}
+	err := d.header(h)
+	d.r = sliceReader{}
+	msgpackDecoders.Put(d)
+	return err
+}
+
+func (d *msgpackDecoder) header(h *Header) error {
+	*h = Header{Language: protocol.LanguageOther}
+	n, err := d.mapLen()
+	if err != nil {
+		return err
+	}
+	if n < 0 {
+		return badHeader("msgpack header is nil")
+	}
+	for i := 0; i < n; i++ {
+		key, err := d.bytes()
+		if err != nil {
+			return err
+		}
+		switch string(key) { // NB: no allocation for a switch on string(bytes)
+		case "code":
+			h.Code, err = decodeIntN[int16](d, "code")
+		case "language":
+			h.Language, err = d.language()
+		case "version":
+			h.Version, err = decodeIntN[int16](d, "version")
+		case "opaque":
+			h.Opaque, err = decodeIntN[int32](d, "opaque")
+		case "flag":
+			h.Flag, err = decodeIntN[int32](d, "flag")
+		case "remark":
+			h.Remark, err = d.str()
+		case "extFields":
+			h.ExtFields, err = d.extFields()
+		default:
+			err = d.skip(0)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if d.r.left() != 0 {
+		return badHeader("%d trailing bytes after msgpack header", d.r.left())
+	}
+	return nil
+}
+
+func wrapMsgpack(err error) error {
+	if err == nil || errors.Is(err, ErrBadHeader) {
+		return err
+	}
+	return badHeader("msgpack: %v", err)
+}
+
+// mapLen reads a map header, checking the claimed size against the input:
+// every entry takes at least two bytes.
+func (d *msgpackDecoder) mapLen() (int, error) {
+	n, err := d.dec.DecodeMapLen()
+	if err != nil {
+		return 0, wrapMsgpack(err)
+	}
+	if n > d.r.left()/2 {
+		return 0, badHeader("msgpack: map of %d entries with %d bytes left", n, d.r.left())
+	}
+	return n, nil
+}
+
+// bytes reads a string (or bin, or nil as empty) and returns its bytes in
+// the input, after checking its claimed length against what is left.
+func (d *msgpackDecoder) bytes() ([]byte, error) {
+	n, err := d.dec.DecodeBytesLen()
+	if err != nil {
+		return nil, wrapMsgpack(err)
+	}
+	if n <= 0 {
+		return nil, nil
+	}
+	return d.r.take(n)
+}
+
+// str reads a string (or bin, or nil as ""), copying it out of the input.
+func (d *msgpackDecoder) str() (string, error) {
+	p, err := d.bytes()
+	return string(p), err
+}
+
+type intN interface{ ~int16 | ~int32 }
+
+func decodeIntN[T intN](d *msgpackDecoder, key string) (T, error) {
+	v, err := d.dec.DecodeInt64()
+	if err != nil {
+		return 0, wrapMsgpack(err)
+	}
+	if int64(T(v)) != v {
+		return 0, badHeader("msgpack: %s %d out of range", key, v)
+	}
+	return T(v), nil
+}
+
+// language accepts the enum name (what Sluice writes) or its ordinal.
+func (d *msgpackDecoder) language() (protocol.LanguageCode, error) {
+	c, err := d.dec.PeekCode()
+	if err != nil {
+		return 0, wrapMsgpack(err)
+	}
+	if msgpcode.IsString(c) || msgpcode.IsBin(c) || c == msgpcode.Nil {
+		s, err := d.str()
+		if err != nil {
+			return 0, err
+		}
+		l, _ := protocol.ParseLanguage(s)
+		return l, nil
+	}
+	v, err := d.dec.DecodeInt64()
+	if err != nil {
+		return 0, wrapMsgpack(err)
+	}
+	if v < 0 || v > math.MaxUint8 || !protocol.LanguageCode(v).Valid() {
+		return protocol.LanguageOther, nil
+	}
+	return protocol.LanguageCode(v), nil
+}
+
+func (d *msgpackDecoder) extFields() (map[string]string, error) {
+	n, err := d.mapLen()
+	if err != nil || n <= 0 {
+		return nil, err
+	}
+	if n > MaxExtFields {
+		return nil, badHeader("%d extFields, limit %d", n, MaxExtFields)
+	}
+	m := make(map[string]string, n)
+	for i := 0; i < n; i++ {
+		k, err := d.str()
+		if err != nil {
+			return nil, err
+		}
+		v, err := d.str()
+		if err != nil {
+			return nil, err
+		}
+		m[k] = v
+	}
+	if len(m) == 0 {
+		return nil, nil
+	}
+	return m, nil
+}
+
+// skip skips one value of an unknown key. Containers recurse at most
+// msgpackMaxDepth levels; strings, bin and ext payloads are skipped by
+// length after a bounds check.
+func (d *msgpackDecoder) skip(depth int) error {
+	if depth > msgpackMaxDepth {
+		return badHeader("msgpack: nesting deeper than %d", msgpackMaxDepth)
+	}
+	c, err := d.dec.PeekCode()
+	if err != nil {
+		return wrapMsgpack(err)
+	}
+	switch {
+	case msgpcode.IsFixedMap(c) || c == msgpcode.Map16 || c == msgpcode.Map32:
+		n, err := d.mapLen()
+		if err != nil {
+			return err
+		}
+		for i := 0; i < 2*n; i++ {
+			if err := d.skip(depth + 1); err != nil {
+				return err
+			}
+		}
+		return nil
+	case msgpcode.IsFixedArray(c) || c == msgpcode.Array16 || c == msgpcode.Array32:
+		n, err := d.dec.DecodeArrayLen()
+		if err != nil {
+			return wrapMsgpack(err)
+		}
+		if n > d.r.left() {
+			return badHeader("msgpack: array of %d with %d bytes left", n, d.r.left())
+		}
+		for i := 0; i < n; i++ {
+			if err := d.skip(depth + 1); err != nil {
+				return err
+			}
+		}
+		return nil
+	case msgpcode.IsString(c) || msgpcode.IsBin(c):
+		_, err := d.bytes()
+		return err
+	case msgpcode.IsExt(c):
+		_, n, err := d.dec.DecodeExtHeader()
+		if err != nil {
+			return wrapMsgpack(err)
+		}
+		_, err = d.r.take(n)
+		return err
+	}
+	return wrapMsgpack(d.dec.Skip()) // a scalar
+}

@@ -1,0 +1,106 @@
+package remoting
+
+import (
+	"strconv"
+
+	"github.com/sluicemq/sluice/internal/protocol"
+)
+
+// SerializeType is the header codec of a frame: the top byte of the header
+// word (spec §1.1).
+type SerializeType uint8
+
+// Serialize types. 0 and 1 are RocketMQ's; 2 is Sluice's own.
+const (
+	SerializeJSON     SerializeType = 0 // what the official clients send
+	SerializeRocketMQ SerializeType = 1 // RocketMQ's compact binary header
+	SerializeMsgpack  SerializeType = 2 // Sluice's native header
+)
+
+func (t SerializeType) String() string {
+	switch t {
+	case SerializeJSON:
+		return "JSON"
+	case SerializeRocketMQ:
+		return "ROCKETMQ"
+	case SerializeMsgpack:
+		return "MSGPACK"
+	}
+	return "SerializeType(" + strconv.Itoa(int(t)) + ")"
+}
+
+// Flag bits of a command (spec §1.2).
+const (
+	FlagResponse int32 = 1 // set on responses
+	FlagOneway   int32 = 2 // request: the sender wants no reply
+)
+
+// Header is the codec-neutral command header (spec §1.2). Every codec maps
+// exactly these fields.
+type Header struct {
+	Code      int16                 // request code in requests, response code in responses
+	Language  protocol.LanguageCode // sender's client library
+	Version   int16                 // sender's MQVersion ordinal
+	Opaque    int32                 // request id; a response carries its request's
+	Flag      int32                 // FlagResponse | FlagOneway
+	Remark    string                // human-readable text, mostly on failed responses
+	ExtFields map[string]string     // custom header; nil when empty
+}
+
+// Command is one remoting command: a header, the serialize type it travels
+// in, and an opaque body.
+//
+// Body is referenced, not copied, on the write path: a body above 4 KiB is
+// handed to the connection by reference and must not change until the
+// write returns. On the read path Body is a fresh slice owned by the
+// receiver.
+type Command struct {
+	Header
+	SerializeType SerializeType
+	Body          []byte
+}
+
+// IsResponse reports whether c is a response (flag bit 0).
+func (c *Command) IsResponse() bool { return c.Flag&FlagResponse != 0 }
+
+// IsOneway reports whether c is a request that wants no reply (flag bit 1).
+func (c *Command) IsOneway() bool { return c.Flag&FlagOneway != 0 }
+
+// CodeName returns the RocketMQ name of c's code, read as a response code
+// for responses and as a request code otherwise.
+func (c *Command) CodeName() string {
+	if c.IsResponse() {
+		return protocol.ResponseCodeName(c.Code)
+	}
+	return protocol.CodeName(c.Code)
+}
+
+// NewRequest returns a request with Sluice's language (GO) and version.
+// Invoke fills in the opaque and the serialize type.
+func NewRequest(code int16, ext map[string]string, body []byte) *Command {
+	return &Command{
+		Header: Header{
+			Code:      code,
+			Language:  protocol.LanguageGo,
+			Version:   protocol.CurrentVersion,
+			ExtFields: ext,
+		},
+		Body: body,
+	}
+}
+
+// NewResponse returns the response to req: the request's opaque and
+// serialize type, the response flag, and the given code and remark.
+func NewResponse(req *Command, code int16, remark string) *Command {
+	return &Command{
+		Header: Header{
+			Code:     code,
+			Language: protocol.LanguageGo,
+			Version:  protocol.CurrentVersion,
+			Opaque:   req.Opaque,
+			Flag:     FlagResponse,
+			Remark:   remark,
+		},
+		SerializeType: req.SerializeType,
+	}
+}

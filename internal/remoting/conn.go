@@ -1,0 +1,458 @@
+package remoting
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"runtime/debug"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cloudwego/netpoll"
+
+	"github.com/sluicemq/sluice/internal/protocol"
+)
+
+// endpoint is the owner of a Conn: a Server or a Client.
+type endpoint interface {
+	// dispatch hands an inbound request to a handler. It runs on the
+	// connection's reader and must not block.
+	dispatch(c *Conn, req *Command)
+	// connClosed runs once per connection, after it closed and its pending
+	// calls failed.
+	connClosed(c *Conn)
+	// background runs InvokeAsync callbacks.
+	background() *group
+	logger() *slog.Logger
+}
+
+// Conn is one remoting connection, on either side: the server's view of a
+// client, or a client's connection to a server. Both sides can invoke
+// requests on it (the broker calls consumers and transactional producers
+// back over the connection they opened, spec §4) and answer requests that
+// arrive on it.
+//
+// All methods are safe for concurrent use. Writes are serialized by one
+// per-connection mutex; reads happen on the connection's netpoll reader,
+// one frame per OnRequest call.
+type Conn struct {
+	id       uint64
+	addr     string // dialed address (client side), "" on the server side
+	nc       netpoll.Connection
+	ep       endpoint
+	local    net.Addr
+	remote   net.Addr
+	maxFrame int
+	opaque   *atomic.Int32 // the owner's opaque counter
+	// NB: a connection-scoped context (like net/http's per-connection
+	// context): handlers and parked requests watch it to learn that the
+	// peer went away. It is cancelled in closeWith.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	// reqType is the serialize type of requests sent on this connection:
+	// the client's configured type, or on the server side the type of the
+	// peer's last request (a peer may only speak JSON).
+	reqType    atomic.Uint32
+	followPeer bool
+	lastRead   atomic.Int64 // unix nanos of the last whole frame read
+
+	wmu     sync.Mutex // serializes Malloc/WriteBinary/Flush on nc
+	wclosed bool       // guarded by wmu; set before netpoll frees the buffers
+
+	mu       sync.Mutex
+	pending  map[int32]*call // guarded by mu: calls waiting for a response
+	closed   bool            // guarded by mu
+	closeErr error           // guarded by mu: why the connection closed
+}
+
+// call is one request waiting for its response. Whoever removes it from
+// Conn.pending (the reader, a timeout, closeWith) completes it, exactly
+// once.
+type call struct {
+	ch   chan result           // Invoke: cap 1
+	cb   func(*Command, error) // InvokeAsync
+	stop func() bool           // InvokeAsync: stops the context watcher
+}
+
+type result struct {
+	cmd *Command
+	err error
+}
+
+func newConn(ep endpoint, nc netpoll.Connection, id uint64, opaque *atomic.Int32,
+	maxFrame int, reqType SerializeType, followPeer bool, parent context.Context,
+) *Conn {
+	c := &Conn{
+		id:         id,
+		nc:         nc,
+		ep:         ep,
+		local:      nc.LocalAddr(),
+		remote:     nc.RemoteAddr(),
+		maxFrame:   maxFrame,
+		opaque:     opaque,
+		followPeer: followPeer,
+		pending:    make(map[int32]*call),
+	}
+	c.ctx, c.cancel = context.WithCancel(parent)
+	c.reqType.Store(uint32(reqType))
+	c.lastRead.Store(time.Now().UnixNano())
+	return c
+}
+
+// ID returns a number unique among the connections of its Server or
+// Client.
+func (c *Conn) ID() uint64 { return c.id }
+
+// RemoteAddr returns the peer's address.
+func (c *Conn) RemoteAddr() net.Addr { return c.remote }
+
+// LocalAddr returns this side's address.
+func (c *Conn) LocalAddr() net.Addr { return c.local }
+
+// Context is cancelled when the connection closes. Handlers receive it.
+func (c *Conn) Context() context.Context { return c.ctx }
+
+func (c *Conn) String() string {
+	return "conn#" + strconv.FormatUint(c.id, 10) + "(" + addrString(c.remote) + ")"
+}
+
+func addrString(a net.Addr) string {
+	if a == nil {
+		return "?"
+	}
+	return a.String()
+}
+
+// Close closes the connection. Pending calls fail with ErrConnClosed,
+// later writes fail, and the owner's disconnect hook runs. Close is
+// idempotent.
+func (c *Conn) Close() error {
+	c.closeWith(fmt.Errorf("%w: closed locally", ErrConnClosed))
+	return nil
+}
+
+// Closed reports whether the connection is closed.
+func (c *Conn) Closed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
+}
+
+// closeWith closes the connection once, failing pending calls with cause.
+func (c *Conn) closeWith(cause error) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.closed = true
+	c.closeErr = cause
+	pending := c.pending
+	c.pending = nil
+	c.mu.Unlock()
+
+	c.cancel()
+	// NB: netpoll runs our close callback (setting wclosed) before it frees
+	// the connection's buffers; it may run it here or, if this
+	// connection's OnRequest is running, when OnRequest returns.
+	_ = c.nc.Close()
+	for _, cl := range pending {
+		c.finish(cl, nil, cause)
+	}
+	c.ep.connClosed(c)
+}
+
+// onNetpollClose is the netpoll close callback: the connection is gone,
+// whoever closed it. It runs before netpoll frees the buffers.
+func (c *Conn) onNetpollClose(netpoll.Connection) error {
+	c.wmu.Lock()
+	c.wclosed = true
+	c.wmu.Unlock()
+	c.closeWith(fmt.Errorf("%w: by peer or on error", ErrConnClosed))
+	return nil
+}
+
+func (c *Conn) err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closeErr != nil {
+		return c.closeErr
+	}
+	return ErrConnClosed
+}
+
+var framePrefixPool = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+
+// smallBody is the size up to which a body is copied behind the header
+// into one netpoll write; netpoll copies writes up to 4 KiB anyway and
+// references larger ones.
+const smallBody = 4096
+
+// write sends cmd as one frame. Bodies above smallBody are passed to
+// netpoll by reference (no copy); the header buffer is pooled and reused
+// only after a successful Flush, when netpoll no longer references it.
+func (c *Conn) write(cmd *Command) error {
+	bp := framePrefixPool.Get().(*[]byte)
+	buf, err := appendFramePrefix((*bp)[:0], cmd)
+	if err != nil {
+		framePrefixPool.Put(bp)
+		return err
+	}
+	if n := len(buf) + len(cmd.Body); n > c.maxFrame {
+		framePrefixPool.Put(bp)
+		return fmt.Errorf("%w: %d bytes, limit %d", ErrFrameTooLarge, n, c.maxFrame)
+	}
+	body := cmd.Body
+	if len(body) <= smallBody {
+		buf = append(buf, body...)
+		body = nil
+	}
+	c.wmu.Lock()
+	if c.wclosed {
+		c.wmu.Unlock()
+		*bp = buf[:0]
+		framePrefixPool.Put(bp)
+		return c.err()
+	}
+	w := c.nc.Writer()
+	_, err = w.WriteBinary(buf)
+	if err == nil && len(body) > 0 {
+		_, err = w.WriteBinary(body)
+	}
+	if err == nil {
+		err = w.Flush()
+	}
+	c.wmu.Unlock()
+	if err != nil {
+		// NB: buf is not returned to the pool: netpoll may still hold it.
+		cause := fmt.Errorf("%w: write to %s: %v", ErrConnClosed, addrString(c.remote), err)
+		c.closeWith(cause)
+		return c.err()
+	}
+	if cap(buf) <= 64<<10 {
+		*bp = buf[:0]
+		framePrefixPool.Put(bp)
+	}
+	return nil
+}
+
+// onRequest is the netpoll OnRequest callback: it reads exactly one frame,
+// hands a request to the owner's dispatcher or a response to its waiting
+// call, and returns. A garbage frame closes the connection.
+func (c *Conn) onRequest(_ context.Context, nc netpoll.Connection) error {
+	defer func() {
+		if r := recover(); r != nil {
+			c.ep.logger().Error("remoting: panic reading frame; closing connection",
+				"remote", addrString(c.remote), "conn", c.id, "panic", r, "stack", string(debug.Stack()))
+			c.closeWith(fmt.Errorf("%w: internal error reading frame", ErrConnClosed))
+		}
+	}()
+	r := nc.Reader()
+	cmd, err := readFrame(r, c.maxFrame)
+	_ = r.Release()
+	if err != nil {
+		c.readFailed(err)
+		return nil
+	}
+	c.lastRead.Store(time.Now().UnixNano())
+	if cmd.IsResponse() {
+		c.deliver(cmd)
+		return nil
+	}
+	if c.followPeer {
+		c.reqType.Store(uint32(cmd.SerializeType))
+	}
+	c.ep.dispatch(c, cmd)
+	return nil
+}
+
+func isGarbage(err error) bool {
+	return errors.Is(err, ErrBadFrame) || errors.Is(err, ErrFrameTooLarge) ||
+		errors.Is(err, ErrUnknownSerializeType) || errors.Is(err, ErrBadHeader)
+}
+
+func (c *Conn) readFailed(err error) {
+	log := c.ep.logger()
+	switch {
+	case isGarbage(err):
+		log.Warn("remoting: bad frame; closing connection",
+			"remote", addrString(c.remote), "conn", c.id, "err", err)
+	case errors.Is(err, netpoll.ErrReadTimeout):
+		log.Warn("remoting: frame not completed within the read timeout; closing connection",
+			"remote", addrString(c.remote), "conn", c.id)
+	default:
+		log.Debug("remoting: connection closed while reading",
+			"remote", addrString(c.remote), "conn", c.id, "err", err)
+	}
+	c.closeWith(fmt.Errorf("%w: read from %s: %w", ErrConnClosed, addrString(c.remote), err))
+}
+
+// deliver completes the call waiting for resp. A response nobody waits for
+// (its caller timed out) is dropped.
+func (c *Conn) deliver(resp *Command) {
+	cl := c.take(resp.Opaque)
+	if cl == nil {
+		c.ep.logger().Debug("remoting: dropping response nobody waits for",
+			"remote", addrString(c.remote), "conn", c.id, "opaque", resp.Opaque, "code", resp.Code)
+		return
+	}
+	c.finish(cl, resp, nil)
+}
+
+// take removes the call registered under opaque; nil if there is none.
+func (c *Conn) take(opaque int32) *call {
+	c.mu.Lock()
+	cl := c.pending[opaque]
+	if cl != nil {
+		delete(c.pending, opaque)
+	}
+	c.mu.Unlock()
+	return cl
+}
+
+func (c *Conn) finish(cl *call, cmd *Command, err error) {
+	if cl.cb == nil {
+		cl.ch <- result{cmd, err}
+		return
+	}
+	if cl.stop != nil {
+		cl.stop()
+	}
+	cb := cl.cb
+	if !c.ep.background().goFunc(func() { cb(cmd, err) }) {
+		cb(cmd, err) // owner closing: run inline rather than never
+	}
+}
+
+// prepare stamps a request with a fresh opaque and this connection's
+// serialize type.
+func (c *Conn) prepare(req *Command, oneway bool) {
+	req.Flag &^= FlagResponse | FlagOneway
+	if oneway {
+		req.Flag |= FlagOneway
+	}
+	req.SerializeType = SerializeType(c.reqType.Load())
+	req.Opaque = c.opaque.Add(1)
+}
+
+// register prepares req and records cl under its opaque.
+func (c *Conn) register(req *Command, cl *call) error {
+	c.prepare(req, false)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return c.closeErr
+	}
+	for c.pending[req.Opaque] != nil { // NB: only after the counter wrapped
+		req.Opaque = c.opaque.Add(1)
+	}
+	c.pending[req.Opaque] = cl
+	return nil
+}
+
+func (c *Conn) invokeErr(req *Command, err error) error {
+	return fmt.Errorf("remoting: %s to %s: %w", protocol.CodeName(req.Code), addrString(c.remote), err)
+}
+
+// Invoke sends req and waits for its response, until ctx is done (then it
+// returns an error wrapping ErrTimeout for an expired deadline, or the
+// context's error) or the connection closes (ErrConnClosed). Invoke sets
+// req's Opaque, SerializeType and Flag; req must not be reused until Invoke
+// returns. A response that arrives after the caller gave up is dropped.
+func (c *Conn) Invoke(ctx context.Context, req *Command) (*Command, error) {
+	if ctx.Err() != nil {
+		return nil, c.invokeErr(req, ctxError(ctx))
+	}
+	cl := &call{ch: make(chan result, 1)}
+	if err := c.register(req, cl); err != nil {
+		return nil, c.invokeErr(req, err)
+	}
+	opaque := req.Opaque
+	if err := c.write(req); err != nil {
+		c.take(opaque)
+		return nil, c.invokeErr(req, err)
+	}
+	select {
+	case r := <-cl.ch:
+		if r.err != nil {
+			return nil, c.invokeErr(req, r.err)
+		}
+		return r.cmd, nil
+	case <-ctx.Done():
+		if c.take(opaque) != nil {
+			return nil, c.invokeErr(req, ctxError(ctx))
+		}
+		r := <-cl.ch // completed while we were giving up
+		if r.err != nil {
+			return nil, c.invokeErr(req, r.err)
+		}
+		return r.cmd, nil
+	}
+}
+
+// InvokeAsync sends req and calls cb exactly once with the response or an
+// error (as Invoke's), on a goroutine of its own. ctx bounds the wait.
+func (c *Conn) InvokeAsync(ctx context.Context, req *Command, cb func(*Command, error)) {
+	fail := func(err error) {
+		err = c.invokeErr(req, err)
+		if !c.ep.background().goFunc(func() { cb(nil, err) }) {
+			cb(nil, err)
+		}
+	}
+	if ctx.Err() != nil {
+		fail(ctxError(ctx))
+		return
+	}
+	code := req.Code
+	wrapped := func(cmd *Command, err error) {
+		if err != nil {
+			err = fmt.Errorf("remoting: %s to %s: %w", protocol.CodeName(code), addrString(c.remote), err)
+		}
+		cb(cmd, err)
+	}
+	cl := &call{cb: wrapped}
+	c.prepare(req, false)
+	opaque := req.Opaque
+	c.mu.Lock()
+	if c.closed {
+		err := c.closeErr
+		c.mu.Unlock()
+		fail(err)
+		return
+	}
+	for c.pending[opaque] != nil {
+		opaque = c.opaque.Add(1)
+	}
+	req.Opaque = opaque
+	c.pending[opaque] = cl
+	// NB: set under mu, so finish (which runs after take) sees it.
+	cl.stop = context.AfterFunc(ctx, func() {
+		if cl := c.take(opaque); cl != nil {
+			c.finish(cl, nil, ctxError(ctx))
+		}
+	})
+	c.mu.Unlock()
+	if err := c.write(req); err != nil {
+		if cl := c.take(opaque); cl != nil {
+			c.finish(cl, nil, err)
+		}
+	}
+}
+
+// InvokeOneway sends req with the oneway flag and does not wait for a
+// response (the peer sends none). It returns once the frame is written.
+func (c *Conn) InvokeOneway(ctx context.Context, req *Command) error {
+	if ctx.Err() != nil {
+		return c.invokeErr(req, ctxError(ctx))
+	}
+	c.prepare(req, true)
+	if err := c.write(req); err != nil {
+		return c.invokeErr(req, err)
+	}
+	return nil
+}

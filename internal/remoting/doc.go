@@ -1,0 +1,88 @@
+// Package remoting is Sluice's RocketMQ 4.x remoting layer: the frame
+// codec, the three header codecs, and a netpoll-based Server and Client
+// that multiplex requests over one TCP connection by opaque. Wire facts
+// are from spec/rocketmq-4x.md §1; the request vocabulary lives in
+// internal/protocol. This is the only package that imports netpoll.
+//
+// # Frame
+//
+// Big-endian:
+//
+//	+----------------+----------------------+-----------------+-----------------+
+//	| length : int32 | headerWord : int32   | header bytes    | body bytes      |
+//	+----------------+----------------------+-----------------+-----------------+
+//	  length     = 4 + headerLen + bodyLen   (does not count itself)
+//	  headerWord = serializeType<<24 | headerLen   (headerLen: 24 bits)
+//
+// Serialize types: 0 JSON (what the official clients send), 1 ROCKETMQ
+// binary, 2 msgpack (Sluice's own: a map with exactly the JSON keys). A
+// reply always uses its request's serialize type. Command.Flag bit 0 marks
+// a response, bit 1 a oneway request (never answered).
+//
+// The reader checks length (4 ≤ length, length+4 ≤ MaxFrameSize, 16 MiB by
+// default) and the header word (known serialize type, 0 < headerLen ≤
+// length-4) before it consumes or allocates anything else. Any garbage
+// (bad length, unknown type, header past the frame, undecodable header,
+// oversize frame) closes that connection only, logged with the remote
+// address. netpoll buffers bytes as they arrive, so a claimed size is
+// never allocated up front.
+//
+// # Concurrency contract
+//
+// Reading: netpoll runs one OnRequest at a time per connection, on its
+// own goroutine. It reads exactly one frame (Peek → validate → Skip/Next →
+// decode header → ReadBinary body → Release) and never blocks on anything
+// but the rest of that frame (bounded by ReadTimeout). Decoded commands own
+// their memory (headers are decoded into fresh strings, the body is one
+// copy), so nothing refers to netpoll's buffers after Release. A response
+// completes the call waiting for its opaque; a request goes to the
+// dispatcher.
+//
+// Dispatch: each request runs its Handler on a goroutine of its own, so a
+// slow handler never stalls the other requests of its connection. Running
+// handlers are bounded by MaxInflight per Server (or Client); over the
+// bound, and during Shutdown, the reader answers SYSTEM_BUSY (2) itself.
+// Unknown codes get REQUEST_CODE_NOT_SUPPORTED (3) naming the code. A
+// handler panic is recovered, logged with the remote address and answered
+// with SYSTEM_ERROR (1); the connection stays open, because the panic
+// happened above an intact frame stream. A panic in the frame reader
+// itself closes the connection.
+//
+// Replies: a handler answers through its ResponseWriter, at once or later
+// from any goroutine (a long-polled pull parks the writer and returns).
+// The first Write wins; it stamps the request's opaque and serialize type
+// and the response flag. Oneway requests get no reply.
+//
+// Writing: every frame written on a connection (requests, replies, busy
+// answers) goes through Conn.write under the connection's write mutex,
+// the single writer: Malloc/WriteBinary/Flush on a netpoll connection are
+// not safe for concurrent use. The header is encoded into a pooled buffer
+// outside the lock. A body up to 4 KiB is copied behind the header; a
+// larger one is handed to netpoll by reference (no copy) and must not
+// change until the write returns. Flush returns once the kernel has the
+// bytes or the WriteTimeout passes; a failed write closes the connection.
+//
+// Calls: Invoke registers the call under a fresh opaque from its owner's
+// counter, writes, and waits for the response, the context, or the
+// connection's end. Whoever removes the call from the pending map (the
+// reader, the timeout, the close) completes it, exactly once; a late
+// response finds nothing and is dropped. Closing a connection fails its
+// pending calls with ErrConnClosed (ErrClosed when the Client was closed),
+// cancels its context and runs the owner's disconnect hook once.
+//
+// Goroutines and their owners:
+//
+//	| goroutine                  | owner             | ends on                           |
+//	|----------------------------|-------------------|-----------------------------------|
+//	| netpoll pollers            | netpoll (global)  | never (ignored by goleak)         |
+//	| OnRequest per connection   | netpoll           | input drained / connection closed |
+//	| Server.serveLoop           | Server            | Shutdown                          |
+//	| Server.idleLoop            | Server            | Shutdown                          |
+//	| request handlers           | Server / Client   | handler return; waited in Shutdown/Close |
+//	| OnDisconnect hooks         | Server            | hook return; waited in Shutdown   |
+//	| InvokeAsync callbacks      | Server / Client   | callback return; waited in Shutdown/Close |
+//
+// Locks: Conn.mu (pending calls, closed state) and Conn.wmu (the writer)
+// are never held together; neither is held while calling user code or
+// netpoll's Close. Server.mu guards the connection table and state only.
+package remoting

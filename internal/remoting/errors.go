@@ -1,0 +1,62 @@
+package remoting
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors. Callers test them with errors.Is; returned errors wrap
+// them with the address, the request code or the offending value.
+var (
+	// ErrFrameTooLarge is returned for a frame whose length is above the
+	// configured MaxFrameSize, or a header above 16 MiB - 1 bytes (the
+	// 24-bit header length). Reading one closes the connection; writing one
+	// fails before anything is sent.
+	ErrFrameTooLarge = errors.New("remoting: frame too large")
+
+	// ErrBadFrame marks a frame whose length or header length is
+	// impossible (length < 4, header past the end of the frame, empty
+	// header). Reading one closes the connection.
+	ErrBadFrame = errors.New("remoting: malformed frame")
+
+	// ErrUnknownSerializeType marks a frame whose serialize type is not
+	// 0 (JSON), 1 (ROCKETMQ) or 2 (msgpack).
+	ErrUnknownSerializeType = errors.New("remoting: unknown serialize type")
+
+	// ErrBadHeader marks a header its codec cannot decode (or encode).
+	ErrBadHeader = errors.New("remoting: malformed header")
+
+	// ErrShortFrame is returned by DecodeFrame when the buffer holds less
+	// than one whole frame.
+	ErrShortFrame = errors.New("remoting: incomplete frame")
+
+	// ErrClosed is returned by the methods of a Client or Server that was
+	// closed by its owner, and fails the calls that were pending on it.
+	ErrClosed = errors.New("remoting: closed")
+
+	// ErrConnClosed fails calls pending on a connection that went away
+	// (closed by either side, broken, or closed after a bad frame), and
+	// writes to such a connection. The wrapping text says why.
+	ErrConnClosed = errors.New("remoting: connection closed")
+
+	// ErrTimeout is returned when the caller's context deadline passes
+	// before the response arrives. The error also matches
+	// context.DeadlineExceeded. A response arriving later is dropped.
+	ErrTimeout = errors.New("remoting: timeout")
+
+	// ErrAlreadyReplied is returned by ResponseWriter.Write after the
+	// first call.
+	ErrAlreadyReplied = errors.New("remoting: request already answered")
+)
+
+// ctxError turns a done context into the error an invoke returns: ErrTimeout
+// (also matching context.DeadlineExceeded) for an expired deadline, the
+// context's own error otherwise.
+func ctxError(ctx context.Context) error {
+	err := ctx.Err()
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%w: %w", ErrTimeout, err)
+	}
+	return err
+}

@@ -1,0 +1,9 @@
+package remoting
+
+import (
+	"testing"
+
+	"github.com/sluicemq/sluice/internal/testutil"
+)
+
+func TestMain(m *testing.M) { testutil.VerifyTestMain(m) }

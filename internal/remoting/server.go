@@ -1,0 +1,377 @@
+package remoting
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cloudwego/netpoll"
+)
+
+// ServerOptions configures a Server. Zero fields take the defaults of
+// DefaultServerOptions; negative durations disable the timeout.
+type ServerOptions struct {
+	// MaxFrameSize bounds a whole frame, the 4-byte length included
+	// (default 16 MiB, as Java). A larger frame closes the connection
+	// before any of it is buffered.
+	MaxFrameSize int
+	// ReadTimeout is how long the rest of a frame may take once its first
+	// bytes have arrived (default 30 s). It bounds what a stalled or
+	// hostile peer can hold; it is not an idle timeout.
+	ReadTimeout time.Duration
+	// WriteTimeout bounds one frame write to a peer that does not read
+	// (default 30 s). A write that times out closes the connection.
+	WriteTimeout time.Duration
+	// IdleTimeout closes connections that sent no frame for this long
+	// (default 120 s, Java's channel idle time; clients heartbeat every
+	// 30 s).
+	IdleTimeout time.Duration
+	// MaxInflight bounds the handler goroutines running at once, over all
+	// connections (default 4096). A request over the bound is answered at
+	// once with SYSTEM_BUSY (2) and a remark; the client retries. Parked
+	// requests whose handler returned do not count.
+	MaxInflight int
+	// Logger receives connection-level events (bad frames with the remote
+	// address, handler panics, overload). Default slog.Default().
+	Logger *slog.Logger
+	// OnConnect runs when a connection is established, before its first
+	// request is read. It must not block.
+	OnConnect func(*Conn)
+	// OnDisconnect runs once per connection after it closed (by either
+	// side, on error, or at Shutdown) and its pending calls failed, on a
+	// goroutine of its own. The broker drops the connection's producer and
+	// consumer registrations here; the nameserver drops brokers.
+	OnDisconnect func(*Conn)
+}
+
+// DefaultServerOptions returns the defaults.
+func DefaultServerOptions() ServerOptions {
+	return ServerOptions{
+		MaxFrameSize: DefaultMaxFrameSize,
+		ReadTimeout:  30 * time.Second,
+		WriteTimeout: 30 * time.Second,
+		IdleTimeout:  120 * time.Second,
+		MaxInflight:  4096,
+	}
+}
+
+func (o *ServerOptions) fill() {
+	d := DefaultServerOptions()
+	if o.MaxFrameSize <= 0 {
+		o.MaxFrameSize = d.MaxFrameSize
+	}
+	if o.ReadTimeout == 0 {
+		o.ReadTimeout = d.ReadTimeout
+	}
+	if o.WriteTimeout == 0 {
+		o.WriteTimeout = d.WriteTimeout
+	}
+	if o.IdleTimeout == 0 {
+		o.IdleTimeout = d.IdleTimeout
+	}
+	if o.MaxInflight <= 0 {
+		o.MaxInflight = d.MaxInflight
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+}
+
+// Server accepts remoting connections on a netpoll event loop and runs a
+// Handler per request code.
+//
+// Lifecycle: NewServer, Handle (before Start), Start, …, Shutdown. See the
+// package documentation for the concurrency contract.
+type Server struct {
+	addr   string
+	opts   ServerOptions
+	d      dispatcher
+	bg     group // OnDisconnect hooks, InvokeAsync callbacks
+	opaque atomic.Int32
+	ids    atomic.Uint64
+
+	baseCtx    context.Context
+	cancelBase context.CancelFunc
+
+	mu     sync.Mutex
+	state  serverState       // guarded by mu
+	conns  map[uint64]*Conn  // guarded by mu
+	ln     netpoll.Listener  // set by Start
+	evl    netpoll.EventLoop // set by Start
+	done   chan struct{}     // closed when Shutdown finishes
+	quit   chan struct{}     // closed by Shutdown: stops idleLoop
+	served chan struct{}     // closed when serveLoop returns
+	idleWG sync.WaitGroup    // idleLoop
+}
+
+type serverState int
+
+const (
+	serverNew serverState = iota
+	serverRunning
+	serverStopped
+)
+
+type connKey struct{}
+
+// NewServer returns a server that will listen on addr ("127.0.0.1:0"
+// picks a free port).
+func NewServer(addr string, opts ServerOptions) *Server {
+	opts.fill()
+	s := &Server{
+		addr:   addr,
+		opts:   opts,
+		d:      newDispatcher(opts.Logger, opts.MaxInflight),
+		conns:  make(map[uint64]*Conn),
+		done:   make(chan struct{}),
+		quit:   make(chan struct{}),
+		served: make(chan struct{}),
+	}
+	s.baseCtx, s.cancelBase = context.WithCancel(context.Background())
+	return s
+}
+
+// Handle registers h for requests with the given code, replacing any
+// earlier registration.
+// REQUIRES: called before Start (it panics after).
+func (s *Server) Handle(code int16, h Handler) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state != serverNew {
+		panic("remoting: Server.Handle called after Start")
+	}
+	s.d.handlers[code] = h
+}
+
+// HandleDefault registers h for codes without a handler of their own.
+// Without it they are answered with REQUEST_CODE_NOT_SUPPORTED (3).
+// REQUIRES: called before Start (it panics after).
+func (s *Server) HandleDefault(h Handler) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state != serverNew {
+		panic("remoting: Server.HandleDefault called after Start")
+	}
+	s.d.fallback = h
+}
+
+// Start binds the listener and starts serving in the background. It
+// returns once the listener is bound; Addr then reports the address.
+func (s *Server) Start() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state != serverNew {
+		return fmt.Errorf("remoting: server already started")
+	}
+	ln, err := netpoll.CreateListener("tcp", s.addr)
+	if err != nil {
+		return fmt.Errorf("remoting: listen on %s: %w", s.addr, err)
+	}
+	opts := []netpoll.Option{
+		netpoll.WithOnPrepare(s.onPrepare),
+		netpoll.WithOnConnect(s.onConnect),
+	}
+	if s.opts.ReadTimeout > 0 {
+		opts = append(opts, netpoll.WithReadTimeout(s.opts.ReadTimeout))
+	}
+	if s.opts.WriteTimeout > 0 {
+		opts = append(opts, netpoll.WithWriteTimeout(s.opts.WriteTimeout))
+	}
+	evl, err := netpoll.NewEventLoop(s.onRequest, opts...)
+	if err != nil {
+		_ = ln.Close()
+		return fmt.Errorf("remoting: event loop: %w", err)
+	}
+	s.ln, s.evl, s.state = ln, evl, serverRunning
+	go s.serveLoop()
+	if s.opts.IdleTimeout > 0 {
+		s.idleWG.Add(1)
+		go s.idleLoop()
+	}
+	return nil
+}
+
+// Serve starts the server and blocks until Shutdown has finished.
+func (s *Server) Serve() error {
+	if err := s.Start(); err != nil {
+		return err
+	}
+	<-s.done
+	return nil
+}
+
+// Addr returns the listener's address (nil before Start).
+func (s *Server) Addr() net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ln == nil {
+		return nil
+	}
+	return s.ln.Addr()
+}
+
+// Conns returns the open connections (a snapshot).
+func (s *Server) Conns() []*Conn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*Conn, 0, len(s.conns))
+	for _, c := range s.conns {
+		out = append(out, c)
+	}
+	return out
+}
+
+func (s *Server) serveLoop() {
+	defer close(s.served)
+	if err := s.evl.Serve(s.ln); err != nil && !errors.Is(err, net.ErrClosed) {
+		s.opts.Logger.Debug("remoting: event loop stopped", "addr", s.addr, "err", err)
+	}
+}
+
+// idleLoop closes connections that sent nothing for IdleTimeout.
+func (s *Server) idleLoop() {
+	defer s.idleWG.Done()
+	period := min(s.opts.IdleTimeout/2, 10*time.Second)
+	period = max(period, 10*time.Millisecond)
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.quit:
+			return
+		case now := <-t.C:
+			for _, c := range s.Conns() {
+				if idle := now.Sub(time.Unix(0, c.lastRead.Load())); idle > s.opts.IdleTimeout {
+					s.opts.Logger.Info("remoting: closing idle connection",
+						"remote", addrString(c.remote), "conn", c.id, "idle", idle.Round(time.Millisecond))
+					c.closeWith(fmt.Errorf("%w: idle for %v", ErrConnClosed, idle.Round(time.Millisecond)))
+				}
+			}
+		}
+	}
+}
+
+// onPrepare registers a new connection (netpoll calls it on accept).
+func (s *Server) onPrepare(nc netpoll.Connection) context.Context {
+	s.mu.Lock()
+	if s.state != serverRunning {
+		s.mu.Unlock()
+		_ = nc.Close()
+		return context.Background()
+	}
+	c := newConn(s, nc, s.ids.Add(1), &s.opaque, s.opts.MaxFrameSize, SerializeJSON, true, s.baseCtx)
+	s.conns[c.id] = c
+	s.mu.Unlock()
+	_ = nc.AddCloseCallback(c.onNetpollClose)
+	return context.WithValue(c.ctx, connKey{}, c)
+}
+
+func connFrom(ctx context.Context) *Conn {
+	c, _ := ctx.Value(connKey{}).(*Conn)
+	return c
+}
+
+func (s *Server) onConnect(ctx context.Context, _ netpoll.Connection) context.Context {
+	if c := connFrom(ctx); c != nil && s.opts.OnConnect != nil {
+		s.opts.OnConnect(c)
+	}
+	return ctx
+}
+
+func (s *Server) onRequest(ctx context.Context, nc netpoll.Connection) error {
+	c := connFrom(ctx)
+	if c == nil {
+		return nc.Close()
+	}
+	return c.onRequest(ctx, nc)
+}
+
+// endpoint implementation.
+
+func (s *Server) dispatch(c *Conn, req *Command) { s.d.dispatch(c, req) }
+func (s *Server) background() *group             { return &s.bg }
+func (s *Server) logger() *slog.Logger           { return s.opts.Logger }
+
+func (s *Server) connClosed(c *Conn) {
+	s.mu.Lock()
+	delete(s.conns, c.id)
+	s.mu.Unlock()
+	if h := s.opts.OnDisconnect; h != nil {
+		if !s.bg.goFunc(func() { h(c) }) {
+			h(c)
+		}
+	}
+}
+
+// Shutdown stops the server:
+//
+//  1. new connections are closed on accept, and new requests are answered
+//     SYSTEM_BUSY (2) so that clients retry elsewhere;
+//  2. it waits for running handlers to return (their replies go out);
+//  3. it closes every connection: parked requests see their connection's
+//     context cancelled and their late replies fail with ErrConnClosed;
+//     server→client calls fail with ErrConnClosed; OnDisconnect runs for
+//     each;
+//  4. it stops the event loop and waits for its own goroutines, hooks and
+//     callbacks.
+//
+// If ctx ends first, Shutdown still closes everything and returns ctx's
+// error; handlers that are still running are then left to finish on their
+// own. Shutdown before Start just marks the server stopped. Calls after the
+// first return nil at once.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	prev := s.state
+	s.state = serverStopped
+	s.mu.Unlock()
+	if prev != serverRunning {
+		if prev == serverNew {
+			close(s.done)
+		}
+		return nil
+	}
+	defer close(s.done)
+	s.d.closing.Store(true)
+	close(s.quit)
+	s.idleWG.Wait()
+
+	s.d.running.close() // requests that slip past closing are answered busy
+	err := s.d.running.wait(ctx)
+
+	for _, c := range s.Conns() {
+		c.closeWith(fmt.Errorf("%w: server shutting down", ErrConnClosed))
+	}
+	s.cancelBase()
+	if e := s.stopEventLoop(ctx); err == nil {
+		err = e
+	}
+	s.bg.close() // later hooks and callbacks run inline
+	if e := s.bg.wait(ctx); err == nil {
+		err = e
+	}
+	return err
+}
+
+// stopEventLoop shuts the netpoll event loop down and waits for Serve to
+// return.
+//
+// NB: netpoll's EventLoop.Shutdown is a no-op if Serve has not installed
+// its server yet, which would leave Serve running forever; so it is
+// retried until serveLoop has exited.
+func (s *Server) stopEventLoop(ctx context.Context) error {
+	for {
+		_ = s.evl.Shutdown(ctx)
+		select {
+		case <-s.served:
+			return nil
+		case <-time.After(5 * time.Millisecond):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
