@@ -1,0 +1,186 @@
+// Command mqbroker runs a Sluice broker. With no nameserver configured it
+// embeds one, so `go run ./cmd/mqbroker` alone is a working single-node
+// Sluice with its store under ./data.
+//
+//	mqbroker [-c FILE] [-n "ip:port;ip:port"] [--listen HOST:PORT] [--store-dir DIR]
+//	         [--flush async|sync] [--broker-name NAME] [--cluster NAME] [--metrics-listen HOST:PORT]
+//
+// Settings come from, strongest first: flags, the YAML config file (-c, see
+// conf/broker.yaml), environment (SLUICE_* keys, and NAMESRV_ADDR for the
+// nameserver list), defaults. It runs until SIGINT or SIGTERM and then shuts
+// down cleanly.
+//
+// Exit status: 0 after a clean shutdown, 1 for an invalid config file or
+// environment or a failure, 2 for a bad command line.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/sluicemq/sluice/broker"
+	"github.com/sluicemq/sluice/conf"
+	"github.com/sluicemq/sluice/nameserver"
+)
+
+const (
+	exitOK    = 0
+	exitError = 1
+	exitUsage = 2
+)
+
+const usage = `Usage: mqbroker [flags]
+
+Runs a Sluice broker until SIGINT or SIGTERM. Without a nameserver (-n,
+NAMESRV_ADDR or namesrv_addr) it embeds one, listening on
+embedded_namesrv.listen (default 127.0.0.1:9876).
+
+Flags override the config file, which overrides the environment
+(SLUICE_STORE_FLUSH=sync, ..., and NAMESRV_ADDR), which overrides defaults.
+
+  -c FILE                     YAML config file (see conf/broker.yaml)
+  -n "IP:PORT;IP:PORT"        nameservers to register with
+  --listen HOST:PORT          broker address (default 127.0.0.1:10911; port 0 picks one)
+  --store-dir DIR             store directory (default ./data)
+  --flush async|sync          durability: async (fsync every 500ms) or sync (fsync before ack)
+  --broker-name NAME          broker name (default broker-a)
+  --cluster NAME              cluster name (default DefaultCluster)
+  --metrics-listen HOST:PORT  accepted and validated; the metrics endpoint is future work
+  -h, --help                  show this help
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr, nil))
+}
+
+// run is main with its inputs passed in; ready, if not nil, receives the
+// broker and nameserver addresses once serving (tests).
+func run(args []string, stdout, stderr io.Writer, ready chan<- [2]string) int {
+	fs := flag.NewFlagSet("mqbroker", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	configPath := fs.String("c", "", "")
+	namesrv := fs.String("n", "", "")
+	listen := fs.String("listen", "", "")
+	storeDir := fs.String("store-dir", "", "")
+	flush := fs.String("flush", "", "")
+	brokerName := fs.String("broker-name", "", "")
+	cluster := fs.String("cluster", "", "")
+	metrics := fs.String("metrics-listen", "", "")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, usage)
+			return exitOK
+		}
+		fmt.Fprintf(stderr, "mqbroker: %v (see mqbroker -h)\n", err)
+		return exitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "mqbroker: unexpected argument %q (see mqbroker -h)\n", fs.Arg(0))
+		return exitUsage
+	}
+	cfg, err := conf.LoadBroker(*configPath)
+	if err != nil {
+		fmt.Fprintf(stderr, "mqbroker: %s\n", oneLine(err))
+		return exitError
+	}
+	// NB: NAMESRV_ADDR is RocketMQ's variable; like the SLUICE_ ones it
+	// ranks below the config file.
+	if v := os.Getenv("NAMESRV_ADDR"); v != "" && cfg.NamesrvAddr == "" {
+		cfg.NamesrvAddr = v
+	}
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "n":
+			cfg.NamesrvAddr = *namesrv
+		case "listen":
+			cfg.Listen = *listen
+		case "store-dir":
+			cfg.Store.Dir = *storeDir
+		case "flush":
+			cfg.Store.Flush = *flush
+		case "broker-name":
+			cfg.BrokerName = *brokerName
+		case "cluster":
+			cfg.ClusterName = *cluster
+		case "metrics-listen":
+			cfg.MetricsListen = *metrics
+		}
+	})
+	if err := cfg.Validate(); err != nil {
+		fmt.Fprintf(stderr, "mqbroker: bad setting: %s (see mqbroker -h)\n", oneLine(err))
+		return exitUsage
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, nil))
+	if cfg.MetricsListen != "" {
+		logger.Warn("mqbroker: the metrics endpoint is not implemented yet; metrics_listen is ignored", "metrics_listen", cfg.MetricsListen)
+	}
+
+	var ns *nameserver.Server
+	if cfg.EmbedNamesrv() {
+		if ns, err = nameserver.New(cfg.EmbeddedNamesrv, logger); err == nil {
+			err = ns.Start()
+		}
+		if err != nil {
+			if ns != nil {
+				ns.Close()
+			}
+			fmt.Fprintf(stderr, "mqbroker: embedded nameserver: %s\n", oneLine(err))
+			return exitError
+		}
+		cfg.NamesrvAddr = ns.Addr()
+		logger.Info("mqbroker: embedded nameserver listening", "addr", ns.Addr())
+	}
+	closeNS := func() {
+		if ns != nil {
+			ns.Close()
+		}
+	}
+	b, err := broker.New(cfg, broker.Options{Logger: logger})
+	if err != nil {
+		closeNS()
+		fmt.Fprintf(stderr, "mqbroker: %s\n", oneLine(err))
+		return exitError
+	}
+	if err := b.Start(); err != nil {
+		b.Close()
+		closeNS()
+		fmt.Fprintf(stderr, "mqbroker: %s\n", oneLine(err))
+		return exitError
+	}
+	fmt.Fprintf(stdout, "Sluice broker %s serving on %s (nameserver %s, store %s, flush %s)\n",
+		cfg.BrokerName, b.Addr(), cfg.NamesrvAddr, cfg.Store.Dir, cfg.Store.Flush)
+	if ready != nil {
+		ready <- [2]string{b.Addr(), cfg.NamesrvAddr}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	<-ctx.Done()
+	stop()
+	logger.Info("mqbroker: shutting down")
+	err = b.Close()
+	closeNS()
+	if err != nil {
+		fmt.Fprintf(stderr, "mqbroker: %s\n", oneLine(err))
+		return exitError
+	}
+	logger.Info("mqbroker: stopped")
+	return exitOK
+}
+
+// oneLine joins the lines of a (possibly joined) error with "; ".
+func oneLine(err error) string {
+	var parts []string
+	for line := range strings.SplitSeq(err.Error(), "\n") {
+		if line = strings.TrimSpace(line); line != "" {
+			parts = append(parts, line)
+		}
+	}
+	return strings.Join(parts, "; ")
+}

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/internal/protocol"
+	"github.com/sluicemq/sluice/internal/remoting"
+	"github.com/stretchr/testify/require"
+)
+
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "mqbroker")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	require.NoError(t, err, string(out))
+	return bin
+}
+
+var servingRE = regexp.MustCompile(`serving on (\S+) \(nameserver (\S+),`)
+
+// startProcess runs mqbroker on free ports with an embedded nameserver and
+// returns the broker and nameserver addresses.
+func startProcess(t *testing.T, bin, dir string) (*exec.Cmd, string, string) {
+	t.Helper()
+	cmd := exec.Command(bin, "--listen", "127.0.0.1:0", "--store-dir", dir)
+	cmd.Env = append(os.Environ(), "SLUICE_EMBEDDED_NAMESRV_LISTEN=127.0.0.1:0")
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	require.NoError(t, err)
+	m := servingRE.FindStringSubmatch(line)
+	require.NotNil(t, m, line)
+	return cmd, m[1], m[2]
+}
+
+func TestMQBroker_QuickstartProcess(t *testing.T) {
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	cmd, addr, ns := startProcess(t, bin, dir)
+	c := remoting.NewClient(remoting.ClientOptions{SerializeType: remoting.SerializeJSON})
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	// The broker registered with its embedded nameserver, TBW102 included.
+	var route protocol.TopicRouteData
+	require.Eventually(t, func() bool {
+		resp, err := c.Invoke(ctx, ns, remoting.NewRequest(protocol.GetRouteInfoByTopic, map[string]string{"topic": "TBW102"}, nil))
+		return err == nil && resp.Code == protocol.Success && remoting.DecodeBody(resp.SerializeType, resp.Body, &route) == nil
+	}, 10*time.Second, 20*time.Millisecond)
+	require.Equal(t, addr, route.BrokerDatas[0].BrokerAddrs[0])
+	h := &protocol.SendMessageRequestHeader{ProducerGroup: "pg", Topic: "orders", DefaultTopic: "TBW102", DefaultTopicQueueNums: 4, QueueID: 0}
+	resp, err := c.Invoke(ctx, addr, remoting.NewRequest(protocol.SendMessage, protocol.Ext(h), []byte("hello")))
+	require.NoError(t, err)
+	require.Equal(t, protocol.Success, int(resp.Code), resp.Remark)
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, cmd.Wait(), "clean shutdown exits 0")
+
+	// Restart on the same store: the message is still there.
+	_, addr, _ = startProcess(t, bin, dir)
+	resp, err = c.Invoke(ctx, addr, remoting.NewRequest(protocol.GetMaxOffset, protocol.Ext(&protocol.GetMaxOffsetRequestHeader{Topic: "orders"}), nil))
+	require.NoError(t, err)
+	require.Equal(t, "1", resp.ExtFields["offset"])
+}
+
+func TestMQBroker_BadInput(t *testing.T) {
+	var out, errb strings.Builder
+	require.Equal(t, exitUsage, run([]string{"--flush", "sometimes"}, &out, &errb, nil))
+	require.Contains(t, errb.String(), "store.flush")
+	errb.Reset()
+	require.Equal(t, exitUsage, run([]string{"--nope"}, &out, &errb, nil))
+	require.Contains(t, errb.String(), "nope")
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	require.NoError(t, os.WriteFile(bad, []byte("store:\n  segmnt_size: 5\n"), 0o644))
+	errb.Reset()
+	require.Equal(t, exitError, run([]string{"-c", bad}, &out, &errb, nil))
+	require.Contains(t, errb.String(), "segmnt_size")
+	require.Equal(t, 1, strings.Count(strings.TrimSpace(errb.String()), "\n")+1, "one line")
+	out.Reset()
+	require.Equal(t, exitOK, run([]string{"-h"}, &out, &errb, nil))
+	require.Contains(t, out.String(), "--store-dir")
+}
