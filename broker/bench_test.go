@@ -1,0 +1,121 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/internal/protocol"
+	"github.com/sluicemq/sluice/internal/remoting"
+)
+
+// go test -run='^$' -bench=. -benchtime=20000x ./broker/
+// Client and broker share the machine's cores: read the ratios.
+
+func benchBroker(b *testing.B) *Broker {
+	cfg := testConfig(b.TempDir())
+	cfg.Store.SegmentSize = 1 << 30
+	cfg.Store.SendQueueSize = 100000
+	br, err := New(cfg, Options{Logger: quiet()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := br.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { br.Close() })
+	return br
+}
+
+// BenchmarkSendRoundTrip: 1 KiB sends (async flush) over one connection and
+// over 16, with JSON and msgpack headers side by side.
+func BenchmarkSendRoundTrip(b *testing.B) {
+	body := make([]byte, 1024)
+	for _, st := range []remoting.SerializeType{remoting.SerializeJSON, remoting.SerializeMsgpack} {
+		for _, conns := range []int{1, 16} {
+			b.Run(fmt.Sprintf("codec=%s/conns=%d", st, conns), func(b *testing.B) {
+				br := benchBroker(b)
+				clients := make([]*remoting.Client, conns)
+				for i := range clients {
+					clients[i] = remoting.NewClient(remoting.ClientOptions{SerializeType: st, Logger: quiet()})
+					defer clients[i].Close()
+				}
+				h := &protocol.SendMessageRequestHeader{ProducerGroup: "pg", Topic: "bench", DefaultTopic: "TBW102",
+					DefaultTopicQueueNums: 8, QueueID: -1, Properties: "TAGS\x01T\x02KEYS\x01k\x02UNIQ_KEY\x017F0000010001000000000000000A0001\x02"}
+				ext := protocol.Ext(h)
+				warm, err := clients[0].Invoke(context.Background(), br.Addr(), remoting.NewRequest(protocol.SendMessage, ext, body))
+				if err != nil || warm.Code != 0 {
+					b.Fatal(err, warm)
+				}
+				var left atomic.Int64
+				left.Store(int64(b.N))
+				b.SetBytes(int64(len(body)))
+				b.ResetTimer()
+				start := time.Now()
+				var wg sync.WaitGroup
+				for _, c := range clients {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						for left.Add(-1) >= 0 {
+							resp, err := c.Invoke(context.Background(), br.Addr(), remoting.NewRequest(protocol.SendMessage, ext, body))
+							if err != nil || resp.Code != protocol.Success {
+								b.Error(err, resp)
+								return
+							}
+						}
+					}()
+				}
+				wg.Wait()
+				b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "sends/s")
+			})
+		}
+	}
+}
+
+// BenchmarkLongPollWakeup: a pull is parked, then a message is sent; the
+// latency is from the send's start to the pull's answer.
+func BenchmarkLongPollWakeup(b *testing.B) {
+	br := benchBroker(b)
+	c := remoting.NewClient(remoting.ClientOptions{SerializeType: remoting.SerializeMsgpack, Logger: quiet()})
+	defer c.Close()
+	send := func() {
+		h := &protocol.SendMessageRequestHeader{ProducerGroup: "pg", Topic: "lp", DefaultTopic: "TBW102", DefaultTopicQueueNums: 1, QueueID: 0}
+		resp, err := c.Invoke(context.Background(), br.Addr(), remoting.NewRequest(protocol.SendMessage, protocol.Ext(h), []byte("x")))
+		if err != nil || resp.Code != 0 {
+			b.Fatal(err, resp)
+		}
+	}
+	send()
+	for br.Store().DispatchLag() != 0 {
+		time.Sleep(time.Millisecond)
+	}
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		off := br.Store().MaxOffset("lp", 0)
+		got := make(chan time.Time, 1)
+		h := pullHeader("g", "lp", 0, off, pullSuspend|pullSubscription)
+		c.InvokeAsync(context.Background(), br.Addr(), remoting.NewRequest(protocol.PullMessage, protocol.Ext(h), nil),
+			func(r *remoting.Command, err error) {
+				if err != nil || r.Code != protocol.Success {
+					b.Error(err, r)
+				}
+				got <- time.Now()
+			})
+		for br.hold.Parked() == 0 {
+			time.Sleep(50 * time.Microsecond)
+		}
+		t0 := time.Now()
+		send()
+		lat = append(lat, (<-got).Sub(t0))
+	}
+	b.StopTimer()
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+}

@@ -1,0 +1,40 @@
+// Package broker serves RocketMQ 4.x's broker protocol (spec sections 3, 4,
+// 7.9, 8, 10) over a store.Store: sends (single, V2, batch), pulls with long
+// polling, heartbeats and the consumer registry, consumer offsets, queue
+// locks for orderly consumers, retry and DLQ, delay levels, transaction
+// commits, topic administration and lookups, and registration with the
+// nameservers.
+//
+// Handlers run on goroutines of the remoting server (one per request,
+// bounded). A pull that finds nothing new is parked in a longpoll.Hold and
+// its handler returns at once, so the connection keeps serving; the pull is
+// answered when the dispatcher reports an arrival in its queue or its
+// suspend time runs out.
+//
+// Flow control: at most store.send_queue_size sends wait for the store at
+// once; a send beyond that is answered SYSTEM_BUSY (2) with a remark and
+// counted, and clients retry it. A store that cannot write (disk above the
+// full watermark, write failure) answers SERVICE_NOT_AVAILABLE (14) with the
+// store's explanation.
+//
+// # Goroutines
+//
+//	| goroutine              | owner (starts / waits)        | wakes on                          | stops on            |
+//	|------------------------|-------------------------------|-----------------------------------|---------------------|
+//	| netpoll pollers        | netpoll (process-global)      | epoll                             | never               |
+//	| request handlers       | remoting.Server               | a request frame                   | handler returns     |
+//	| flushLoop              | commitlog.Log                 | waiter kick, interval             | Log.Close           |
+//	| retentionLoop          | commitlog.Log                 | interval                          | Log.Close           |
+//	| dispatchLoop           | store.Store                   | append kick, fsync (sync mode)    | Store.Close, drained|
+//	| checkpointLoop         | store.Store                   | interval                          | Store.Close         |
+//	| expireLoop             | longpoll.Hold                 | earliest deadline                 | Hold.Close          |
+//	| woken pull             | longpoll.Hold                 | arrival or deadline               | reply written       |
+//	| persistLoop (offsets)  | offset.Table                  | 5 s ticker                        | Table.Close         |
+//	| registerLoop           | Broker (Start / Close)        | register_interval, topic change   | Close               |
+//	| housekeepingLoop       | Broker                        | 10 s ticker                       | Close               |
+//	| scheduler.loop (delay) | Broker                        | due time, delayed arrival         | Close               |
+//
+// Close order: answer parked pulls, stop the loops, unregister from the
+// nameservers, shut the server, close the store (dispatcher drains, indexes
+// checkpointed, commitlog fsynced) and the tables.
+package broker
