@@ -28,41 +28,74 @@ var benchSizes = []struct {
 // same records to a plain file.
 func BenchmarkAppend(b *testing.B) {
 	for _, sz := range benchSizes {
-		b.Run("size="+sz.name+"/impl=sluice", func(b *testing.B) {
+		b.Run("size="+sz.name+"/impl=sluice", func(b *testing.B) { benchAppend(b, sz.size, false) })
+		b.Run("size="+sz.name+"/impl=sluice-noprealloc", func(b *testing.B) { benchAppend(b, sz.size, true) })
+		// The plain baselines: no fsync at all, and an fsync every 500 ms
+		// from another goroutine (the log's async durability).
+		b.Run("size="+sz.name+"/impl=plainfile", func(b *testing.B) { benchPlain(b, sz.size, 0) })
+		b.Run("size="+sz.name+"/impl=plainfile-fsync500ms", func(b *testing.B) { benchPlain(b, sz.size, 500*time.Millisecond) })
+	}
+}
+
+func benchPlain(b *testing.B, size int, syncEvery time.Duration) {
+	f, err := os.Create(filepath.Join(b.TempDir(), "plain"))
+	require.NoError(b, err)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if syncEvery == 0 {
+			return
+		}
+		t := time.NewTicker(syncEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				f.Sync()
+			}
+		}
+	}()
+	buf := make([]byte, size)
+	b.SetBytes(int64(size))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		putEnvelope(buf)
+		if _, err := f.Write(buf); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	close(stop)
+	<-done
+	require.NoError(b, f.Close())
+}
+
+func benchAppend(b *testing.B, size int, noPrealloc bool) {
+	{
+		{
 			opts := testOptions(256 << 20)
+			opts.NoPreallocate = noPrealloc
 			opts.Validate = nil
 			l := mustOpen(b, b.TempDir(), opts)
 			fill := func(at Offset, dst []byte) error {
 				putEnvelope(dst)
 				return nil
 			}
-			b.SetBytes(int64(sz.size))
+			b.SetBytes(int64(size))
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				if _, err := l.Append(sz.size, fill); err != nil {
+				if _, err := l.Append(size, fill); err != nil {
 					b.Fatal(err)
 				}
 			}
 			b.StopTimer()
 			require.NoError(b, l.Close())
-		})
-		b.Run("size="+sz.name+"/impl=plainfile", func(b *testing.B) {
-			f, err := os.Create(filepath.Join(b.TempDir(), "plain"))
-			require.NoError(b, err)
-			buf := make([]byte, sz.size)
-			b.SetBytes(int64(sz.size))
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				putEnvelope(buf)
-				if _, err := f.Write(buf); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.StopTimer()
-			require.NoError(b, f.Close())
-		})
+		}
 	}
 }
 
