@@ -56,7 +56,8 @@ type Broker struct {
 	connMu sync.RWMutex
 	conns  map[uint64]*remoting.Conn // guarded by connMu
 
-	stats stats
+	stats   stats
+	metrics *metrics
 
 	quit      chan struct{}
 	wg        sync.WaitGroup
@@ -81,8 +82,12 @@ func New(cfg conf.Broker, opts Options) (*Broker, error) {
 	b := &Broker{cfg: cfg, opts: opts, logger: opts.Logger, groups: group.New(),
 		conns: map[uint64]*remoting.Conn{}, quit: make(chan struct{}), regCh: make(chan struct{}, 1),
 		sendSem: make(chan struct{}, max(cfg.Store.SendQueueSize, 1))}
+	b.metrics = newMetrics()
 	so := opts.Store
 	so.Logger = opts.Logger
+	if so.OnSync == nil {
+		so.OnSync = func(d time.Duration, _ int64) { b.metrics.flush.Observe(d.Seconds()) }
+	}
 	var err error
 	if b.store, err = store.Open(cfg.Store, so); err != nil {
 		return nil, err
@@ -127,6 +132,13 @@ func (b *Broker) Start() error {
 		return fmt.Errorf("broker: advertised address %s: %w", b.addr, err)
 	}
 	b.storeHost = ap
+	if b.cfg.MetricsListen != "" {
+		b.metrics.reg.MustRegister(brokerCollector{b})
+		if err := b.metrics.serve(b.cfg.MetricsListen); err != nil {
+			b.server.Shutdown(context.Background())
+			return fmt.Errorf("broker: metrics listen %s: %w", b.cfg.MetricsListen, err)
+		}
+	}
 	b.nsc = remoting.NewClient(remoting.ClientOptions{SerializeType: remoting.SerializeJSON, Logger: b.logger})
 	b.sched = newScheduler(b)
 	b.wg.Add(3)
@@ -174,6 +186,7 @@ func (b *Broker) Close() error {
 		if b.nsc != nil {
 			errs = append(errs, b.nsc.Close())
 		}
+		b.metrics.close()
 		errs = append(errs, b.closeStores())
 		b.closeErr = errors.Join(errs...)
 	})

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"net/http"
 	"testing"
 	"time"
 
@@ -9,6 +10,8 @@ import (
 	"github.com/sluicemq/sluice/internal/protocol"
 	"github.com/sluicemq/sluice/internal/remoting"
 	"github.com/sluicemq/sluice/nameserver"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/require"
 )
 
@@ -69,4 +72,55 @@ func TestIntegration_Registration(t *testing.T) {
 	// The broker stops: it is gone from routes at once.
 	require.NoError(t, b.Close())
 	require.Eventually(t, func() bool { return route(t, c, nsAddr, "fresh") == nil }, 5*time.Second, 10*time.Millisecond)
+}
+
+// TestMetrics_Scrape: the metrics endpoint serves the Prometheus text format
+// with per-topic counters, consumer lag and the latency histograms.
+func TestMetrics_Scrape(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	cfg.MetricsListen = "127.0.0.1:0"
+	b := startBroker(t, cfg, Options{})
+	c := newClient(t, remoting.SerializeJSON)
+	for range 3 {
+		mustSend(t, c, b.Addr(), "orders", 0, "x", nil)
+	}
+	invoke(t, c, b.Addr(), protocol.UpdateConsumerOffset, &protocol.UpdateConsumerOffsetRequestHeader{
+		ConsumerGroup: "cg", Topic: "orders", QueueID: 0, CommitOffset: 1}, nil)
+	waitIndexed(t, b)
+	resp, err := http.Get("http://" + b.MetricsAddr() + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.LegacyValidation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	require.NoError(t, err)
+	value := func(name string, labels map[string]string) float64 {
+		f, ok := families[name]
+		require.True(t, ok, "metric %s missing", name)
+	next:
+		for _, m := range f.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if v, ok := labels[lp.GetName()]; ok && v != lp.GetValue() {
+					continue next
+				}
+			}
+			switch {
+			case m.GetCounter() != nil:
+				return m.GetCounter().GetValue()
+			case m.GetGauge() != nil:
+				return m.GetGauge().GetValue()
+			case m.GetHistogram() != nil:
+				return float64(m.GetHistogram().GetSampleCount())
+			}
+		}
+		t.Fatalf("metric %s%v missing", name, labels)
+		return 0
+	}
+	require.Equal(t, 3.0, value("sluice_put_messages_total", map[string]string{"topic": "orders"}))
+	require.Equal(t, 2.0, value("sluice_consumer_lag_messages", map[string]string{"group": "cg", "topic": "orders", "queue": "0"}))
+	require.Greater(t, value("sluice_consumer_lag_seconds", map[string]string{"group": "cg", "topic": "orders", "queue": "0"}), -1.0)
+	require.Equal(t, 3.0, value("sluice_send_latency_seconds", nil))
+	require.Greater(t, value("sluice_commitlog_max_offset", nil), 0.0)
+	require.Equal(t, 0.0, value("sluice_send_busy_total", nil))
+	value("sluice_disk_used_ratio", nil)
+	value("sluice_pull_parked", nil)
 }

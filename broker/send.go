@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/sluicemq/sluice/broker/store"
 	"github.com/sluicemq/sluice/broker/topic"
@@ -53,6 +54,8 @@ func peerAddr(w remoting.ResponseWriter) netip.AddrPort {
 // handleSend serves SEND_MESSAGE (10), SEND_MESSAGE_V2 (310) and
 // SEND_BATCH_MESSAGE (320), spec 3.1.
 func (b *Broker) handleSend(ctx context.Context, w remoting.ResponseWriter, req *remoting.Command) {
+	start := time.Now()
+	defer func() { b.metrics.send.Observe(time.Since(start).Seconds()) }()
 	h, err := decodeSendHeader(req)
 	if err != nil {
 		reply(w, req, protocol.SystemError, "bad send header: "+err.Error())

@@ -70,6 +70,7 @@ func (l *Log) flush() error {
 		}
 	}
 	l.segMu.RUnlock()
+	started := time.Now()
 	for _, s := range todo {
 		s.mu.RLock()
 		err := s.f.Sync()
@@ -83,6 +84,9 @@ func (l *Log) flush() error {
 	l.cpNext, l.cpTail = w, ts
 	l.durable.Store(int64(w))
 	l.wakeWaiters()
+	if l.opts.OnSync != nil {
+		l.opts.OnSync(time.Since(started), int64(w-d))
+	}
 	return nil
 }
 

@@ -68,6 +68,9 @@ type Options struct {
 	Retention RetentionOptions
 	// OpenFile opens segment files. Default OSOpenFile.
 	OpenFile OpenFileFunc
+	// OnSync, if set, is called by the flusher after each successful fsync
+	// round with its duration and the bytes it made durable (metrics).
+	OnSync func(d time.Duration, bytes int64)
 	// Logger receives recovery and retention reports. Default slog.Default().
 	Logger *slog.Logger
 }

@@ -48,6 +48,8 @@ type Options struct {
 	// OpenFile and DiskUsage are test seams for the commitlog.
 	OpenFile  commitlog.OpenFileFunc
 	DiskUsage func(dir string) (float64, error)
+	// OnSync observes commitlog fsyncs (metrics).
+	OnSync func(d time.Duration, bytes int64)
 	// CheckpointInterval is how often index checkpoints are saved. Default 1s.
 	CheckpointInterval time.Duration
 	Logger             *slog.Logger
@@ -200,6 +202,7 @@ func (s *Store) logOptions() commitlog.Options {
 			OnDelete:      s.onLogDelete,
 		},
 		OpenFile: s.opts.OpenFile,
+		OnSync:   s.opts.OnSync,
 		Logger:   s.logger,
 	}
 }
@@ -242,6 +245,14 @@ func (s *Store) Log() *commitlog.Log { return s.log }
 // Dispatched returns the commitlog offset below which every record is
 // indexed.
 func (s *Store) Dispatched() int64 { return s.dispatched.Load() }
+
+// DiskUsage returns the share of the store's disk in use.
+func (s *Store) DiskUsage() (float64, error) {
+	if s.opts.DiskUsage != nil {
+		return s.opts.DiskUsage(s.dir)
+	}
+	return commitlog.StatfsUsage(s.dir)
+}
 
 // DispatchLag returns how many commitlog bytes are not yet indexed.
 func (s *Store) DispatchLag() int64 { return int64(s.log.Next()) - s.dispatched.Load() }

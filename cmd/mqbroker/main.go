@@ -53,7 +53,7 @@ Flags override the config file, which overrides the environment
   --flush async|sync          durability: async (fsync every 500ms) or sync (fsync before ack)
   --broker-name NAME          broker name (default broker-a)
   --cluster NAME              cluster name (default DefaultCluster)
-  --metrics-listen HOST:PORT  accepted and validated; the metrics endpoint is future work
+  --metrics-listen HOST:PORT  serve Prometheus metrics at http://HOST:PORT/metrics (off by default)
   -h, --help                  show this help
 `
 
@@ -119,9 +119,6 @@ func run(args []string, stdout, stderr io.Writer, ready chan<- [2]string) int {
 		return exitUsage
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
-	if cfg.MetricsListen != "" {
-		logger.Warn("mqbroker: the metrics endpoint is not implemented yet; metrics_listen is ignored", "metrics_listen", cfg.MetricsListen)
-	}
 
 	var ns *nameserver.Server
 	if cfg.EmbedNamesrv() {
@@ -157,6 +154,9 @@ func run(args []string, stdout, stderr io.Writer, ready chan<- [2]string) int {
 	}
 	fmt.Fprintf(stdout, "Sluice broker %s serving on %s (nameserver %s, store %s, flush %s)\n",
 		cfg.BrokerName, b.Addr(), cfg.NamesrvAddr, cfg.Store.Dir, cfg.Store.Flush)
+	if a := b.MetricsAddr(); a != "" {
+		logger.Info("mqbroker: metrics", "url", "http://"+a+"/metrics")
+	}
 	if ready != nil {
 		ready <- [2]string{b.Addr(), cfg.NamesrvAddr}
 	}

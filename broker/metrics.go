@@ -1,0 +1,139 @@
+package broker
+
+import (
+	"errors"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// metrics exports the broker's state in the Prometheus text format at
+// metrics_listen (off unless set). Counters and gauges are read from the
+// broker at scrape time; the send and flush latency histograms are observed
+// as they happen.
+type metrics struct {
+	reg   *prometheus.Registry
+	send  prometheus.Histogram
+	flush prometheus.Histogram
+	srv   *http.Server
+	addr  string
+}
+
+func newMetrics() *metrics {
+	m := &metrics{reg: prometheus.NewRegistry(),
+		send: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sluice_send_latency_seconds",
+			Help:    "Time from a send request's arrival to its response, including the store's fsync in sync mode.",
+			Buckets: prometheus.ExponentialBuckets(50e-6, 2, 18)}),
+		flush: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sluice_flush_latency_seconds",
+			Help:    "Duration of each commitlog fsync round.",
+			Buckets: prometheus.ExponentialBuckets(100e-6, 2, 16)}),
+	}
+	m.reg.MustRegister(m.send, m.flush)
+	return m
+}
+
+// serve starts the HTTP endpoint; the broker collector must be registered.
+func (m *metrics) serve(listen string) error {
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return err
+	}
+	m.addr = ln.Addr().String()
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
+	m.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := m.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			_ = err // the listener was closed under it; Close reports nothing more useful
+		}
+	}()
+	return nil
+}
+
+func (m *metrics) close() {
+	if m.srv != nil {
+		m.srv.Close()
+	}
+}
+
+// MetricsAddr returns the address of the metrics endpoint ("" when off).
+func (b *Broker) MetricsAddr() string { return b.metrics.addr }
+
+var (
+	descPutMsgs    = prometheus.NewDesc("sluice_put_messages_total", "Messages stored, by topic.", []string{"topic"}, nil)
+	descPutBytes   = prometheus.NewDesc("sluice_put_bytes_total", "Message body bytes stored, by topic.", []string{"topic"}, nil)
+	descGetMsgs    = prometheus.NewDesc("sluice_get_messages_total", "Messages returned to pulls, by topic.", []string{"topic"}, nil)
+	descGetBytes   = prometheus.NewDesc("sluice_get_bytes_total", "Record bytes returned to pulls, by topic.", []string{"topic"}, nil)
+	descBusy       = prometheus.NewDesc("sluice_send_busy_total", "Sends refused with SYSTEM_BUSY (send_queue_size exceeded).", nil, nil)
+	descLogMin     = prometheus.NewDesc("sluice_commitlog_min_offset", "First commitlog offset still stored.", nil, nil)
+	descLogNext    = prometheus.NewDesc("sluice_commitlog_max_offset", "End of the commitlog.", nil, nil)
+	descLogDurable = prometheus.NewDesc("sluice_commitlog_durable_offset", "Commitlog offset below which everything is fsynced.", nil, nil)
+	descDispatch   = prometheus.NewDesc("sluice_dispatch_lag_bytes", "Commitlog bytes not yet indexed into consume queues.", nil, nil)
+	descDisk       = prometheus.NewDesc("sluice_disk_used_ratio", "Share of the store's disk in use.", nil, nil)
+	descDiskHigh   = prometheus.NewDesc("sluice_disk_high_watermark_ratio", "Disk use above which old segments are deleted early.", nil, nil)
+	descDiskFull   = prometheus.NewDesc("sluice_disk_full_watermark_ratio", "Disk use above which sends are refused.", nil, nil)
+	descLag        = prometheus.NewDesc("sluice_consumer_lag_messages", "Messages a consumer group has not consumed, by queue.", []string{"group", "topic", "queue"}, nil)
+	descLagSec     = prometheus.NewDesc("sluice_consumer_lag_seconds", "Age of the oldest message a group has not consumed, by queue (0 when caught up).", []string{"group", "topic", "queue"}, nil)
+	descConns      = prometheus.NewDesc("sluice_connections", "Open client connections.", nil, nil)
+	descParked     = prometheus.NewDesc("sluice_pull_parked", "Pull requests parked by long polling.", nil, nil)
+)
+
+// brokerCollector reads the broker's state at scrape time.
+type brokerCollector struct{ b *Broker }
+
+func (c brokerCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descPutMsgs, descPutBytes, descGetMsgs, descGetBytes, descBusy, descLogMin,
+		descLogNext, descLogDurable, descDispatch, descDisk, descDiskHigh, descDiskFull, descLag, descLagSec, descConns, descParked} {
+		ch <- d
+	}
+}
+
+func (c brokerCollector) Collect(ch chan<- prometheus.Metric) {
+	b := c.b
+	b.stats.mu.Lock()
+	for t, v := range b.stats.put {
+		ch <- prometheus.MustNewConstMetric(descPutMsgs, prometheus.CounterValue, float64(v.msgs), t)
+		ch <- prometheus.MustNewConstMetric(descPutBytes, prometheus.CounterValue, float64(v.bytes), t)
+	}
+	for t, v := range b.stats.get {
+		ch <- prometheus.MustNewConstMetric(descGetMsgs, prometheus.CounterValue, float64(v.msgs), t)
+		ch <- prometheus.MustNewConstMetric(descGetBytes, prometheus.CounterValue, float64(v.bytes), t)
+	}
+	b.stats.mu.Unlock()
+	gauge := func(d *prometheus.Desc, v float64) { ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v) }
+	ch <- prometheus.MustNewConstMetric(descBusy, prometheus.CounterValue, float64(b.stats.busy.Load()))
+	l := b.store.Log()
+	gauge(descLogMin, float64(l.Min()))
+	gauge(descLogNext, float64(l.Next()))
+	gauge(descLogDurable, float64(l.Durable()))
+	gauge(descDispatch, float64(b.store.DispatchLag()))
+	if u, err := b.store.DiskUsage(); err == nil {
+		gauge(descDisk, u)
+	}
+	gauge(descDiskHigh, b.cfg.Store.DiskHighWatermark)
+	gauge(descDiskFull, b.cfg.Store.DiskFullWatermark)
+	b.connMu.RLock()
+	gauge(descConns, float64(len(b.conns)))
+	b.connMu.RUnlock()
+	gauge(descParked, float64(b.hold.Parked()))
+	now := time.Now().UnixMilli()
+	for _, k := range b.offsets.Keys() {
+		for q, off := range b.offsets.Queues(k.Group, k.Topic) {
+			maxOff := b.store.MaxOffset(k.Topic, q)
+			lag := maxOff - off
+			secs := 0.0
+			if lag > 0 {
+				if ts, err := b.store.StoreTimeAt(k.Topic, q, off); err == nil {
+					secs = float64(now-ts) / 1000
+				}
+			}
+			qs := strconv.Itoa(int(q))
+			ch <- prometheus.MustNewConstMetric(descLag, prometheus.GaugeValue, float64(max(lag, 0)), k.Group, k.Topic, qs)
+			ch <- prometheus.MustNewConstMetric(descLagSec, prometheus.GaugeValue, secs, k.Group, k.Topic, qs)
+		}
+	}
+}
