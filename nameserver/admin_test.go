@@ -1,11 +1,15 @@
 package nameserver
 
 import (
+	"io"
+	"log/slog"
+	"net/http"
 	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicemq/sluice/conf"
 	"github.com/sluicemq/sluice/internal/protocol"
 	"github.com/sluicemq/sluice/internal/remoting"
 )
@@ -228,4 +232,22 @@ func TestUnknownRequestCode(t *testing.T) {
 		require.Equal(t, int16(protocol.RequestCodeNotSupported), resp.Code)
 		require.NotEmpty(t, resp.Remark)
 	})
+}
+
+func TestMetrics_Scrape(t *testing.T) {
+	cfg := conf.DefaultNameserver()
+	cfg.Listen = "127.0.0.1:0"
+	cfg.MetricsListen = "127.0.0.1:0"
+	s, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	require.NoError(t, err)
+	require.NoError(t, s.Start())
+	defer s.Close()
+	resp, err := http.Get("http://" + s.MetricsAddr() + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	for _, name := range []string{"sluice_namesrv_brokers 0", "sluice_namesrv_topics 0", "sluice_namesrv_clusters 0", "sluice_namesrv_connections"} {
+		require.Contains(t, string(b), name)
+	}
 }

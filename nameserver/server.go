@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"sync"
 	"time"
 
@@ -36,6 +37,9 @@ type Server struct {
 
 	mu    sync.Mutex
 	state serverState // guarded by mu
+
+	metricsSrv  *http.Server // nil when metrics_listen is empty
+	metricsAddr string
 }
 
 type serverState int
@@ -99,6 +103,12 @@ func (s *Server) Start() error {
 	if err := s.rs.Start(); err != nil {
 		return fmt.Errorf("nameserver: %w", err)
 	}
+	if s.cfg.MetricsListen != "" {
+		if err := s.serveMetrics(); err != nil {
+			_ = s.rs.Shutdown(context.Background())
+			return fmt.Errorf("nameserver: metrics listen %s: %w", s.cfg.MetricsListen, err)
+		}
+	}
 	s.state = stateRunning
 	s.wg.Add(1)
 	go s.livenessLoop()
@@ -130,6 +140,9 @@ func (s *Server) Close() error {
 		defer cancel()
 		if err := s.rs.Shutdown(ctx); err != nil {
 			s.closeErr = fmt.Errorf("nameserver: shutdown: %w", err)
+		}
+		if s.metricsSrv != nil {
+			s.metricsSrv.Close()
 		}
 	})
 	return s.closeErr

@@ -46,9 +46,8 @@ defaults.
   -c FILE                     YAML config file (see conf/namesrv.yaml)
   --listen HOST:PORT          address to serve on (default 127.0.0.1:9876;
                               port 0 picks a free port)
-  --metrics-listen HOST:PORT  address for the metrics HTTP endpoint; stored
-                              and validated, but the endpoint is future work:
-                              nothing is served there yet
+  --metrics-listen HOST:PORT  serve Prometheus metrics at
+                              http://HOST:PORT/metrics (off by default)
   -h, --help                  show this help
 
 Exit status: 0 after a clean shutdown, 1 for an invalid config file or
@@ -102,10 +101,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
-	if cfg.MetricsListen != "" {
-		logger.Warn("mqnamesrv: the metrics endpoint is not implemented yet; metrics_listen is ignored",
-			"metrics_listen", cfg.MetricsListen)
-	}
 	ns, err := nameserver.New(cfg, logger)
 	if err != nil {
 		fmt.Fprintf(stderr, "mqnamesrv: %s\n", oneLine(err))
@@ -117,6 +112,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return exitError
 	}
 	logger.Info("mqnamesrv: listening", "addr", ns.Addr())
+	if a := ns.MetricsAddr(); a != "" {
+		logger.Info("mqnamesrv: metrics", "url", "http://"+a+"/metrics")
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	<-ctx.Done()

@@ -184,7 +184,7 @@ func TestBinary(t *testing.T) {
 		out, err := exec.Command(bin, "-h").Output()
 		require.NoError(t, err)
 		require.Contains(t, string(out), "--metrics-listen")
-		require.Contains(t, string(out), "future work")
+		require.Contains(t, string(out), "Prometheus")
 	})
 }
 
