@@ -43,12 +43,14 @@ type Broker struct {
 	topics  *topic.Table
 	offsets *offset.Table
 	groups  *group.Registry
-	hold    *longpoll.Hold
-	server  *remoting.Server
-	nsc     *remoting.Client // to the nameservers
-	sched   *scheduler
-	sendSem chan struct{} // bounds sends waiting for the store
-	regCh   chan struct{} // cap 1: register with the nameservers now
+	// groupCfgs holds subscription group settings (retry max times, ...).
+	groupCfgs *group.ConfigTable
+	hold      *longpoll.Hold
+	server    *remoting.Server
+	nsc       *remoting.Client // to the nameservers
+	sched     *scheduler
+	sendSem   chan struct{} // bounds sends waiting for the store
+	regCh     chan struct{} // cap 1: register with the nameservers now
 
 	addr      string         // advertised ip:port
 	storeHost netip.AddrPort // in every stored record
@@ -99,6 +101,10 @@ func New(cfg conf.Broker, opts Options) (*Broker, error) {
 	}
 	if b.offsets, err = offset.Open(filepath.Join(cfgDir, "offsets"), opts.Logger); err != nil {
 		b.store.Close()
+		return nil, err
+	}
+	if b.groupCfgs, err = group.OpenConfigTable(filepath.Join(cfgDir, "groups")); err != nil {
+		b.closeStores()
 		return nil, err
 	}
 	b.hold = longpoll.New()

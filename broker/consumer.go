@@ -27,8 +27,9 @@ func (b *Broker) handleHeartbeat(_ context.Context, w remoting.ResponseWriter, r
 		return
 	}
 	var connID uint64
+	var addr string
 	if c := w.Conn(); c != nil {
-		connID = c.ID()
+		connID, addr = c.ID(), c.RemoteAddr().String()
 	}
 	now := time.Now()
 	for _, cd := range hb.ConsumerDataSet {
@@ -41,12 +42,15 @@ func (b *Broker) handleHeartbeat(_ context.Context, w remoting.ResponseWriter, r
 			s.SubVersion = sd.SubVersion
 			subs[sd.Topic] = s
 		}
+		if _, err := b.groupCfgs.Ensure(cd.GroupName); err != nil {
+			b.logger.Warn("broker: create subscription group", "group", cd.GroupName, "err", err)
+		}
 		if _, err := b.ensureTopic(topic.RetryPrefix+cd.GroupName, 1); err != nil {
 			b.logger.Warn("broker: create retry topic", "group", cd.GroupName, "err", err)
 		}
 		changed := b.groups.Register(cd.GroupName, group.Consumer{ClientID: hb.ClientID, ConnID: connID,
 			MessageModel: cd.MessageModel, ConsumeType: cd.ConsumeType, ConsumeFromWhere: cd.ConsumeFromWhere,
-			Subs: subs, LastSeen: now})
+			Subs: subs, LastSeen: now, Addr: addr, Language: req.Language.String(), Version: int32(req.Version)})
 		if changed {
 			g := cd.GroupName
 			go b.notifyConsumerIDsChanged(g)
@@ -261,7 +265,7 @@ func (b *Broker) handleSendBack(ctx context.Context, w remoting.ResponseWriter, 
 		}
 		props, _ = message.SetProperty(props, message.PropOriginMessageID, origin)
 	}
-	maxRe := int32(defaultMaxReconsume)
+	maxRe := b.retryMaxTimes(h.Group)
 	if h.MaxReconsumeTimes != nil && *h.MaxReconsumeTimes >= 0 {
 		maxRe = *h.MaxReconsumeTimes
 	}
@@ -334,4 +338,12 @@ func (b *Broker) handleEndTransaction(ctx context.Context, w remoting.ResponseWr
 		return
 	}
 	reply(w, req, protocol.Success, "")
+}
+
+// retryMaxTimes is a group's configured retryMaxTimes (16 by default).
+func (b *Broker) retryMaxTimes(g string) int32 {
+	if c, ok := b.groupCfgs.Get(g); ok {
+		return c.RetryMaxTimes
+	}
+	return defaultMaxReconsume
 }

@@ -65,6 +65,10 @@ func (b *Broker) pull(w remoting.ResponseWriter, req *remoting.Command, h *proto
 		}
 		sub = s
 	}
+	if gc, ok := b.groupCfgs.Get(h.ConsumerGroup); ok && !gc.ConsumeEnable {
+		reply(w, req, protocol.NoPermission, fmt.Sprintf("consumption is disabled for group %s on broker %s", h.ConsumerGroup, b.cfg.BrokerName))
+		return
+	}
 	if first && h.SysFlag&pullCommitOffset != 0 && h.CommitOffset >= 0 {
 		b.offsets.Commit(h.ConsumerGroup, h.Topic, h.QueueID, h.CommitOffset)
 	}

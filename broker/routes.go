@@ -30,4 +30,8 @@ func (b *Broker) routes() {
 	s.Handle(protocol.GetBrokerRuntimeInfo, b.handleRuntimeInfo)
 	s.Handle(protocol.GetTopicStatsInfo, b.handleTopicStats)
 	s.Handle(protocol.GetConsumeStats, b.handleConsumeStats)
+	s.Handle(protocol.UpdateAndCreateSubscriptionGroup, b.handleUpdateSubGroup)
+	s.Handle(protocol.GetAllSubscriptionGroupConfig, b.handleAllSubGroups)
+	s.Handle(protocol.DeleteSubscriptionGroup, b.handleDeleteSubGroup)
+	s.Handle(protocol.GetConsumerConnectionList, b.handleConsumerConnections)
 }

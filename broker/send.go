@@ -128,7 +128,7 @@ func (b *Broker) handleSend(ctx context.Context, w remoting.ResponseWriter, req 
 // single message before it is stored (spec 3.1 steps 4 and 7, 3.9, 7.9).
 func (b *Broker) redirect(m *message.Message, h protocol.SendMessageRequestHeader) (int16, string) {
 	if grp, ok := strings.CutPrefix(m.Topic, topic.RetryPrefix); ok {
-		maxRe := int32(defaultMaxReconsume)
+		maxRe := b.retryMaxTimes(grp)
 		if h.MaxReconsumeTimes != nil && *h.MaxReconsumeTimes >= 0 {
 			maxRe = *h.MaxReconsumeTimes
 		}

@@ -61,6 +61,10 @@ type Consumer struct {
 	ConsumeFromWhere string
 	Subs             map[string]Subscription
 	LastSeen         time.Time
+	// Addr, Language and Version describe the client's connection.
+	Addr     string
+	Language string
+	Version  int32
 }
 
 type consumerKey struct {

@@ -1,6 +1,7 @@
 package group
 
 import (
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -66,4 +67,28 @@ func TestRegistry_Locks(t *testing.T) {
 	require.Equal(t, "c2", holder, "unlock releases only the caller's locks")
 	_, ok = r.LockHolder("g", q0, now)
 	require.False(t, ok)
+}
+
+func TestConfigTable(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "groups")
+	tb, err := OpenConfigTable(path)
+	require.NoError(t, err)
+	c, err := tb.Ensure("cg")
+	require.NoError(t, err)
+	require.Equal(t, int32(16), c.RetryMaxTimes)
+	require.True(t, c.ConsumeEnable)
+	c.RetryMaxTimes = 3
+	require.NoError(t, tb.Put(c))
+	c.RetryMaxTimes = -1
+	require.Error(t, tb.Put(c))
+	tb2, err := OpenConfigTable(path)
+	require.NoError(t, err)
+	got, ok := tb2.Get("cg")
+	require.True(t, ok)
+	require.Equal(t, int32(3), got.RetryMaxTimes)
+	deleted, err := tb2.Delete("cg")
+	require.NoError(t, err)
+	require.True(t, deleted)
+	all, _ := tb2.All()
+	require.Empty(t, all)
 }

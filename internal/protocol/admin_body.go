@@ -76,3 +76,67 @@ func (h *TopicRequestHeader) FromExt(ext map[string]string) error {
 	h.Topic = r.str("topic")
 	return r.err
 }
+
+// SubscriptionGroupConfig is a consumer group's settings on a broker
+// (RocketMQ's SubscriptionGroupConfig).
+type SubscriptionGroupConfig struct {
+	GroupName                      string `json:"groupName" msgpack:"name"`
+	ConsumeEnable                  bool   `json:"consumeEnable" msgpack:"consume"`
+	ConsumeFromMinEnable           bool   `json:"consumeFromMinEnable" msgpack:"from_min"`
+	ConsumeBroadcastEnable         bool   `json:"consumeBroadcastEnable" msgpack:"broadcast"`
+	RetryQueueNums                 int32  `json:"retryQueueNums" msgpack:"retry_queues"`
+	RetryMaxTimes                  int32  `json:"retryMaxTimes" msgpack:"retry_max"`
+	BrokerID                       int64  `json:"brokerId" msgpack:"broker_id"`
+	WhichBrokerWhenConsumeSlowly   int64  `json:"whichBrokerWhenConsumeSlowly" msgpack:"slow_broker"`
+	NotifyConsumerIdsChangedEnable bool   `json:"notifyConsumerIdsChangedEnable" msgpack:"notify"`
+}
+
+// DefaultSubscriptionGroupConfig returns RocketMQ's defaults for a group.
+func DefaultSubscriptionGroupConfig(group string) SubscriptionGroupConfig {
+	return SubscriptionGroupConfig{GroupName: group, ConsumeEnable: true, ConsumeFromMinEnable: true,
+		ConsumeBroadcastEnable: true, RetryQueueNums: 1, RetryMaxTimes: 16, WhichBrokerWhenConsumeSlowly: 1,
+		NotifyConsumerIdsChangedEnable: true}
+}
+
+// SubscriptionGroupWrapper is the body of GET_ALL_SUBSCRIPTIONGROUP_CONFIG.
+type SubscriptionGroupWrapper struct {
+	SubscriptionGroupTable map[string]SubscriptionGroupConfig `json:"subscriptionGroupTable"`
+	DataVersion            DataVersion                        `json:"dataVersion"`
+}
+
+// DeleteSubscriptionGroupRequestHeader is the header of
+// DELETE_SUBSCRIPTIONGROUP (207).
+type DeleteSubscriptionGroupRequestHeader struct {
+	GroupName string // groupName
+}
+
+// ToExt implements ExtHeader.
+func (h *DeleteSubscriptionGroupRequestHeader) ToExt(ext map[string]string) { ext["groupName"] = h.GroupName }
+
+// FromExt implements ExtHeader.
+func (h *DeleteSubscriptionGroupRequestHeader) FromExt(ext map[string]string) error {
+	r := extReader{ext: ext, header: "DeleteSubscriptionGroupRequestHeader"}
+	h.GroupName = r.str("groupName")
+	return r.err
+}
+
+// Connection is one client connection of a consumer group in
+// GET_CONSUMER_CONNECTION_LIST. Subscriptions (topic → expression) is a
+// Sluice addition so that an operator can see members that subscribe
+// differently.
+type Connection struct {
+	ClientID      string            `json:"clientId"`
+	ClientAddr    string            `json:"clientAddr"`
+	Language      string            `json:"language"`
+	Version       int32             `json:"version"`
+	Subscriptions map[string]string `json:"subscriptions,omitempty"`
+}
+
+// ConsumerConnection is the body of GET_CONSUMER_CONNECTION_LIST (203).
+type ConsumerConnection struct {
+	ConnectionSet     []Connection                `json:"connectionSet"`
+	SubscriptionTable map[string]SubscriptionData `json:"subscriptionTable"`
+	ConsumeType       string                      `json:"consumeType"`
+	MessageModel      string                      `json:"messageModel"`
+	ConsumeFromWhere  string                      `json:"consumeFromWhere"`
+}
