@@ -31,6 +31,11 @@ type Options struct {
 	// heartbeat (default 120 s).
 	HousekeepingInterval time.Duration
 	ClientExpiry         time.Duration
+	// TransactionCheckInterval is how often undecided half messages are
+	// checked (default 60 s); TransactionTimeout how old one must be before
+	// its producer is asked (default 6 s).
+	TransactionCheckInterval time.Duration
+	TransactionTimeout       time.Duration
 }
 
 // Broker serves RocketMQ's broker protocol over a Store.
@@ -49,6 +54,7 @@ type Broker struct {
 	server    *remoting.Server
 	nsc       *remoting.Client // to the nameservers
 	sched     *scheduler
+	tx        *transactions
 	sendSem   chan struct{} // bounds sends waiting for the store
 	regCh     chan struct{} // cap 1: register with the nameservers now
 
@@ -80,6 +86,12 @@ func New(cfg conf.Broker, opts Options) (*Broker, error) {
 	}
 	if opts.ClientExpiry <= 0 {
 		opts.ClientExpiry = 120 * time.Second
+	}
+	if opts.TransactionCheckInterval <= 0 {
+		opts.TransactionCheckInterval = 60 * time.Second
+	}
+	if opts.TransactionTimeout <= 0 {
+		opts.TransactionTimeout = 6 * time.Second
 	}
 	b := &Broker{cfg: cfg, opts: opts, logger: opts.Logger, groups: group.New(),
 		conns: map[uint64]*remoting.Conn{}, quit: make(chan struct{}), regCh: make(chan struct{}, 1),
@@ -147,10 +159,12 @@ func (b *Broker) Start() error {
 	}
 	b.nsc = remoting.NewClient(remoting.ClientOptions{SerializeType: remoting.SerializeJSON, Logger: b.logger})
 	b.sched = newScheduler(b)
-	b.wg.Add(3)
+	b.tx = newTransactions(b)
+	b.wg.Add(4)
 	go b.registerLoop()
 	go b.housekeepingLoop()
 	go b.sched.loop()
+	go b.tx.checkLoop(b.opts.TransactionCheckInterval, b.opts.TransactionTimeout)
 	b.logger.Info("broker: serving", "addr", b.addr, "name", b.cfg.BrokerName, "cluster", b.cfg.ClusterName,
 		"store", b.cfg.Store.Dir, "flush", b.cfg.Store.Flush, "namesrv", b.cfg.NamesrvAddr)
 	return nil

@@ -294,6 +294,9 @@ func (b *Broker) handleSendBack(ctx context.Context, w remoting.ResponseWriter, 
 		reply(w, req, protocol.SystemError, res.Status.String()+": "+res.Remark)
 		return
 	}
+	if err := b.tx.markDone(ctx, r.QueueOffset); err != nil {
+		b.logger.Error("broker: record commit", "half_offset", r.QueueOffset, "err", err)
+	}
 	reply(w, req, protocol.Success, "")
 }
 
@@ -305,8 +308,12 @@ func (b *Broker) handleEndTransaction(ctx context.Context, w remoting.ResponseWr
 		reply(w, req, protocol.SystemError, "bad end-transaction header: "+err.Error())
 		return
 	}
-	if h.CommitOrRollback != message.TxCommit {
-		reply(w, req, protocol.Success, "")
+	if h.CommitOrRollback != message.TxCommit && h.CommitOrRollback != message.TxRollback {
+		reply(w, req, protocol.Success, "") // no decision yet
+		return
+	}
+	if b.tx.decided(h.TranStateTableOffset) {
+		reply(w, req, protocol.Success, "") // already committed or rolled back
 		return
 	}
 	rec, err := b.store.ReadMessage(h.CommitLogOffset)
@@ -324,6 +331,18 @@ func (b *Broker) handleEndTransaction(ctx context.Context, w remoting.ResponseWr
 		reply(w, req, protocol.SystemError, fmt.Sprintf("half message at %d belongs to producer group %q, not %q", h.CommitLogOffset, g, h.ProducerGroup))
 		return
 	}
+	if r.QueueOffset != h.TranStateTableOffset {
+		reply(w, req, protocol.SystemError, fmt.Sprintf("half message at %d has queue offset %d, not %d", h.CommitLogOffset, r.QueueOffset, h.TranStateTableOffset))
+		return
+	}
+	if h.CommitOrRollback == message.TxRollback {
+		if err := b.tx.markDone(ctx, r.QueueOffset); err != nil {
+			reply(w, req, protocol.SystemError, "broker: record rollback: "+err.Error())
+			return
+		}
+		reply(w, req, protocol.Success, "")
+		return
+	}
 	realTopic, _ := message.PropertyValue(props, message.PropRealTopic)
 	realQID, _ := message.PropertyValue(props, message.PropRealQueueID)
 	qid, _ := strconv.Atoi(realQID)
@@ -336,6 +355,9 @@ func (b *Broker) handleEndTransaction(ctx context.Context, w remoting.ResponseWr
 	if res.Status != 0 {
 		reply(w, req, protocol.SystemError, res.Status.String()+": "+res.Remark)
 		return
+	}
+	if err := b.tx.markDone(ctx, r.QueueOffset); err != nil {
+		b.logger.Error("broker: record commit", "half_offset", r.QueueOffset, "err", err)
 	}
 	reply(w, req, protocol.Success, "")
 }

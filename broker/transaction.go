@@ -1,0 +1,192 @@
+package broker
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/sluicemq/sluice/broker/store"
+	"github.com/sluicemq/sluice/internal/message"
+	"github.com/sluicemq/sluice/internal/protocol"
+	"github.com/sluicemq/sluice/internal/remoting"
+)
+
+// Transactions (spec 3.9): a half message waits in RMQ_SYS_TRANS_HALF_TOPIC
+// until END_TRANSACTION commits it (stored again under its real topic) or
+// rolls it back. Either way an "op" record with the half queue offset goes
+// to RMQ_SYS_TRANS_OP_HALF_TOPIC, so the decision survives restarts. The
+// checker asks a producer of the group (CHECK_TRANSACTION_STATE) about half
+// messages left undecided past the transaction timeout, at most
+// transactionCheckMax times, after which they are given up.
+const (
+	transOpTopic        = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+	transCheckGroup     = "%TRANS_CHECK%"
+	transactionCheckMax = 15
+)
+
+type transactions struct {
+	b *Broker
+
+	mu sync.Mutex
+	// guarded by mu:
+	done    map[int64]bool // half queue offsets decided (op written)
+	checks  map[int64]int  // check requests sent per half queue offset
+	loaded  bool
+	opsNext int64 // op queue offset read so far
+}
+
+func newTransactions(b *Broker) *transactions {
+	return &transactions{b: b, done: map[int64]bool{}, checks: map[int64]int{}}
+}
+
+// refreshLocked reads new op records into the done set. REQUIRES: mu held.
+func (tx *transactions) refreshLocked() {
+	st := tx.b.store
+	for {
+		res, err := st.Get(context.Background(), store.GetRequest{Topic: transOpTopic, QueueID: 0, Offset: tx.opsNext, MaxMsgs: 32})
+		if err != nil || (res.Status != store.GetFound && res.Status != store.GetOffsetTooSmall) {
+			return
+		}
+		if res.Status == store.GetOffsetTooSmall {
+			tx.opsNext = res.NextOffset
+			continue
+		}
+		for body := res.Body; len(body) > 0; {
+			r, err := message.Decode(body)
+			if err != nil {
+				return
+			}
+			body = body[r.TotalSize:]
+			if off, err := strconv.ParseInt(string(r.Body), 10, 64); err == nil {
+				tx.done[off] = true
+			}
+		}
+		tx.opsNext = res.NextOffset
+	}
+}
+
+// decided reports whether a half message was committed or rolled back.
+func (tx *transactions) decided(halfOffset int64) bool {
+	tx.mu.Lock()
+	defer tx.mu.Unlock()
+	tx.refreshLocked()
+	return tx.done[halfOffset]
+}
+
+// markDone stores the op record of a decision.
+func (tx *transactions) markDone(ctx context.Context, halfOffset int64) error {
+	b := tx.b
+	if _, err := b.ensureTopic(transOpTopic, 1); err != nil {
+		return err
+	}
+	m := &message.Message{Topic: transOpTopic, BornTimestamp: time.Now().UnixMilli(), BornHost: b.storeHost, StoreHost: b.storeHost,
+		Body: []byte(strconv.FormatInt(halfOffset, 10)), Properties: string(message.AppendProperties(nil, map[string]string{message.PropTags: "d"}))}
+	if res := b.store.Put(ctx, m); res.Status != store.PutOK && res.Status != store.PutFlushDiskTimeout {
+		return &putError{res}
+	}
+	tx.mu.Lock()
+	tx.done[halfOffset] = true
+	tx.mu.Unlock()
+	return nil
+}
+
+type putError struct{ res store.PutResult }
+
+func (e *putError) Error() string { return e.res.Status.String() + ": " + e.res.Remark }
+
+// check asks producers about undecided half messages older than timeout.
+func (tx *transactions) check(now time.Time, timeout time.Duration) {
+	b := tx.b
+	next, _ := b.sched.offsets.Query(transCheckGroup, transHalfTopic, 0)
+	next = max(next, b.store.MinOffset(transHalfTopic, 0))
+	tx.mu.Lock()
+	tx.refreshLocked()
+	tx.mu.Unlock()
+	advancing := true
+	for off := next; ; {
+		res, err := b.store.Get(context.Background(), store.GetRequest{Topic: transHalfTopic, QueueID: 0, Offset: off, MaxMsgs: 32})
+		if err != nil || res.Status != store.GetFound {
+			break
+		}
+		for body := res.Body; len(body) > 0; {
+			r, err := message.Decode(body)
+			if err != nil {
+				return
+			}
+			rec := body[:r.TotalSize]
+			body = body[r.TotalSize:]
+			tx.mu.Lock()
+			done, n := tx.done[r.QueueOffset], tx.checks[r.QueueOffset]
+			tx.mu.Unlock()
+			switch {
+			case done:
+			case now.Sub(time.UnixMilli(r.StoreTimestamp)) < timeout:
+				advancing = false
+			case n >= transactionCheckMax:
+				b.logger.Warn("broker: transaction given up after max checks", "half_offset", r.QueueOffset, "checks", n)
+				_ = tx.markDone(context.Background(), r.QueueOffset)
+			default:
+				tx.askProducer(&r, rec)
+				tx.mu.Lock()
+				tx.checks[r.QueueOffset] = n + 1
+				tx.mu.Unlock()
+				advancing = false
+			}
+			if advancing {
+				b.sched.offsets.Commit(transCheckGroup, transHalfTopic, 0, r.QueueOffset+1)
+			}
+		}
+		off = res.NextOffset
+	}
+}
+
+// askProducer sends CHECK_TRANSACTION_STATE to one live producer of the
+// half message's group, with the message as stored but its real topic.
+func (tx *transactions) askProducer(r *message.Record, rec []byte) {
+	b := tx.b
+	grp := propOf(r.Properties, message.PropProducerGroup)
+	var conn *remoting.Conn
+	for _, id := range b.groups.ProducerConnIDs(grp) {
+		if conn = b.conn(id); conn != nil {
+			break
+		}
+	}
+	if conn == nil {
+		return // no producer online: try again at the next check
+	}
+	m := r.Message()
+	m.Topic = propOf(r.Properties, message.PropRealTopic)
+	qid, _ := strconv.Atoi(propOf(r.Properties, message.PropRealQueueID))
+	m.QueueID = int32(qid)
+	m.SysFlag = (m.SysFlag &^ (message.TxMask | message.FlagBornHostV6 | message.FlagStoreHostV6)) | message.TxPrepared
+	body := make([]byte, m.EncodedSize())
+	if err := m.Encode(body, r.QueueOffset, r.PhysicalOffset); err != nil {
+		body = rec
+	}
+	uniq := propOf(r.Properties, message.PropUniqKey)
+	h := protocol.CheckTransactionStateRequestHeader{TranStateTableOffset: r.QueueOffset, CommitLogOffset: r.PhysicalOffset,
+		MsgID: uniq, TransactionID: uniq, OffsetMsgID: message.OffsetMsgID(b.storeHost, r.PhysicalOffset)}
+	req := remoting.NewRequest(protocol.CheckTransactionState, protocol.Ext(&h), body)
+	req.Language = protocol.LanguageJava
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if err := conn.InvokeOneway(ctx, req); err != nil {
+		b.logger.Debug("broker: transaction check", "group", grp, "err", err)
+	}
+}
+
+// checkLoop runs the checker every interval.
+func (tx *transactions) checkLoop(interval, timeout time.Duration) {
+	defer tx.b.wg.Done()
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-tx.b.quit:
+			return
+		case now := <-t.C:
+			tx.check(now, timeout)
+		}
+	}
+}

@@ -1,0 +1,107 @@
+package broker
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/internal/message"
+	"github.com/sluicemq/sluice/internal/protocol"
+	"github.com/sluicemq/sluice/internal/remoting"
+	"github.com/stretchr/testify/require"
+)
+
+// sendHalf sends a transactional half message and returns its half queue
+// offset and commitlog offset.
+func sendHalf(t *testing.T, c *remoting.Client, b *Broker, body string) (int64, int64) {
+	t.Helper()
+	h := &protocol.SendMessageRequestHeader{ProducerGroup: "pg", Topic: "orders", DefaultTopic: "TBW102", DefaultTopicQueueNums: 4,
+		QueueID: 1, SysFlag: message.TxPrepared, BornTimestamp: time.Now().UnixMilli(),
+		Properties: string(message.AppendProperties(nil, map[string]string{message.PropTranMsg: "true", message.PropProducerGroup: "pg",
+			message.PropUniqKey: "U-" + body}))}
+	resp := invoke(t, c, b.Addr(), protocol.SendMessage, h, []byte(body))
+	require.Equal(t, protocol.Success, int(resp.Code), resp.Remark)
+	var sh protocol.SendMessageResponseHeader
+	require.NoError(t, sh.FromExt(resp.ExtFields))
+	_, pos, err := message.ParseOffsetMsgID(sh.MsgID)
+	require.NoError(t, err)
+	return sh.QueueOffset, pos
+}
+
+func endTx(t *testing.T, c *remoting.Client, b *Broker, half, pos int64, decision int32) {
+	t.Helper()
+	resp := invoke(t, c, b.Addr(), protocol.EndTransaction, &protocol.EndTransactionRequestHeader{ProducerGroup: "pg",
+		TranStateTableOffset: half, CommitLogOffset: pos, CommitOrRollback: decision}, nil)
+	require.Equal(t, protocol.Success, int(resp.Code), resp.Remark)
+}
+
+func TestBroker_TransactionCommitAndRollback(t *testing.T) {
+	b := startBroker(t, testConfig(t.TempDir()), Options{})
+	c := newClient(t, remoting.SerializeJSON)
+	mustSend(t, c, b.Addr(), "orders", 1, "plain", nil) // the topic exists
+	h1, p1 := sendHalf(t, c, b, "commit-me")
+	h2, p2 := sendHalf(t, c, b, "roll-me-back")
+	waitIndexed(t, b)
+	require.Equal(t, []string{"plain"}, recordBodiesOf(pullAll(t, c, b, "orders", 1)), "half messages are invisible")
+	endTx(t, c, b, h1, p1, message.TxCommit)
+	endTx(t, c, b, h2, p2, message.TxRollback)
+	endTx(t, c, b, h1, p1, message.TxCommit) // a repeated decision changes nothing
+	waitIndexed(t, b)
+	recs := pullAll(t, c, b, "orders", 1)
+	require.Equal(t, []string{"plain", "commit-me"}, recordBodiesOf(recs))
+	require.Equal(t, message.TxCommit, message.TxType(recs[1].SysFlag))
+	u, _ := message.PropertyValueBytes(recs[1].Properties, message.PropUniqKey)
+	require.Equal(t, "U-commit-me", string(u), "the message id survives the commit")
+	// A wrong group is refused.
+	h3, p3 := sendHalf(t, c, b, "x")
+	resp := invoke(t, c, b.Addr(), protocol.EndTransaction, &protocol.EndTransactionRequestHeader{ProducerGroup: "other",
+		TranStateTableOffset: h3, CommitLogOffset: p3, CommitOrRollback: message.TxCommit}, nil)
+	require.Equal(t, protocol.SystemError, int(resp.Code))
+}
+
+// TestBroker_TransactionCheck: an undecided half message makes the broker ask
+// a producer of its group, whose answer commits it.
+func TestBroker_TransactionCheck(t *testing.T) {
+	b := startBroker(t, testConfig(t.TempDir()), Options{TransactionCheckInterval: 20 * time.Millisecond, TransactionTimeout: 50 * time.Millisecond})
+	var asked atomic.Int32
+	var producer *remoting.Client
+	producer = remoting.NewClient(remoting.ClientOptions{SerializeType: remoting.SerializeJSON, Logger: quiet(),
+		OnRequest: func(_ context.Context, w remoting.ResponseWriter, req *remoting.Command) {
+			if req.Code != protocol.CheckTransactionState {
+				return
+			}
+			asked.Add(1)
+			var h protocol.CheckTransactionStateRequestHeader
+			if h.FromExt(req.ExtFields) != nil {
+				return
+			}
+			r, err := message.Decode(req.Body)
+			if err != nil || string(r.Topic) != "orders" {
+				return // the check must carry the real topic
+			}
+			go producer.InvokeOneway(context.Background(), b.Addr(), remoting.NewRequest(protocol.EndTransaction,
+				protocol.Ext(&protocol.EndTransactionRequestHeader{ProducerGroup: "pg", TranStateTableOffset: h.TranStateTableOffset,
+					CommitLogOffset: h.CommitLogOffset, CommitOrRollback: message.TxCommit, FromTransactionCheck: true, MsgID: h.MsgID}), nil))
+		}})
+	defer producer.Close()
+	body, err := remoting.EncodeBody(remoting.SerializeJSON, protocol.HeartbeatData{ClientID: "p1",
+		ProducerDataSet: []protocol.ProducerData{{GroupName: "pg"}}})
+	require.NoError(t, err)
+	require.Equal(t, protocol.Success, int(invoke(t, producer, b.Addr(), protocol.HeartBeat, nil, body).Code))
+	mustSend(t, producer, b.Addr(), "orders", 1, "plain", nil)
+	sendHalf(t, producer, b, "checked")
+	require.Eventually(t, func() bool { return len(pullAll(t, producer, b, "orders", 1)) == 2 }, 10*time.Second, 10*time.Millisecond)
+	require.Equal(t, []string{"plain", "checked"}, recordBodiesOf(pullAll(t, producer, b, "orders", 1)))
+	require.GreaterOrEqual(t, asked.Load(), int32(1))
+	time.Sleep(100 * time.Millisecond)
+	require.Len(t, pullAll(t, producer, b, "orders", 1), 2, "committed once")
+}
+
+func recordBodiesOf(recs []message.Record) []string {
+	var out []string
+	for _, r := range recs {
+		out = append(out, string(r.Body))
+	}
+	return out
+}
