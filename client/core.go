@@ -1,0 +1,290 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/sluicemq/sluice/internal/message"
+	"github.com/sluicemq/sluice/internal/protocol"
+	"github.com/sluicemq/sluice/internal/remoting"
+)
+
+// member is a consumer registered with a core: it describes itself for
+// heartbeats and is told when the broker says its group changed.
+type member interface {
+	consumerData() protocol.ConsumerData
+	topics() []string // route topics whose brokers it talks to
+	groupChanged()
+}
+
+// core is what every client kind shares: the transport, the route cache,
+// the client id, and the heartbeat and route loops. Each Producer,
+// PushConsumer, PullConsumer and Admin owns one core.
+type core struct {
+	cfg    *config
+	id     string
+	log    *slog.Logger
+	tr     *transport
+	routes *routeCache
+	ids    *message.UniqIDGenerator
+
+	wg        sync.WaitGroup
+	quit      chan struct{}
+	routeKick chan struct{}
+	hbKick    chan struct{}
+	stopOnce  sync.Once
+	started   bool
+
+	mu        sync.Mutex
+	producers map[string]bool   // guarded by mu: producer groups
+	consumers map[string]member // guarded by mu: by group
+}
+
+func newCore(cfg *config) *core {
+	ip := localIPv4()
+	instance := cfg.instance
+	if instance == "" {
+		instance = strconv.Itoa(os.Getpid())
+	}
+	c := &core{
+		cfg:       cfg,
+		id:        ip.String() + "@" + instance,
+		ids:       message.NewUniqIDGenerator(ip, os.Getpid()),
+		quit:      make(chan struct{}),
+		routeKick: make(chan struct{}, 1),
+		hbKick:    make(chan struct{}, 1),
+		producers: make(map[string]bool),
+		consumers: make(map[string]member),
+	}
+	c.log = cfg.logger.With(slog.String("client_id", c.id))
+	c.tr = newTransport(cfg, c.onRequest)
+	c.routes = newRouteCache(c.tr, cfg.nameServers, c.callCtx)
+	return c
+}
+
+// localIPv4 returns the first non-loopback IPv4 address of the host, or
+// 127.0.0.1.
+func localIPv4() netip.Addr {
+	addrs, err := net.InterfaceAddrs()
+	if err == nil {
+		for _, a := range addrs {
+			if n, ok := a.(*net.IPNet); ok && !n.IP.IsLoopback() {
+				if ip, ok := netip.AddrFromSlice(n.IP.To4()); ok && n.IP.To4() != nil {
+					return ip
+				}
+			}
+		}
+	}
+	return netip.AddrFrom4([4]byte{127, 0, 0, 1})
+}
+
+// callCtx bounds one admin-style call by the call timeout.
+func (c *core) callCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, c.cfg.callTimeout)
+}
+
+// start launches the route and heartbeat loops.
+func (c *core) start() {
+	c.started = true
+	c.goLoop(c.routeLoop)
+	c.goLoop(c.heartbeatLoop)
+}
+
+// goLoop runs fn on a goroutine the core waits for in stop.
+func (c *core) goLoop(fn func()) {
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		fn()
+	}()
+}
+
+// stop ends the loops and closes every connection. Idempotent.
+func (c *core) stop() {
+	c.stopOnce.Do(func() {
+		close(c.quit)
+		c.wg.Wait()
+		c.tr.close()
+	})
+}
+
+// quitCtx returns a context cancelled when the core stops.
+func (c *core) quitCtx() (context.Context, context.CancelFunc) { return untilClosed(c.quit) }
+
+// untilClosed returns a context cancelled when ch is closed or cancel is
+// called. The caller must call cancel.
+func untilClosed(ch <-chan struct{}) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		select {
+		case <-ch:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}
+
+func kick(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// connFailed is told about a transport failure to addr: routes are
+// refreshed at once, since the broker may be gone.
+func (c *core) connFailed(addr string, err error) {
+	if isConnError(err) {
+		c.log.Debug("client: connection failure, refreshing routes", "addr", addr, "err", err)
+		kick(c.routeKick)
+	}
+}
+
+// routeLoop refreshes every cached route on a timer and on a kick.
+func (c *core) routeLoop() {
+	t := time.NewTicker(c.cfg.routeRefresh)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.quit:
+			return
+		case <-t.C:
+		case <-c.routeKick:
+		}
+		ctx, cancel := c.quitCtx()
+		c.routes.refreshAll(ctx)
+		cancel()
+	}
+}
+
+// heartbeatLoop heartbeats every broker on a timer and on a kick.
+func (c *core) heartbeatLoop() {
+	t := time.NewTicker(c.cfg.hbInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.quit:
+			return
+		case <-t.C:
+		case <-c.hbKick:
+		}
+		ctx, cancel := c.quitCtx()
+		if err := c.heartbeat(ctx); err != nil && ctx.Err() == nil {
+			c.log.Warn("client: heartbeat", "err", err)
+		}
+		cancel()
+	}
+}
+
+func (c *core) addProducer(group string) {
+	c.mu.Lock()
+	c.producers[group] = true
+	c.mu.Unlock()
+}
+
+func (c *core) addConsumer(group string, m member) {
+	c.mu.Lock()
+	c.consumers[group] = m
+	c.mu.Unlock()
+}
+
+// heartbeat sends one heartbeat, describing every registered producer and
+// consumer, to every broker of the topics in use: all addresses when there
+// are consumers, masters only otherwise (spec §3.3).
+func (c *core) heartbeat(ctx context.Context) error {
+	hb := protocol.HeartbeatData{ClientID: c.id, ProducerDataSet: []protocol.ProducerData{}, ConsumerDataSet: []protocol.ConsumerData{}}
+	c.mu.Lock()
+	for g := range c.producers {
+		hb.ProducerDataSet = append(hb.ProducerDataSet, protocol.ProducerData{GroupName: g})
+	}
+	var topics []string
+	for _, m := range c.consumers {
+		hb.ConsumerDataSet = append(hb.ConsumerDataSet, m.consumerData())
+		topics = append(topics, m.topics()...)
+	}
+	c.mu.Unlock()
+	if len(hb.ProducerDataSet) == 0 && len(hb.ConsumerDataSet) == 0 {
+		return nil
+	}
+	var addrs []string
+	if len(hb.ConsumerDataSet) > 0 {
+		addrs = c.routes.addrsOf(topics, true)
+	} else {
+		addrs = c.routes.addrsOf(c.routes.topicNames(), false)
+	}
+	var errs []error
+	for _, a := range addrs {
+		cctx, cancel := c.callCtx(ctx)
+		_, err := c.tr.call(cctx, a, request{code: protocol.HeartBeat, obj: hb})
+		cancel()
+		if err != nil {
+			errs = append(errs, err)
+			c.connFailed(a, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// unregister tells every broker this client's group is gone
+// (UNREGISTER_CLIENT), so the rest of the group rebalances at once.
+func (c *core) unregister(ctx context.Context, producerGroup, consumerGroup string, topics []string) {
+	h := &protocol.UnregisterClientRequestHeader{ClientID: c.id, ProducerGroup: producerGroup, ConsumerGroup: consumerGroup}
+	for _, a := range c.routes.addrsOf(topics, true) {
+		cctx, cancel := c.callCtx(ctx)
+		_, _ = c.tr.call(cctx, a, request{code: protocol.UnregisterClient, ext: protocol.Ext(h)})
+		cancel()
+	}
+}
+
+// onRequest serves requests brokers send to the client (spec §4).
+func (c *core) onRequest(_ context.Context, w remoting.ResponseWriter, req *remoting.Command) {
+	switch req.Code {
+	case protocol.NotifyConsumerIDsChanged:
+		var h protocol.NotifyConsumerIDsChangedRequestHeader
+		if err := h.FromExt(req.ExtFields); err == nil {
+			c.mu.Lock()
+			m := c.consumers[h.ConsumerGroup]
+			c.mu.Unlock()
+			if m != nil {
+				m.groupChanged()
+			}
+		}
+		_ = w.Write(remoting.NewResponse(req, protocol.Success, ""))
+	default:
+		_ = w.Write(remoting.NewResponse(req, protocol.RequestCodeNotSupported,
+			fmt.Sprintf("the Sluice client does not serve %s", protocol.CodeName(req.Code))))
+	}
+}
+
+// activeGroups tracks the consumers running in this process, by group and
+// client id: two of them would look like one member to the brokers.
+var activeGroups = struct {
+	sync.Mutex
+	m map[string]bool
+}{m: make(map[string]bool)}
+
+func claimGroup(group, clientID string) error {
+	activeGroups.Lock()
+	defer activeGroups.Unlock()
+	k := group + "\x00" + clientID
+	if activeGroups.m[k] {
+		return fmt.Errorf("%w: group %s, client id %s", ErrGroupInUse, group, clientID)
+	}
+	activeGroups.m[k] = true
+	return nil
+}
+
+func releaseGroup(group, clientID string) {
+	activeGroups.Lock()
+	delete(activeGroups.m, group+"\x00"+clientID)
+	activeGroups.Unlock()
+}

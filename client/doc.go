@@ -1,0 +1,104 @@
+// Package client is Sluice's Go client: a Producer, a PushConsumer
+// (clustering or broadcasting, concurrent or orderly), a PullConsumer and an
+// Admin, speaking RocketMQ 4.x's remoting protocol (spec/rocketmq-4x.md).
+// It works against Sluice and, in JSON, against Apache RocketMQ.
+//
+//	p, err := client.NewProducer(client.WithNameServers("127.0.0.1:9876"), client.WithGroup("pg"))
+//	err = p.Start()
+//	defer p.Close()
+//	res, err := p.Send(ctx, &client.Message{Topic: "orders", Body: b, Tags: "new", Keys: []string{id}})
+//
+//	c, err := client.NewPushConsumer("cg", client.WithNameServers("127.0.0.1:9876"))
+//	err = c.Subscribe("orders", "new || paid", func(ctx context.Context, msgs []*client.Message) client.ConsumeResult {
+//		return client.ConsumeSuccess
+//	})
+//	err = c.Start()
+//	defer c.Close()
+//
+// # Wire
+//
+// Requests use Sluice's msgpack header (serialize type 2) and bodies that are
+// not message records in the same codec family. A server that rejects
+// msgpack (Apache RocketMQ closes the connection; others answer
+// REQUEST_CODE_NOT_SUPPORTED) gets the request again in JSON, once, and that
+// address is then spoken to in JSON only. WithJSONHeaders starts in JSON.
+// Single messages go as SEND_MESSAGE_V2 (310), batches as
+// SEND_BATCH_MESSAGE (320), both with the one-letter header.
+//
+// # Shared core
+//
+// Every client owns one core: the transport (two remoting clients, one per
+// codec, each with one connection per address), the route cache, the client
+// id (ip@instance, the instance defaulting to the process id), and two
+// loops. routeLoop refreshes the cached routes every 30 s and at once after a
+// connection failure; a send answered TOPIC_NOT_EXIST refreshes its topic
+// before the retry. heartbeatLoop heartbeats the registered producer group
+// or consumer group to every broker of the topics in use every 30 s.
+// Brokers call back over the same connections: NOTIFY_CONSUMER_IDS_CHANGED
+// makes a push consumer rebalance at once.
+//
+// # Producer
+//
+// A send picks a queue with the QueueSelector (RoundRobinSelector by
+// default, which skips brokers that recently failed or answered slowly;
+// HashSelector by ShardingKey; ManualSelector), retries failures on another
+// queue, preferably another broker (WithRetries), and retries SYSTEM_BUSY
+// with doubling backoff until the context ends. A topic unknown to the name
+// servers is sent through the TBW102 template route so that the broker
+// creates it. Bodies of single messages from 4 KiB on are zlib-compressed
+// (sysFlag 1). Every message, batch members included, gets a UNIQ_KEY id
+// unless Message.MsgID is set.
+//
+// # Push consumer
+//
+// Rebalance (at start, every 20 s, on NOTIFY) shares each subscribed
+// topic's readable queues among the group's members averagely (clustering)
+// or takes them all (broadcasting). Each owned queue has a pull loop that
+// long-polls the broker (suspend 20 s, timeout 30 s) and a processQueue
+// holding the in-flight window: messages pulled and not yet acknowledged.
+// Pulling pauses while the window holds WithPullThreshold messages or
+// bytes. The committed offset is the lowest unacknowledged offset of the
+// window, so a crash or a rebalance redelivers at most the window.
+// Offsets are committed every 5 s, when a queue is dropped and at Close: on
+// the brokers (clustering) or in <dir>/<group>/<instance>/offsets.json
+// (broadcasting, replaced atomically).
+//
+// Concurrent consumers hand batches to WithConsumeGoroutines handler
+// goroutines. ConsumeRetryLater sends the messages back
+// (CONSUMER_SEND_MSG_BACK; if the broker refuses, a SEND_MESSAGE to
+// %RETRY%<group>); they return through the group's retry topic, which
+// clustering consumers subscribe to automatically, with their original
+// topic restored. Orderly consumers lock each queue on its broker before
+// pulling it (LOCK_BATCH_MQ, renewed every 20 s, unlocked when the queue is
+// dropped and at Close) and run one handler call at a time per queue; a
+// failed batch is retried in place, and past WithMaxReconsumeTimes sent to
+// the DLQ.
+//
+// # Goroutines and their owners
+//
+//	| goroutine                 | owner (starts / waits)          | stops on                               |
+//	|---------------------------|---------------------------------|----------------------------------------|
+//	| routeLoop, heartbeatLoop  | core (client Start / Close)     | core quit channel                      |
+//	| untilClosed watchers      | the call that made the context  | its cancel, or the quit channel        |
+//	| remoting readers, request | remoting.Client (in core)       | core stop → remoting Close             |
+//	| handlers (NOTIFY)         |                                 |                                        |
+//	| SendAsync sends           | Producer (SendAsync / Close)    | the send's end; Close waits            |
+//	| rebalanceLoop, commitLoop | PushConsumer (Start / Close)    | consumer quit channel                  |
+//	| lockLoop (orderly)        | PushConsumer (Start / Close)    | consumer quit channel                  |
+//	| consumeLoop × N           | PushConsumer (Start / Close)    | consumer quit channel, after its batch |
+//	| pullLoop per queue        | PushConsumer (rebalance / Close)| the queue's context (drop or Close)    |
+//	| orderlyLoop per queue     | PushConsumer (rebalance / Close)| the queue's context (drop or Close)    |
+//
+// Close cancels handler contexts, drops every queue, waits for all of the
+// above, commits offsets, releases locks, unregisters from the brokers and
+// closes the connections: no goroutine outlives Close.
+//
+// # Errors
+//
+// Broker answers are *BrokerError (code, remark, address, request);
+// errors.Is matches them by code (ErrTopicNotExist, ErrBusy for
+// SYSTEM_BUSY, &BrokerError{Code: c}). Other sentinels: ErrClosed,
+// ErrNotStarted, ErrStarted, ErrNoRoute, ErrInvalidMessage,
+// ErrInvalidOption, ErrGroupInUse. Connection failures wrap the remoting
+// errors and name the address.
+package client

@@ -1,0 +1,247 @@
+package client
+
+import (
+	"context"
+	"encoding/binary"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/internal/protocol"
+	"github.com/sluicemq/sluice/internal/remoting"
+	"github.com/stretchr/testify/require"
+)
+
+// fakeRoute is the route of topic with 4 queues on one broker at addr.
+func fakeRoute(addr string) protocol.TopicRouteData {
+	return protocol.TopicRouteData{
+		QueueDatas:  []protocol.QueueData{{BrokerName: "fake", ReadQueueNums: 4, WriteQueueNums: 4, Perm: 6}},
+		BrokerDatas: []protocol.BrokerData{{Cluster: "c", BrokerName: "fake", BrokerAddrs: map[int64]string{0: addr}}},
+	}
+}
+
+// fakeSendOK answers a send with SUCCESS.
+func fakeSendOK(req *remoting.Command) *remoting.Command {
+	h, _ := protocol.DecodeSendMessageRequestHeader(req.Code, req.ExtFields)
+	resp := remoting.NewResponse(req, protocol.Success, "")
+	resp.ExtFields = protocol.Ext(&protocol.SendMessageResponseHeader{MsgID: "7F000001000051AF00000000000000AA",
+		QueueID: h.QueueID, QueueOffset: 7})
+	return resp
+}
+
+// startFake starts a remoting server that is both name server and broker:
+// it answers routes pointing at itself, heartbeats, and sends with send.
+func startFake(t *testing.T, send func(req *remoting.Command) *remoting.Command) string {
+	t.Helper()
+	s := remoting.NewServer("127.0.0.1:0", remoting.ServerOptions{Logger: quiet()})
+	var addr string
+	s.Handle(protocol.GetRouteInfoByTopic, func(_ context.Context, w remoting.ResponseWriter, req *remoting.Command) {
+		resp := remoting.NewResponse(req, protocol.Success, "")
+		resp.Body, _ = remoting.EncodeBody(req.SerializeType, fakeRoute(addr))
+		_ = w.Write(resp)
+	})
+	s.Handle(protocol.HeartBeat, func(_ context.Context, w remoting.ResponseWriter, req *remoting.Command) {
+		_ = w.Write(remoting.NewResponse(req, protocol.Success, ""))
+	})
+	s.HandleDefault(func(_ context.Context, w remoting.ResponseWriter, req *remoting.Command) {
+		_ = w.Write(send(req))
+	})
+	require.NoError(t, s.Start())
+	addr = s.Addr().String()
+	t.Cleanup(func() { s.Shutdown(context.Background()) })
+	return addr
+}
+
+// TestProducer_Busy: SYSTEM_BUSY answers are retried with backoff, not
+// surfaced, and do not use up the retry budget.
+func TestProducer_Busy(t *testing.T) {
+	var calls atomic.Int32
+	addr := startFake(t, func(req *remoting.Command) *remoting.Command {
+		if calls.Add(1) <= 5 {
+			return remoting.NewResponse(req, protocol.SystemBusy, "too busy")
+		}
+		return fakeSendOK(req)
+	})
+	p, err := NewProducer(WithNameServers(addr), WithLogger(quiet()), WithRetries(0),
+		WithBusyBackoff(time.Millisecond, 5*time.Millisecond))
+	require.NoError(t, err)
+	require.NoError(t, p.Start())
+	defer p.Close()
+	res, err := p.Send(ctxT(t, 10*time.Second), &Message{Topic: "busy", Body: []byte("x")})
+	require.NoError(t, err)
+	require.Equal(t, SendOK, res.Status)
+	require.Equal(t, int64(7), res.QueueOffset)
+	require.Equal(t, int32(6), calls.Load())
+
+	// Busy until the deadline: the error matches ErrBusy.
+	calls.Store(-1 << 20)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	_, err = p.Send(ctx, &Message{Topic: "busy", Body: []byte("x")})
+	require.ErrorIs(t, err, ErrBusy)
+	var be *BrokerError
+	require.ErrorAs(t, err, &be)
+	require.Equal(t, CodeSystemBusy, be.Code)
+	require.Equal(t, addr, be.Addr)
+	require.ErrorIs(t, err, &BrokerError{Code: CodeSystemBusy})
+}
+
+// TestProducer_SendStatuses: FLUSH_DISK_TIMEOUT counts as sent; a
+// non-retryable answer is returned at once as a *BrokerError.
+func TestProducer_SendStatuses(t *testing.T) {
+	var code atomic.Int32
+	var calls atomic.Int32
+	addr := startFake(t, func(req *remoting.Command) *remoting.Command {
+		calls.Add(1)
+		resp := fakeSendOK(req)
+		resp.Code = int16(code.Load())
+		resp.Remark = "remark"
+		return resp
+	})
+	p, err := NewProducer(WithNameServers(addr), WithLogger(quiet()), WithRetries(2))
+	require.NoError(t, err)
+	require.NoError(t, p.Start())
+	defer p.Close()
+	ctx := ctxT(t, 10*time.Second)
+
+	code.Store(protocol.FlushDiskTimeout)
+	res, err := p.Send(ctx, &Message{Topic: "st", Body: []byte("x")})
+	require.NoError(t, err)
+	require.Equal(t, SendFlushDiskTimeout, res.Status)
+
+	calls.Store(0)
+	code.Store(protocol.MessageIllegal)
+	_, err = p.Send(ctx, &Message{Topic: "st", Body: []byte("x")})
+	require.ErrorIs(t, err, ErrMessageIllegal)
+	require.Equal(t, int32(1), calls.Load(), "not retried")
+
+	calls.Store(0)
+	code.Store(protocol.ServiceNotAvailable)
+	_, err = p.Send(ctx, &Message{Topic: "st", Body: []byte("x")})
+	require.ErrorIs(t, err, ErrServiceNotAvailable)
+	require.Equal(t, int32(3), calls.Load(), "retried twice")
+}
+
+// jsonOnlyServer is a name server + broker that, like Apache RocketMQ,
+// drops connections that send a serialize type it does not know (anything
+// but JSON here).
+type jsonOnlyServer struct {
+	ln       net.Listener
+	wg       sync.WaitGroup
+	mu       sync.Mutex
+	conns    []net.Conn
+	rejected atomic.Int32
+}
+
+func startJSONOnly(t *testing.T) (*jsonOnlyServer, string) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	s := &jsonOnlyServer{ln: ln}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s.mu.Lock()
+			s.conns = append(s.conns, c)
+			s.mu.Unlock()
+			s.wg.Add(1)
+			go func() {
+				defer s.wg.Done()
+				s.serve(c, ln.Addr().String())
+			}()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		s.mu.Lock()
+		for _, c := range s.conns {
+			c.Close()
+		}
+		s.mu.Unlock()
+		s.wg.Wait()
+	})
+	return s, ln.Addr().String()
+}
+
+func (s *jsonOnlyServer) serve(c net.Conn, addr string) {
+	defer c.Close()
+	for {
+		var head [8]byte
+		if _, err := io.ReadFull(c, head[:]); err != nil {
+			return
+		}
+		if head[4] != byte(remoting.SerializeJSON) {
+			s.rejected.Add(1)
+			return
+		}
+		n := binary.BigEndian.Uint32(head[:4])
+		frame := make([]byte, 4+n)
+		copy(frame, head[:])
+		if _, err := io.ReadFull(c, frame[8:]); err != nil {
+			return
+		}
+		req, _, err := remoting.DecodeFrame(frame, 0)
+		if err != nil {
+			return
+		}
+		var resp *remoting.Command
+		switch req.Code {
+		case protocol.GetRouteInfoByTopic:
+			resp = remoting.NewResponse(req, protocol.Success, "")
+			resp.Body, _ = remoting.EncodeBody(remoting.SerializeJSON, fakeRoute(addr))
+		case protocol.SendMessageV2:
+			resp = fakeSendOK(req)
+		default:
+			resp = remoting.NewResponse(req, protocol.Success, "")
+		}
+		out, err := remoting.EncodeFrame(resp)
+		if err != nil {
+			return
+		}
+		if _, err := c.Write(out); err != nil {
+			return
+		}
+	}
+}
+
+// TestTransport_JSONFallback: a server that drops msgpack requests is
+// retried in JSON, and the client remembers it speaks JSON.
+func TestTransport_JSONFallback(t *testing.T) {
+	s, addr := startJSONOnly(t)
+	p, err := NewProducer(WithNameServers(addr), WithLogger(quiet()))
+	require.NoError(t, err)
+	require.NoError(t, p.Start())
+	defer p.Close()
+	ctx := ctxT(t, 10*time.Second)
+	for range 3 {
+		res, err := p.Send(ctx, &Message{Topic: "legacy", Body: []byte("x")})
+		require.NoError(t, err)
+		require.Equal(t, int64(7), res.QueueOffset)
+	}
+	require.Equal(t, codecJSON, p.core.tr.mode(addr))
+	require.Equal(t, int32(1), s.rejected.Load(), "msgpack tried once, then JSON only")
+}
+
+// TestTransport_MsgpackToSluice: a Sluice server keeps getting msgpack.
+func TestTransport_MsgpackToSluice(t *testing.T) {
+	var st atomic.Int32
+	addr := startFake(t, func(req *remoting.Command) *remoting.Command {
+		st.Store(int32(req.SerializeType))
+		return fakeSendOK(req)
+	})
+	p, err := NewProducer(WithNameServers(addr), WithLogger(quiet()))
+	require.NoError(t, err)
+	require.NoError(t, p.Start())
+	defer p.Close()
+	_, err = p.Send(ctxT(t, 10*time.Second), &Message{Topic: "native", Body: []byte("x")})
+	require.NoError(t, err)
+	require.Equal(t, int32(remoting.SerializeMsgpack), st.Load())
+	require.Equal(t, codecMsgpack, p.core.tr.mode(addr))
+}

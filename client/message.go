@@ -1,0 +1,249 @@
+package client
+
+import (
+	"fmt"
+	"maps"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluicemq/sluice/internal/message"
+	"github.com/sluicemq/sluice/internal/protocol"
+)
+
+// MessageQueue names one queue: a topic's queue id on one broker.
+type MessageQueue struct {
+	Topic      string
+	BrokerName string
+	QueueID    int
+}
+
+func (q MessageQueue) String() string {
+	return q.Topic + "@" + q.BrokerName + "#" + strconv.Itoa(q.QueueID)
+}
+
+func (q MessageQueue) wire() protocol.MessageQueue {
+	return protocol.MessageQueue{Topic: q.Topic, BrokerName: q.BrokerName, QueueID: int32(q.QueueID)}
+}
+
+func fromWire(q protocol.MessageQueue) MessageQueue {
+	return MessageQueue{Topic: q.Topic, BrokerName: q.BrokerName, QueueID: int(q.QueueID)}
+}
+
+// compareQueues orders queues by topic, broker name and queue id, the
+// order rebalance allocates in (spec §8.2).
+func compareQueues(a, b MessageQueue) int {
+	if c := strings.Compare(a.Topic, b.Topic); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.BrokerName, b.BrokerName); c != 0 {
+		return c
+	}
+	return a.QueueID - b.QueueID
+}
+
+// Message is a message to send, or one delivered to a consumer.
+//
+// A producer reads Topic, Body, Tags, Keys, Properties, ShardingKey,
+// DelayLevel, Flag, MsgID (the user-facing id; generated when empty) and,
+// for ManualSelector, Queue. A consumer receives every field filled in.
+// A producer never modifies the Message it is given.
+type Message struct {
+	Topic       string
+	Body        []byte
+	Tags        string            // one tag; subscriptions filter on it
+	Keys        []string          // business keys, indexed by the broker for QueryByKey
+	Properties  map[string]string // user properties; delivered messages carry all of them
+	ShardingKey string            // HashSelector puts equal keys on one queue
+	DelayLevel  int               // 1..18: deliver after the broker's delay level; 0 = now
+	Flag        int32             // user flag, stored as is
+
+	// MsgID is the message's id (property UNIQ_KEY). A producer generates
+	// one when it is empty; a consumer sees UNIQ_KEY, or the offset id
+	// when the sender set none.
+	MsgID string
+	// Queue is where the message was stored (delivery), or where
+	// ManualSelector sends it.
+	Queue MessageQueue
+
+	// Delivery only.
+	OffsetMsgID     string // store host + commitlog offset, for QueryByID
+	QueueOffset     int64
+	CommitLogOffset int64
+	ReconsumeTimes  int // failed deliveries before this one
+	StoreTimestamp  time.Time
+	BornTimestamp   time.Time
+	BornHost        string
+	StoreHost       string
+}
+
+func (m *Message) String() string {
+	return fmt.Sprintf("Message{Topic: %s, MsgID: %s, Tags: %s, Keys: %v, Queue: %s, QueueOffset: %d, ReconsumeTimes: %d, Body: %d bytes}",
+		m.Topic, m.MsgID, m.Tags, m.Keys, m.Queue, m.QueueOffset, m.ReconsumeTimes, len(m.Body))
+}
+
+// reserved are the properties a producer fills from Message fields;
+// values for them in Properties are ignored.
+var reserved = map[string]bool{
+	message.PropTags: true, message.PropKeys: true, message.PropUniqKey: true,
+	message.PropDelay: true, message.PropShardingKey: true, message.PropWait: true,
+}
+
+// sendProperties returns m's properties string for a send, with UNIQ_KEY
+// set to id (none when id is empty).
+func (m *Message) sendProperties(id string) (string, error) {
+	props := make(map[string]string, len(m.Properties)+4)
+	for k, v := range m.Properties {
+		if !reserved[k] {
+			props[k] = v
+		}
+	}
+	if m.Tags != "" {
+		props[message.PropTags] = m.Tags
+	}
+	if len(m.Keys) > 0 {
+		props[message.PropKeys] = strings.Join(m.Keys, " ")
+	}
+	if id != "" {
+		props[message.PropUniqKey] = id
+	}
+	if m.DelayLevel > 0 {
+		props[message.PropDelay] = strconv.Itoa(m.DelayLevel)
+	}
+	if m.ShardingKey != "" {
+		props[message.PropShardingKey] = m.ShardingKey
+	}
+	for k, v := range props {
+		if strings.ContainsAny(k, "\x01\x02") || k == "" || strings.ContainsRune(v, '\x02') || v == "" {
+			return "", invalidMessage("property %q=%q cannot be encoded (empty, or holds \\x01/\\x02)", k, v)
+		}
+	}
+	s := string(message.AppendProperties(nil, props))
+	if len(s) > message.MaxPropertiesLen {
+		return "", invalidMessage("properties are %d bytes, the limit is %d", len(s), message.MaxPropertiesLen)
+	}
+	return s, nil
+}
+
+// fromRecord builds a delivered message from a stored record, inflating a
+// compressed body. The message owns its memory.
+func fromRecord(rec message.Record, brokerName string, maxBody int) (*Message, error) {
+	props := message.ParseProperties(string(rec.Properties))
+	body := rec.Body
+	if rec.SysFlag&message.FlagCompressed != 0 {
+		b, err := message.Decompress(body, maxBody)
+		if err != nil {
+			return nil, err
+		}
+		body = b
+	} else {
+		body = append([]byte(nil), body...)
+	}
+	m := &Message{
+		Topic:           string(rec.Topic),
+		Body:            body,
+		Tags:            props[message.PropTags],
+		ShardingKey:     props[message.PropShardingKey],
+		Flag:            rec.Flag,
+		Properties:      props,
+		Queue:           MessageQueue{Topic: string(rec.Topic), BrokerName: brokerName, QueueID: int(rec.QueueID)},
+		OffsetMsgID:     message.OffsetMsgID(rec.StoreHost, rec.PhysicalOffset),
+		QueueOffset:     rec.QueueOffset,
+		CommitLogOffset: rec.PhysicalOffset,
+		ReconsumeTimes:  int(rec.ReconsumeTimes),
+		StoreTimestamp:  time.UnixMilli(rec.StoreTimestamp),
+		BornTimestamp:   time.UnixMilli(rec.BornTimestamp),
+		BornHost:        rec.BornHost.String(),
+		StoreHost:       rec.StoreHost.String(),
+	}
+	if k := props[message.PropKeys]; k != "" {
+		m.Keys = strings.Fields(k)
+	}
+	if d, err := strconv.Atoi(props[message.PropDelay]); err == nil {
+		m.DelayLevel = d
+	}
+	m.MsgID = props[message.PropUniqKey]
+	if m.MsgID == "" {
+		m.MsgID = m.OffsetMsgID
+	}
+	return m, nil
+}
+
+// decodeRecords splits a pull or query body into messages.
+func decodeRecords(body []byte, brokerName string, maxBody int) ([]*Message, error) {
+	var out []*Message
+	for len(body) > 0 {
+		rec, err := message.Decode(body)
+		if err != nil {
+			return out, fmt.Errorf("client: decode message %d of a %d-byte body: %w", len(out), len(body), err)
+		}
+		m, err := fromRecord(rec, brokerName, maxBody)
+		if err != nil {
+			return out, fmt.Errorf("client: message %s: %w", message.OffsetMsgID(rec.StoreHost, rec.PhysicalOffset), err)
+		}
+		out = append(out, m)
+		body = body[rec.TotalSize:]
+	}
+	return out, nil
+}
+
+// restoreRetryTopic gives a message read from %RETRY%<group> its original
+// topic back (property RETRY_TOPIC).
+func restoreRetryTopic(m *Message) {
+	if t := m.Properties[message.PropRetryTopic]; t != "" && strings.HasPrefix(m.Topic, retryPrefix) {
+		m.Topic = t
+	}
+}
+
+// clone returns a shallow copy of m with its own Properties map.
+func (m *Message) clone() *Message {
+	c := *m
+	c.Properties = maps.Clone(m.Properties)
+	return &c
+}
+
+// SendStatus is how a broker stored a message that counts as sent.
+type SendStatus int
+
+const (
+	SendOK                SendStatus = iota // stored (and flushed or replicated as configured)
+	SendFlushDiskTimeout                    // stored, but the sync flush timed out
+	SendFlushSlaveTimeout                   // stored, but replication timed out
+	SendSlaveNotAvailable                   // stored, but no slave to replicate to
+)
+
+func (s SendStatus) String() string {
+	switch s {
+	case SendFlushDiskTimeout:
+		return "SEND_FLUSH_DISK_TIMEOUT"
+	case SendFlushSlaveTimeout:
+		return "SEND_FLUSH_SLAVE_TIMEOUT"
+	case SendSlaveNotAvailable:
+		return "SEND_SLAVE_NOT_AVAILABLE"
+	}
+	return "SEND_OK"
+}
+
+// SendResult is the outcome of a send that counts as sent.
+type SendResult struct {
+	Status SendStatus
+	// MsgID is the message's id (UNIQ_KEY); for a batch, the members' ids
+	// joined with commas.
+	MsgID string
+	// OffsetMsgID is the broker's id (store host + commitlog offset); for
+	// a batch, comma-joined.
+	OffsetMsgID string
+	Queue       MessageQueue
+	QueueOffset int64 // for a batch, the first member's
+}
+
+const (
+	retryPrefix = "%RETRY%"
+	dlqPrefix   = "%DLQ%"
+)
+
+// RetryTopic returns the retry topic of a consumer group.
+func RetryTopic(group string) string { return retryPrefix + group }
+
+// DLQTopic returns the dead-letter topic of a consumer group.
+func DLQTopic(group string) string { return dlqPrefix + group }

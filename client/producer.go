@@ -1,0 +1,322 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sluicemq/sluice/internal/message"
+)
+
+// clientState is the lifecycle of a client: new → started → closed.
+type clientState int
+
+const (
+	stateNew clientState = iota
+	stateStarted
+	stateClosed
+)
+
+// Producer sends messages. Create it with NewProducer, Start it, and Close
+// it when done; all methods are safe for concurrent use.
+type Producer struct {
+	cfg    *config
+	core   *core
+	sel    QueueSelector
+	faults *faultTracker
+	sem    chan struct{} // SendAsync slots
+
+	mu    sync.RWMutex
+	state clientState    // guarded by mu
+	async sync.WaitGroup // SendAsync goroutines; Add under mu.RLock while started
+}
+
+// NewProducer returns a producer configured by opts. WithNameServers is
+// required; the group defaults to "DEFAULT_PRODUCER".
+func NewProducer(opts ...Option) (*Producer, error) {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		o(cfg)
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if cfg.group == "" {
+		cfg.group = "DEFAULT_PRODUCER"
+	}
+	if cfg.asyncInflight < 1 || cfg.maxBodySize < 1 || cfg.defaultQueueNums < 1 {
+		return nil, invalidOption("async inflight, max body size and default queue count must be at least 1")
+	}
+	sel := cfg.selector
+	if sel == nil {
+		sel = RoundRobinSelector()
+	}
+	return &Producer{cfg: cfg, core: newCore(cfg), sel: sel, faults: newFaultTracker(cfg.faultIsolation),
+		sem: make(chan struct{}, cfg.asyncInflight)}, nil
+}
+
+// ClientID returns the id the producer heartbeats with (ip@instance).
+func (p *Producer) ClientID() string { return p.core.id }
+
+// Start starts the route refresh and heartbeat loops. Routes are fetched
+// on the first send to each topic.
+func (p *Producer) Start() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch p.state {
+	case stateStarted:
+		return ErrStarted
+	case stateClosed:
+		return ErrClosed
+	}
+	p.core.addProducer(p.cfg.group)
+	p.core.start()
+	p.state = stateStarted
+	return nil
+}
+
+// Close waits for the SendAsync calls in flight (each bounded by its own
+// context and the send timeout), tells the brokers the producer is gone
+// and closes every connection. Later sends fail with ErrClosed. Close is
+// idempotent.
+func (p *Producer) Close() error {
+	p.mu.Lock()
+	was := p.state
+	p.state = stateClosed
+	p.mu.Unlock()
+	if was == stateClosed {
+		return nil
+	}
+	p.async.Wait()
+	if was == stateStarted {
+		ctx, cancel := context.WithTimeout(context.Background(), p.cfg.callTimeout)
+		p.core.unregister(ctx, p.cfg.group, "", p.core.routes.topicNames())
+		cancel()
+	}
+	p.core.stop()
+	return nil
+}
+
+func (p *Producer) checkStarted() error {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	switch p.state {
+	case stateNew:
+		return ErrNotStarted
+	case stateClosed:
+		return ErrClosed
+	}
+	return nil
+}
+
+// Send sends m and waits for the broker's answer. ctx bounds the whole
+// send, retries included; each attempt is also bounded by the send timeout.
+// A failed attempt is retried (WithRetries) on another queue, preferably of
+// another broker; SYSTEM_BUSY is retried with backoff until ctx ends.
+// FLUSH_DISK_TIMEOUT and the slave codes count as sent: see
+// SendResult.Status.
+func (p *Producer) Send(ctx context.Context, m *Message) (SendResult, error) {
+	if err := p.checkStarted(); err != nil {
+		return SendResult{}, err
+	}
+	o, err := p.prepare(m)
+	if err != nil {
+		return SendResult{}, err
+	}
+	return p.send(ctx, o, false)
+}
+
+// SendAsync sends m on a goroutine of the producer and calls cb with the
+// outcome of Send. At most WithAsyncInflight sends run at once; SendAsync
+// blocks while that many are in flight. If m is invalid, or ctx ends or the
+// producer closes before the send could start, cb runs on the calling
+// goroutine with the error. Close waits for the callbacks.
+func (p *Producer) SendAsync(ctx context.Context, m *Message, cb func(SendResult, error)) {
+	if cb == nil {
+		cb = func(SendResult, error) {}
+	}
+	o, err := p.prepare(m)
+	if err != nil {
+		cb(SendResult{}, err)
+		return
+	}
+	select {
+	case p.sem <- struct{}{}:
+	case <-ctx.Done():
+		cb(SendResult{}, ctx.Err())
+		return
+	}
+	p.mu.RLock()
+	state := p.state
+	if state == stateStarted {
+		p.async.Add(1)
+	}
+	p.mu.RUnlock()
+	if state != stateStarted {
+		<-p.sem
+		if state == stateNew {
+			cb(SendResult{}, ErrNotStarted)
+		} else {
+			cb(SendResult{}, ErrClosed)
+		}
+		return
+	}
+	go func() {
+		defer p.async.Done()
+		defer func() { <-p.sem }()
+		cb(p.send(ctx, o, false))
+	}()
+}
+
+// SendOneway sends m without waiting for the broker's answer: it returns
+// once the request is written. Only connection failures are retried.
+func (p *Producer) SendOneway(ctx context.Context, m *Message) error {
+	if err := p.checkStarted(); err != nil {
+		return err
+	}
+	o, err := p.prepare(m)
+	if err != nil {
+		return err
+	}
+	_, err = p.send(ctx, o, true)
+	return err
+}
+
+// SendBatch sends msgs as one SEND_BATCH_MESSAGE to one queue: they are
+// stored consecutively in that queue. All must have the same topic and no
+// delay level; batches are not compressed. The queue is picked for
+// msgs[0]. The result's MsgID and OffsetMsgID are comma-joined lists in
+// message order.
+func (p *Producer) SendBatch(ctx context.Context, msgs []*Message) (SendResult, error) {
+	if err := p.checkStarted(); err != nil {
+		return SendResult{}, err
+	}
+	o, err := p.prepareBatch(msgs)
+	if err != nil {
+		return SendResult{}, err
+	}
+	return p.send(ctx, o, false)
+}
+
+// outgoing is a message (or batch) encoded for the wire, ready for any
+// number of attempts.
+type outgoing struct {
+	m        *Message // for the selector
+	topic    string
+	body     []byte
+	sysFlag  int32
+	flag     int32
+	props    string
+	ids      []string
+	batch    bool
+	group    string // producer group in the header
+	reconsum int32
+	maxRecon *int32
+}
+
+func checkTopic(topic string) error {
+	if topic == "" {
+		return invalidMessage("empty topic")
+	}
+	if len(topic) > message.MaxTopicLen {
+		return invalidMessage("topic %q is %d bytes, the limit is %d", topic, len(topic), message.MaxTopicLen)
+	}
+	for _, r := range topic {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("%|_-", r)) {
+			return invalidMessage("topic %q has a character outside [%%|a-zA-Z0-9_-]", topic)
+		}
+	}
+	return nil
+}
+
+// prepare validates m, gives it an id, and encodes properties and body.
+func (p *Producer) prepare(m *Message) (*outgoing, error) {
+	if m == nil {
+		return nil, invalidMessage("nil message")
+	}
+	if err := checkTopic(m.Topic); err != nil {
+		return nil, err
+	}
+	if len(m.Body) == 0 {
+		return nil, invalidMessage("empty body")
+	}
+	if len(m.Body) > p.cfg.maxBodySize {
+		return nil, invalidMessage("body is %d bytes, the limit is %d", len(m.Body), p.cfg.maxBodySize)
+	}
+	id := m.MsgID
+	if id == "" {
+		id = p.core.ids.Next()
+	}
+	props, err := m.sendProperties(id)
+	if err != nil {
+		return nil, err
+	}
+	o := &outgoing{m: m, topic: m.Topic, body: m.Body, flag: m.Flag, props: props, ids: []string{id}, group: p.cfg.group}
+	if p.cfg.compressOver > 0 && len(m.Body) >= p.cfg.compressOver {
+		if c, err := message.Compress(m.Body, p.cfg.compressLevel); err == nil && len(c) < len(m.Body) {
+			o.body, o.sysFlag = c, message.FlagCompressed
+		}
+	}
+	return o, nil
+}
+
+// prepareBatch validates and encodes a batch body; every member gets an id.
+func (p *Producer) prepareBatch(msgs []*Message) (*outgoing, error) {
+	if len(msgs) == 0 {
+		return nil, invalidMessage("empty batch")
+	}
+	topic := msgs[0].Topic
+	if err := checkTopic(topic); err != nil {
+		return nil, err
+	}
+	if strings.HasPrefix(topic, retryPrefix) {
+		return nil, invalidMessage("a batch cannot go to the retry topic %s", topic)
+	}
+	items := make([]message.BatchItem, len(msgs))
+	ids := make([]string, len(msgs))
+	size := 0
+	for i, m := range msgs {
+		switch {
+		case m == nil:
+			return nil, invalidMessage("batch member %d is nil", i)
+		case m.Topic != topic:
+			return nil, invalidMessage("batch member %d has topic %q, the batch is for %q", i, m.Topic, topic)
+		case m.DelayLevel > 0:
+			return nil, invalidMessage("batch member %d has a delay level; batches cannot be delayed", i)
+		case len(m.Body) == 0:
+			return nil, invalidMessage("batch member %d has an empty body", i)
+		}
+		ids[i] = m.MsgID
+		if ids[i] == "" {
+			ids[i] = p.core.ids.Next()
+		}
+		props, err := m.sendProperties(ids[i])
+		if err != nil {
+			return nil, fmt.Errorf("batch member %d: %w", i, err)
+		}
+		items[i] = message.BatchItem{Flag: m.Flag, Body: m.Body, Properties: props}
+		size += message.BatchItemSize(items[i])
+	}
+	if size > p.cfg.maxBodySize {
+		return nil, invalidMessage("batch body is %d bytes, the limit is %d", size, p.cfg.maxBodySize)
+	}
+	body, err := message.AppendBatch(make([]byte, 0, size), items)
+	if err != nil {
+		return nil, invalidMessage("%v", err)
+	}
+	return &outgoing{m: msgs[0], topic: topic, body: body, ids: ids, batch: true, group: p.cfg.group}, nil
+}
+
+// sleepCtx waits d, or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,188 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/sluicemq/sluice/internal/protocol"
+	"github.com/sluicemq/sluice/internal/remoting"
+)
+
+// retryableCodes are the answers after which a send is retried on another
+// queue (the Go client's set, spec §3.1).
+var retryableCodes = []Code{CodeTopicNotExist, CodeServiceNotAvailable, CodeSystemError, CodeNoPermission}
+
+// sendTarget is a route to publish to, and whether it is borrowed from the
+// auto-create template (TBW102) because the topic does not exist yet.
+type sendTarget struct {
+	route    *topicRoute
+	template bool
+}
+
+// publishRoute returns the route to send to topic. A topic no name server
+// knows is sent through the template topic's brokers, capped at the
+// default queue count, so that the broker creates it (spec §5.1).
+func (p *Producer) publishRoute(ctx context.Context, topic string, refresh bool) (sendTarget, error) {
+	routes := p.core.routes
+	if !refresh {
+		if r := routes.cached(topic); r != nil && len(r.write) > 0 {
+			return sendTarget{route: r}, nil
+		}
+	}
+	r, err := routes.refresh(ctx, topic)
+	if err == nil && len(r.write) > 0 {
+		return sendTarget{route: r}, nil
+	}
+	if err != nil && !errors.Is(err, ErrTopicNotExist) {
+		return sendTarget{}, err
+	}
+	tpl, terr := routes.get(ctx, p.cfg.createTopicKey)
+	if terr != nil || len(tpl.write) == 0 {
+		return sendTarget{}, fmt.Errorf("%w %s: the topic does not exist and the template topic %s has no writable queue",
+			ErrNoRoute, topic, p.cfg.createTopicKey)
+	}
+	derived := &topicRoute{data: tpl.data, addrs: tpl.addrs, all: tpl.all}
+	for _, q := range tpl.write {
+		if q.QueueID < p.cfg.defaultQueueNums {
+			derived.write = append(derived.write, MessageQueue{Topic: topic, BrokerName: q.BrokerName, QueueID: q.QueueID})
+		}
+	}
+	return sendTarget{route: derived, template: true}, nil
+}
+
+// pick selects the queue for an attempt. lastBroker is the broker the
+// previous attempt failed on.
+func (p *Producer) pick(o *outgoing, r *topicRoute, lastBroker string) (MessageQueue, error) {
+	qs := r.write
+	_, aware := p.sel.(faultAware)
+	if aware && (p.cfg.faultAvoidance || lastBroker != "") {
+		if p.cfg.faultAvoidance {
+			qs = p.faults.candidates(qs, lastBroker)
+		} else {
+			qs = (&faultTracker{}).candidates(qs, lastBroker)
+		}
+	}
+	q := p.sel.Select(o.m, qs)
+	if !slices.Contains(r.write, q) {
+		return q, fmt.Errorf("%w: the selector chose %s, which is not a writable queue of %s", ErrNoRoute, q, o.topic)
+	}
+	return q, nil
+}
+
+// send runs the attempts of one send: retries on another queue for
+// connection failures and retryable codes, backoff for SYSTEM_BUSY.
+func (p *Producer) send(ctx context.Context, o *outgoing, oneway bool) (SendResult, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, p.cfg.sendTimeout*time.Duration(p.cfg.retries+1)+p.cfg.busyRetryDeadline)
+		defer cancel()
+	}
+	var (
+		lastBroker string
+		lastErr    error
+		failures   int
+		backoff    = p.cfg.busyBackoff
+		refresh    bool
+	)
+	for {
+		if err := ctx.Err(); err != nil {
+			if lastErr != nil {
+				return SendResult{}, fmt.Errorf("%w (gave up: %w)", lastErr, err)
+			}
+			return SendResult{}, err
+		}
+		target, err := p.publishRoute(ctx, o.topic, refresh)
+		if err != nil {
+			return SendResult{}, err
+		}
+		refresh = false
+		q, err := p.pick(o, target.route, lastBroker)
+		if err != nil {
+			return SendResult{}, err
+		}
+		addr := target.route.addrs[q.BrokerName]
+		start := time.Now()
+		res, err := p.attempt(ctx, addr, q, o, oneway)
+		if err == nil {
+			p.faults.record(q.BrokerName, time.Since(start), false)
+			return res, nil
+		}
+		if errors.Is(err, ErrClosed) || errors.Is(err, context.Canceled) {
+			return SendResult{}, err
+		}
+		lastErr, lastBroker = err, q.BrokerName
+		var be *BrokerError
+		switch {
+		case errors.As(err, &be) && be.Code == CodeSystemBusy:
+			// NB: busy is overload, not failure: no penalty, no retry
+			// budget; back off and prefer another broker.
+			if serr := sleepCtx(ctx, backoff); serr != nil {
+				return SendResult{}, fmt.Errorf("%w (gave up: %w)", err, serr)
+			}
+			backoff = min(backoff*2, p.cfg.busyMaxBackoff)
+			continue
+		case errors.As(err, &be) && !slices.Contains(retryableCodes, be.Code):
+			return SendResult{}, err
+		case errors.As(err, &be):
+			refresh = be.Code == CodeTopicNotExist
+		default:
+			p.core.connFailed(addr, err)
+		}
+		p.faults.record(q.BrokerName, time.Since(start), true)
+		failures++
+		if failures > p.cfg.retries {
+			return SendResult{}, fmt.Errorf("client: send to %s failed after %d attempts: %w", o.topic, failures, err)
+		}
+	}
+}
+
+// attempt sends o once to queue q at addr.
+func (p *Producer) attempt(ctx context.Context, addr string, q MessageQueue, o *outgoing, oneway bool) (SendResult, error) {
+	if addr == "" {
+		return SendResult{}, fmt.Errorf("%w: no master address for broker %s", ErrNoRoute, q.BrokerName)
+	}
+	h := protocol.SendMessageRequestHeader{
+		ProducerGroup: o.group, Topic: o.topic, DefaultTopic: p.cfg.createTopicKey,
+		DefaultTopicQueueNums: int32(p.cfg.defaultQueueNums), QueueID: int32(q.QueueID), SysFlag: o.sysFlag,
+		BornTimestamp: time.Now().UnixMilli(), Flag: o.flag, Properties: o.props, ReconsumeTimes: o.reconsum,
+		MaxReconsumeTimes: o.maxRecon, Batch: o.batch, BrokerName: q.BrokerName,
+	}
+	v2 := h.V2()
+	code := int16(protocol.SendMessageV2)
+	if o.batch {
+		code = protocol.SendBatchMessage
+	}
+	req := request{code: code, ext: protocol.Ext(&v2), body: o.body}
+	actx, cancel := context.WithTimeout(ctx, p.cfg.sendTimeout)
+	defer cancel()
+	if oneway {
+		return SendResult{}, p.core.tr.oneway(actx, addr, req)
+	}
+	resp, err := p.core.tr.call(actx, addr, req, protocol.FlushDiskTimeout, protocol.FlushSlaveTimeout, protocol.SlaveNotAvailable)
+	if err != nil {
+		return SendResult{}, err
+	}
+	return sendResult(resp, q, o)
+}
+
+func sendResult(resp *remoting.Command, q MessageQueue, o *outgoing) (SendResult, error) {
+	var rh protocol.SendMessageResponseHeader
+	if err := rh.FromExt(resp.ExtFields); err != nil {
+		return SendResult{}, fmt.Errorf("client: bad send response header: %w", err)
+	}
+	res := SendResult{MsgID: strings.Join(o.ids, ","), OffsetMsgID: rh.MsgID, QueueOffset: rh.QueueOffset,
+		Queue: MessageQueue{Topic: o.topic, BrokerName: q.BrokerName, QueueID: int(rh.QueueID)}}
+	switch resp.Code {
+	case protocol.FlushDiskTimeout:
+		res.Status = SendFlushDiskTimeout
+	case protocol.FlushSlaveTimeout:
+		res.Status = SendFlushSlaveTimeout
+	case protocol.SlaveNotAvailable:
+		res.Status = SendSlaveNotAvailable
+	}
+	return res, nil
+}

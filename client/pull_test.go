@@ -1,0 +1,224 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/internal/protocol"
+	"github.com/sluicemq/sluice/internal/remoting"
+	"github.com/stretchr/testify/require"
+)
+
+// TestPushConsumer_NotifyRebalance: with the periodic rebalance far away,
+// the broker's NOTIFY_CONSUMER_IDS_CHANGED makes members rebalance when one
+// joins and when one leaves.
+func TestPushConsumer_NotifyRebalance(t *testing.T) {
+	c := newCluster(t, 1)
+	topic := "nt"
+	c.createTopic(topic, 4)
+	rec := newRecorder()
+	c1 := c.pushConsumer("g-nt", topic, rec.handler("c1"), WithInstanceName("c1"), WithRebalanceInterval(time.Hour))
+	waitBalanced(t, topic, 4, c1)
+	c2 := c.pushConsumer("g-nt", topic, rec.handler("c2"), WithInstanceName("c2"), WithRebalanceInterval(time.Hour))
+	waitBalanced(t, topic, 4, c1, c2)
+	require.Len(t, owned(c1, topic), 2)
+	require.NoError(t, c2.Close())
+	waitBalanced(t, topic, 4, c1)
+}
+
+// TestStartOffset: where a group without a committed offset starts, for
+// each ConsumeFrom, against a broker that has no offset for it.
+func TestStartOffset(t *testing.T) {
+	var mu sync.Mutex
+	var searched int64
+	addr := startFake(t, func(req *remoting.Command) *remoting.Command {
+		resp := remoting.NewResponse(req, protocol.Success, "")
+		switch req.Code {
+		case protocol.QueryConsumerOffset:
+			return remoting.NewResponse(req, protocol.QueryNotFound, "none")
+		case protocol.GetMaxOffset:
+			resp.ExtFields = protocol.Ext(&protocol.GetMaxOffsetResponseHeader{Offset: 42})
+		case protocol.SearchOffsetByTimestamp:
+			var h protocol.SearchOffsetByTimestampRequestHeader
+			_ = h.FromExt(req.ExtFields)
+			mu.Lock()
+			searched = h.Timestamp
+			mu.Unlock()
+			resp.ExtFields = protocol.Ext(&protocol.SearchOffsetByTimestampResponseHeader{Offset: 17})
+		}
+		return resp
+	})
+	at := time.UnixMilli(1_700_000_000_000)
+	for _, tc := range []struct {
+		from  ConsumeFrom
+		topic string
+		want  int64
+	}{
+		{ConsumeFromLast, "t", 42},
+		{ConsumeFromLast, RetryTopic("g"), 0},
+		{ConsumeFromFirst, "t", 0},
+		{ConsumeFromTimestamp, "t", 17},
+		{ConsumeFromTimestamp, RetryTopic("g"), 42},
+	} {
+		t.Run(fmt.Sprintf("%s/%s", tc.from, tc.topic), func(t *testing.T) {
+			pc, err := NewPushConsumer("g", WithNameServers(addr), WithLogger(quiet()), WithConsumeFrom(tc.from),
+				WithConsumeTimestamp(at))
+			require.NoError(t, err)
+			defer pc.Close()
+			ctx := ctxT(t, 5*time.Second)
+			_, err = pc.core.routes.refresh(ctx, tc.topic)
+			require.NoError(t, err)
+			off, err := pc.startOffset(ctx, MessageQueue{Topic: tc.topic, BrokerName: "fake", QueueID: 1})
+			require.NoError(t, err)
+			require.Equal(t, tc.want, off)
+		})
+	}
+	require.Equal(t, at.UnixMilli(), searched)
+}
+
+func TestPullConsumer(t *testing.T) {
+	c := newCluster(t, 1)
+	topic := "pl"
+	c.createTopic(topic, 2)
+	p := c.producer(WithQueueSelector(ManualSelector()))
+	q0 := MessageQueue{Topic: topic, BrokerName: "broker-a", QueueID: 0}
+	sendN(t, p, topic, "p", 10, func(i int, m *Message) {
+		m.Queue = q0
+		m.Tags = []string{"A", "B"}[i%2]
+	})
+	ctx := ctxT(t, 20*time.Second)
+
+	pc, err := NewPullConsumer("g-pull", c.opts(WithInstanceName("p1"))...)
+	require.NoError(t, err)
+	require.NoError(t, pc.Subscribe(topic, "A"))
+	_, err = pc.Pull(ctx, q0, 0, 1)
+	require.ErrorIs(t, err, ErrNotStarted)
+	require.NoError(t, pc.Start())
+	defer pc.Close()
+
+	qs, err := pc.Queues(ctx, topic)
+	require.NoError(t, err)
+	require.Equal(t, []MessageQueue{q0, {Topic: topic, BrokerName: "broker-a", QueueID: 1}}, qs)
+
+	var res PullResult
+	require.Eventually(t, func() bool { // NB: the broker indexes messages asynchronously
+		res, err = pc.Pull(ctx, q0, 0, 32)
+		return err == nil && res.NextOffset == 10
+	}, 10*time.Second, 20*time.Millisecond)
+	require.Equal(t, PullFound, res.Status)
+	require.Equal(t, int64(10), res.NextOffset)
+	require.Equal(t, int64(10), res.MaxOffset)
+	require.Len(t, res.Messages, 5, "filtered by tag A")
+	for i, m := range res.Messages {
+		require.Equal(t, fmt.Sprintf("p-%d", 2*i), string(m.Body))
+		require.Equal(t, int64(2*i), m.QueueOffset)
+		require.Equal(t, q0, m.Queue)
+	}
+	res, err = pc.Pull(ctx, q0, 10, 32)
+	require.NoError(t, err)
+	require.Equal(t, PullNoNewMsg, res.Status)
+	res, err = pc.Pull(ctx, q0, 99, 32)
+	require.NoError(t, err)
+	require.Equal(t, PullOffsetIllegal, res.Status)
+	require.Equal(t, int64(10), res.NextOffset)
+
+	off, err := pc.CommittedOffset(ctx, q0)
+	require.NoError(t, err)
+	require.Equal(t, int64(0), off, "young queue: the broker says 0 (spec 3.6)")
+	require.NoError(t, pc.CommitOffset(ctx, q0, 7))
+	off, err = pc.CommittedOffset(ctx, q0)
+	require.NoError(t, err)
+	require.Equal(t, int64(7), off)
+	max, err := pc.MaxOffset(ctx, q0)
+	require.NoError(t, err)
+	require.Equal(t, int64(10), max)
+	at, err := pc.OffsetAt(ctx, q0, time.Now().Add(time.Hour))
+	require.NoError(t, err)
+	require.LessOrEqual(t, at, int64(10))
+
+	// Two subscribed members split the queues.
+	pc2, err := NewPullConsumer("g-pull", c.opts(WithInstanceName("p2"))...)
+	require.NoError(t, err)
+	require.NoError(t, pc2.Subscribe(topic, "*"))
+	require.NoError(t, pc2.Start())
+	defer pc2.Close()
+	require.Eventually(t, func() bool {
+		a1, err1 := pc.Assignment(ctx, topic)
+		a2, err2 := pc2.Assignment(ctx, topic)
+		return err1 == nil && err2 == nil && len(a1) == 1 && len(a2) == 1 && a1[0] != a2[0]
+	}, 10*time.Second, 50*time.Millisecond)
+}
+
+func TestAdmin(t *testing.T) {
+	c := newCluster(t, 2)
+	a := c.admin()
+	ctx := ctxT(t, 30*time.Second)
+
+	ci, err := a.ClusterInfo(ctx)
+	require.NoError(t, err)
+	require.Len(t, ci.Brokers, 2)
+	require.Len(t, ci.MasterAddrs(""), 2)
+	require.Len(t, ci.MasterAddrs("DefaultCluster"), 2)
+
+	require.NoError(t, a.CreateTopic(ctx, TopicSpec{Topic: "adm", ReadQueues: 3, WriteQueues: 3,
+		BrokerAddr: c.brokers[0].Addr()}))
+	c.waitRoute("adm", 1)
+	r, err := a.TopicRoute(ctx, "adm")
+	require.NoError(t, err)
+	require.Equal(t, "broker-a", r.Queues[0].BrokerName)
+	require.Equal(t, 3, r.Queues[0].WriteQueues)
+	require.Equal(t, 6, r.Queues[0].Perm)
+	c.createTopic("adm2", 2)
+	topics, err := a.TopicList(ctx)
+	require.NoError(t, err)
+	require.Contains(t, topics, "adm")
+	require.Contains(t, topics, "adm2")
+
+	// Progress and lag.
+	p := c.producer()
+	sendN(t, p, "adm2", "x", 20, nil)
+	route, err := a.core.routes.refresh(ctx, "adm2")
+	require.NoError(t, err)
+	for _, q := range route.read {
+		require.NoError(t, commitOffset(ctx, a.core, a.core.routes.cached("adm2").addrs[q.BrokerName], "g-adm", q, 0))
+	}
+	var cp ConsumerProgress
+	require.Eventually(t, func() bool { // NB: the broker indexes messages asynchronously
+		cp, err = a.ConsumeStats(ctx, "g-adm", "adm2")
+		return err == nil && cp.Lag == 20
+	}, 10*time.Second, 20*time.Millisecond)
+	require.Len(t, cp.Queues, 4)
+	require.Positive(t, cp.LagTime)
+	for _, q := range cp.Queues {
+		require.Equal(t, q.BrokerOffset, q.Lag)
+	}
+
+	// Lookups.
+	res, err := p.Send(ctx, &Message{Topic: "adm2", Body: []byte("find me"), Keys: []string{"order-9"}})
+	require.NoError(t, err)
+	m, err := a.QueryByID(ctx, res.OffsetMsgID)
+	require.NoError(t, err)
+	require.Equal(t, "find me", string(m.Body))
+	require.Eventually(t, func() bool {
+		found, err := a.QueryByKey(ctx, "adm2", "order-9", 10, time.Now().Add(-time.Hour), time.Now().Add(time.Hour))
+		return err == nil && len(found) == 1 && found[0].MsgID == res.MsgID
+	}, 10*time.Second, 20*time.Millisecond)
+	none, err := a.QueryByKey(ctx, "adm2", "no-such-key", 10, time.Time{}, time.Time{})
+	require.NoError(t, err)
+	require.Empty(t, none)
+	_, err = a.QueryByID(ctx, "not-an-id")
+	require.Error(t, err)
+
+	// Delete: gone from the brokers and the name server.
+	require.NoError(t, a.DeleteTopic(ctx, "adm", ""))
+	_, err = a.TopicRoute(ctx, "adm")
+	require.ErrorIs(t, err, ErrNoRoute)
+	require.ErrorIs(t, err, ErrTopicNotExist)
+
+	require.NoError(t, a.Close())
+	_, err = a.TopicList(context.Background())
+	require.ErrorIs(t, err, ErrClosed)
+}

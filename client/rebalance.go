@@ -1,0 +1,305 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/sluicemq/sluice/internal/protocol"
+)
+
+// allocateAveragely returns the queues client me gets when mqs (sorted) are
+// shared among cids (sorted) by RocketMQ's AllocateMessageQueueAveragely
+// (spec §8.2): contiguous runs, the first n%k clients one queue more.
+func allocateAveragely(mqs []MessageQueue, cids []string, me string) []MessageQueue {
+	i := slices.Index(cids, me)
+	n, k := len(mqs), len(cids)
+	if i < 0 || n == 0 {
+		return nil
+	}
+	mod := n % k
+	size := n / k
+	switch {
+	case n <= k:
+		size = 1
+	case i < mod:
+		size++
+	}
+	start := i*size + mod
+	if i < mod {
+		start = i * size
+	}
+	var out []MessageQueue
+	for j := range min(size, n-start) {
+		out = append(out, mqs[(start+j)%n])
+	}
+	return out
+}
+
+// rebalanceLoop rebalances at start, on the rebalance interval and when a
+// broker says the group changed.
+func (c *PushConsumer) rebalanceLoop() {
+	t := time.NewTicker(c.cfg.rebalanceInterval)
+	defer t.Stop()
+	for {
+		ctx, cancel := untilClosed(c.quit)
+		c.rebalance(ctx)
+		cancel()
+		select {
+		case <-c.quit:
+			return
+		case <-t.C:
+		case <-c.rebalanceCh:
+		}
+	}
+}
+
+// rebalance recomputes the queues this client owns for every subscribed
+// topic and starts or stops their pull loops. A topic whose route or
+// member list cannot be read keeps its queues until the next round.
+func (c *PushConsumer) rebalance(ctx context.Context) {
+	for _, topic := range c.topics() {
+		r, err := c.core.routes.get(ctx, topic)
+		if err != nil {
+			if ctx.Err() == nil && !errors.Is(err, ErrNoRoute) {
+				c.core.log.Warn("client: rebalance: route", "topic", topic, "err", err)
+			}
+			continue
+		}
+		mine := r.read
+		if c.cfg.model == Clustering {
+			cids, err := c.consumerIDs(ctx, r)
+			if err != nil {
+				if ctx.Err() == nil {
+					c.core.log.Warn("client: rebalance: group members", "group", c.group, "topic", topic, "err", err)
+				}
+				continue
+			}
+			mine = allocateAveragely(r.read, cids, c.core.id)
+		}
+		c.updateQueues(ctx, topic, mine)
+	}
+}
+
+// consumerIDs asks a broker of the route for the group's members, sorted.
+func (c *PushConsumer) consumerIDs(ctx context.Context, r *topicRoute) ([]string, error) {
+	var errs []error
+	for _, name := range sortedKeys(r.addrs) {
+		addr := r.addrs[name]
+		cctx, cancel := c.core.callCtx(ctx)
+		resp, err := c.core.tr.call(cctx, addr, request{code: protocol.GetConsumerListByGroup,
+			ext: protocol.Ext(&protocol.GetConsumerListByGroupRequestHeader{ConsumerGroup: c.group})})
+		cancel()
+		var list protocol.ConsumerList
+		if err == nil {
+			err = decode(resp, &list)
+		}
+		if err == nil {
+			slices.Sort(list.ConsumerIDList)
+			return list.ConsumerIDList, nil
+		}
+		c.core.connFailed(addr, err)
+		errs = append(errs, err)
+	}
+	return nil, errors.Join(errs...)
+}
+
+// updateQueues makes the queues owned for topic exactly mine: dropped
+// queues commit their offset (and are unlocked, orderly), new ones start
+// pulling (orderly: only once locked on their broker).
+func (c *PushConsumer) updateQueues(ctx context.Context, topic string, mine []MessageQueue) {
+	c.mu.Lock()
+	if c.state != stateStarted {
+		c.mu.Unlock()
+		return
+	}
+	var gone []*processQueue
+	for mq, pq := range c.queues {
+		if mq.Topic == topic && !slices.Contains(mine, mq) {
+			gone = append(gone, pq)
+			delete(c.queues, mq)
+			pq.drop()
+		}
+	}
+	var added []MessageQueue
+	for _, mq := range mine {
+		if c.queues[mq] == nil {
+			added = append(added, mq)
+		}
+	}
+	c.mu.Unlock()
+
+	if len(gone) > 0 {
+		c.release(ctx, gone)
+	}
+	if len(added) == 0 {
+		return
+	}
+	orderlyLocks := c.cfg.orderly && c.cfg.model == Clustering
+	if orderlyLocks {
+		added = c.lock(ctx, added)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.state != stateStarted {
+		return
+	}
+	for _, mq := range added {
+		pq := newProcessQueue(mq)
+		if orderlyLocks {
+			pq.setLocked(true)
+		}
+		c.queues[mq] = pq
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			c.pullLoop(pq)
+		}()
+		if c.cfg.orderly {
+			c.wg.Add(1)
+			go func() {
+				defer c.wg.Done()
+				c.orderlyLoop(pq)
+			}()
+		}
+	}
+	if len(added) > 0 {
+		c.core.log.Debug("client: rebalance", "group", c.group, "topic", topic, "added", len(added))
+	}
+}
+
+// release commits the offsets of dropped queues and, for orderly
+// consumers, unlocks them once their current batch is done.
+func (c *PushConsumer) release(ctx context.Context, gone []*processQueue) {
+	orderlyLocks := c.cfg.orderly && c.cfg.model == Clustering
+	if orderlyLocks {
+		for _, pq := range gone {
+			pq.consumeMu.Lock() // NB: waits for the batch in progress
+			pq.consumeMu.Unlock()
+		}
+	}
+	if err := c.persist(ctx, gone); err != nil && ctx.Err() == nil {
+		c.core.log.Warn("client: commit offsets of dropped queues", "group", c.group, "err", err)
+	}
+	if orderlyLocks {
+		c.unlock(ctx, gone)
+	}
+}
+
+// byBroker groups queues by broker name.
+func byBroker(mqs []MessageQueue) map[string][]MessageQueue {
+	out := make(map[string][]MessageQueue)
+	for _, q := range mqs {
+		out[q.BrokerName] = append(out[q.BrokerName], q)
+	}
+	return out
+}
+
+// lock locks mqs on their brokers (LOCK_BATCH_MQ) and returns those locked.
+func (c *PushConsumer) lock(ctx context.Context, mqs []MessageQueue) []MessageQueue {
+	var out []MessageQueue
+	for broker, qs := range byBroker(mqs) {
+		got, err := c.lockOn(ctx, broker, qs)
+		if err != nil {
+			if ctx.Err() == nil {
+				c.core.log.Warn("client: lock queues", "group", c.group, "broker", broker, "err", err)
+			}
+			continue
+		}
+		out = append(out, got...)
+	}
+	return out
+}
+
+func (c *PushConsumer) lockOn(ctx context.Context, broker string, qs []MessageQueue) ([]MessageQueue, error) {
+	addr, ok := c.core.routes.brokerAddr(broker)
+	if !ok {
+		return nil, fmt.Errorf("%w: no address for broker %s", ErrNoRoute, broker)
+	}
+	body := protocol.LockBatchRequest{ConsumerGroup: c.group, ClientID: c.core.id}
+	for _, q := range qs {
+		body.MQSet = append(body.MQSet, q.wire())
+	}
+	cctx, cancel := c.core.callCtx(ctx)
+	defer cancel()
+	resp, err := c.core.tr.call(cctx, addr, request{code: protocol.LockBatchMQ, obj: body})
+	if err != nil {
+		c.core.connFailed(addr, err)
+		return nil, err
+	}
+	var lr protocol.LockBatchResponse
+	if err := decode(resp, &lr); err != nil {
+		return nil, err
+	}
+	out := make([]MessageQueue, 0, len(lr.LockOKMQSet))
+	for _, q := range lr.LockOKMQSet {
+		out = append(out, fromWire(q))
+	}
+	return out, nil
+}
+
+// unlock releases the broker locks of pqs (UNLOCK_BATCH_MQ).
+func (c *PushConsumer) unlock(ctx context.Context, pqs []*processQueue) {
+	mqs := make([]MessageQueue, len(pqs))
+	for i, pq := range pqs {
+		mqs[i] = pq.mq
+		pq.setLocked(false)
+	}
+	for broker, qs := range byBroker(mqs) {
+		addr, ok := c.core.routes.brokerAddr(broker)
+		if !ok {
+			continue
+		}
+		body := protocol.LockBatchRequest{ConsumerGroup: c.group, ClientID: c.core.id}
+		for _, q := range qs {
+			body.MQSet = append(body.MQSet, q.wire())
+		}
+		cctx, cancel := c.core.callCtx(ctx)
+		_, err := c.core.tr.call(cctx, addr, request{code: protocol.UnlockBatchMQ, obj: body})
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			c.core.log.Warn("client: unlock queues", "group", c.group, "broker", broker, "err", err)
+		}
+	}
+}
+
+// lockLoop renews the locks of the queues an orderly consumer owns.
+func (c *PushConsumer) lockLoop() {
+	t := time.NewTicker(c.cfg.lockInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.quit:
+			return
+		case <-t.C:
+		}
+		c.mu.Lock()
+		pqs := make(map[MessageQueue]*processQueue, len(c.queues))
+		for mq, pq := range c.queues {
+			pqs[mq] = pq
+		}
+		c.mu.Unlock()
+		ctx, cancel := untilClosed(c.quit)
+		for broker, qs := range byBroker(sortedQueues(pqs)) {
+			got, err := c.lockOn(ctx, broker, qs)
+			if err != nil {
+				continue // NB: the lock stays valid until its expiry
+			}
+			for _, q := range qs {
+				pqs[q].setLocked(slices.Contains(got, q))
+			}
+		}
+		cancel()
+	}
+}
+
+func sortedQueues(m map[MessageQueue]*processQueue) []MessageQueue {
+	out := make([]MessageQueue, 0, len(m))
+	for q := range m {
+		out = append(out, q)
+	}
+	slices.SortFunc(out, compareQueues)
+	return out
+}

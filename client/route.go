@@ -1,0 +1,189 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/sluicemq/sluice/internal/protocol"
+)
+
+// topicRoute is a topic's route with the queue lists derived from it.
+type topicRoute struct {
+	data  protocol.TopicRouteData
+	write []MessageQueue      // writable queues of brokers with a master, sorted
+	read  []MessageQueue      // readable queues, sorted
+	addrs map[string]string   // broker name → master address
+	all   map[string][]string // broker name → every address (master first)
+}
+
+func newTopicRoute(topic string, d protocol.TopicRouteData) *topicRoute {
+	r := &topicRoute{data: d, addrs: make(map[string]string), all: make(map[string][]string)}
+	for _, b := range d.BrokerDatas {
+		ids := make([]int64, 0, len(b.BrokerAddrs))
+		for id := range b.BrokerAddrs {
+			ids = append(ids, id)
+		}
+		slices.Sort(ids)
+		for _, id := range ids {
+			r.all[b.BrokerName] = append(r.all[b.BrokerName], b.BrokerAddrs[id])
+		}
+		if a, ok := b.BrokerAddrs[0]; ok {
+			r.addrs[b.BrokerName] = a
+		}
+	}
+	for _, q := range d.QueueDatas {
+		if q.Perm&protocol.PermWrite != 0 && r.addrs[q.BrokerName] != "" {
+			for i := range int(q.WriteQueueNums) {
+				r.write = append(r.write, MessageQueue{Topic: topic, BrokerName: q.BrokerName, QueueID: i})
+			}
+		}
+		if q.Perm&protocol.PermRead != 0 {
+			for i := range int(q.ReadQueueNums) {
+				r.read = append(r.read, MessageQueue{Topic: topic, BrokerName: q.BrokerName, QueueID: i})
+			}
+		}
+	}
+	slices.SortFunc(r.write, compareQueues)
+	slices.SortFunc(r.read, compareQueues)
+	return r
+}
+
+// routeCache holds the routes of the topics a client uses, fetched from
+// the name servers. Safe for concurrent use.
+type routeCache struct {
+	tr      *transport
+	ns      []string
+	timeout func(context.Context) (context.Context, context.CancelFunc)
+	next    atomic.Uint32 // name server to ask first
+
+	mu      sync.RWMutex
+	topics  map[string]*topicRoute // guarded by mu
+	brokers map[string]string      // guarded by mu: broker name → master address, from every route seen
+}
+
+func newRouteCache(tr *transport, ns []string, timeout func(context.Context) (context.Context, context.CancelFunc)) *routeCache {
+	return &routeCache{tr: tr, ns: ns, timeout: timeout, topics: make(map[string]*topicRoute), brokers: make(map[string]string)}
+}
+
+// get returns the cached route of topic, fetching it if there is none.
+func (c *routeCache) get(ctx context.Context, topic string) (*topicRoute, error) {
+	c.mu.RLock()
+	r := c.topics[topic]
+	c.mu.RUnlock()
+	if r != nil {
+		return r, nil
+	}
+	return c.refresh(ctx, topic)
+}
+
+// cached returns the cached route of topic, or nil.
+func (c *routeCache) cached(topic string) *topicRoute {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.topics[topic]
+}
+
+// fetch asks the name servers, in turn, for topic's route.
+func (c *routeCache) fetch(ctx context.Context, topic string) (protocol.TopicRouteData, error) {
+	var d protocol.TopicRouteData
+	req := request{code: protocol.GetRouteInfoByTopic, ext: protocol.Ext(&protocol.GetRouteInfoRequestHeader{Topic: topic})}
+	var errs []error
+	start := int(c.next.Load())
+	for i := range c.ns {
+		addr := c.ns[(start+i)%len(c.ns)]
+		cctx, cancel := c.timeout(ctx)
+		resp, err := c.tr.call(cctx, addr, req)
+		cancel()
+		if err == nil {
+			err = decode(resp, &d)
+		}
+		if err == nil {
+			return d, nil
+		}
+		var be *BrokerError
+		if errors.As(err, &be) && be.Code == CodeTopicNotExist {
+			return d, fmt.Errorf("%w %s: %w", ErrNoRoute, topic, err)
+		}
+		if errors.Is(err, ErrClosed) || ctx.Err() != nil {
+			return d, err
+		}
+		errs = append(errs, err)
+		c.next.Store(uint32((start + i + 1) % len(c.ns)))
+	}
+	return d, fmt.Errorf("%w %s: no name server answered: %w", ErrNoRoute, topic, errors.Join(errs...))
+}
+
+// refresh fetches topic's route and caches it. A failed fetch keeps the
+// cached route, if any, and returns the error.
+func (c *routeCache) refresh(ctx context.Context, topic string) (*topicRoute, error) {
+	d, err := c.fetch(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	r := newTopicRoute(topic, d)
+	c.mu.Lock()
+	c.topics[topic] = r
+	for name, a := range r.addrs {
+		c.brokers[name] = a
+	}
+	c.mu.Unlock()
+	return r, nil
+}
+
+// refreshAll refreshes every cached topic; failures keep the old routes.
+func (c *routeCache) refreshAll(ctx context.Context) {
+	for _, t := range c.topicNames() {
+		if ctx.Err() != nil {
+			return
+		}
+		_, _ = c.refresh(ctx, t)
+	}
+}
+
+func (c *routeCache) topicNames() []string {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	out := make([]string, 0, len(c.topics))
+	for t := range c.topics {
+		out = append(out, t)
+	}
+	return out
+}
+
+// brokerAddr returns the master address of a broker name from any route
+// seen so far.
+func (c *routeCache) brokerAddr(name string) (string, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	a, ok := c.brokers[name]
+	return a, ok
+}
+
+// addrsOf returns the addresses (masters, and slaves when all is set) of the
+// brokers serving topics, deduplicated and sorted.
+func (c *routeCache) addrsOf(topics []string, all bool) []string {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	var out []string
+	for _, t := range topics {
+		r := c.topics[t]
+		if r == nil {
+			continue
+		}
+		if all {
+			for _, as := range r.all {
+				out = append(out, as...)
+			}
+			continue
+		}
+		for _, a := range r.addrs {
+			out = append(out, a)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}

@@ -1,0 +1,205 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/sluicemq/sluice/internal/protocol"
+	"github.com/sluicemq/sluice/internal/remoting"
+)
+
+// codecMode is what the client knows about a server's header codecs.
+type codecMode uint8
+
+const (
+	codecUnknown codecMode = iota // nothing answered yet: try msgpack, fall back once
+	codecMsgpack                  // answered a msgpack request
+	codecJSON                     // rejected msgpack, answered JSON
+)
+
+// transport sends requests in Sluice's msgpack header codec and falls back
+// to JSON, per address, for servers that reject it (Apache RocketMQ closes
+// the connection on an unknown serialize type). It owns two remoting
+// clients, one per codec, because a remoting.Client stamps its own
+// serialize type on every request.
+type transport struct {
+	mp, js    *remoting.Client
+	forceJSON bool
+
+	mu    sync.Mutex
+	modes map[string]codecMode // guarded by mu: by address
+}
+
+// request is one request before it is encoded. Body is sent as is (message
+// records); otherwise obj, when set, is encoded in the call's codec family.
+type request struct {
+	code int16
+	ext  map[string]string
+	body []byte
+	obj  any
+}
+
+func newTransport(cfg *config, onRequest remoting.Handler) *transport {
+	opts := remoting.DefaultClientOptions()
+	opts.Logger = cfg.logger.With(slog.String("component", "client"))
+	opts.OnRequest = onRequest
+	t := &transport{forceJSON: cfg.forceJSON, modes: make(map[string]codecMode)}
+	t.mp = remoting.NewClient(opts)
+	opts.SerializeType = remoting.SerializeJSON
+	t.js = remoting.NewClient(opts)
+	return t
+}
+
+func (t *transport) close() {
+	_ = t.mp.Close()
+	_ = t.js.Close()
+}
+
+func (t *transport) mode(addr string) codecMode {
+	if t.forceJSON {
+		return codecJSON
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.modes[addr]
+}
+
+func (t *transport) setMode(addr string, m codecMode) {
+	t.mu.Lock()
+	t.modes[addr] = m
+	t.mu.Unlock()
+}
+
+func (t *transport) command(st remoting.SerializeType, r request) (*remoting.Command, error) {
+	body := r.body
+	if body == nil && r.obj != nil {
+		b, err := remoting.EncodeBody(st, r.obj)
+		if err != nil {
+			return nil, fmt.Errorf("client: encode %s body: %w", protocol.CodeName(r.code), err)
+		}
+		body = b
+	}
+	return remoting.NewRequest(r.code, r.ext, body), nil
+}
+
+func (t *transport) once(ctx context.Context, addr string, st remoting.SerializeType, r request) (*remoting.Command, error) {
+	cmd, err := t.command(st, r)
+	if err != nil {
+		return nil, err
+	}
+	c := t.mp
+	if st == remoting.SerializeJSON {
+		c = t.js
+	}
+	resp, err := c.Invoke(ctx, addr, cmd)
+	if err != nil {
+		return nil, wrapTransport(addr, r.code, err)
+	}
+	return resp, nil
+}
+
+// rejectsMsgpack reports whether an outcome may mean the server does not
+// speak msgpack headers: it dropped the connection after the request, or
+// answered that it does not support the request or its version.
+func rejectsMsgpack(resp *remoting.Command, err error) bool {
+	if err != nil {
+		return errors.Is(err, remoting.ErrConnClosed) || errors.Is(err, remoting.ErrBadHeader) ||
+			errors.Is(err, remoting.ErrUnknownSerializeType)
+	}
+	return resp.Code == protocol.RequestCodeNotSupported || resp.Code == protocol.VersionNotSupported
+}
+
+// invoke sends r to addr and waits for the response. It returns the
+// response whatever its code; errors are transport failures (wrapping
+// remoting's sentinels, or ErrClosed after close).
+func (t *transport) invoke(ctx context.Context, addr string, r request) (*remoting.Command, error) {
+	mode := t.mode(addr)
+	if mode == codecJSON {
+		return t.once(ctx, addr, remoting.SerializeJSON, r)
+	}
+	resp, err := t.once(ctx, addr, remoting.SerializeMsgpack, r)
+	if mode == codecMsgpack {
+		return resp, err
+	}
+	if !rejectsMsgpack(resp, err) {
+		if err == nil {
+			t.setMode(addr, codecMsgpack)
+		}
+		return resp, err
+	}
+	// NB: retried once in JSON. A server that answered anything in
+	// msgpack speaks it; only a JSON success proves it wants JSON.
+	jresp, jerr := t.once(ctx, addr, remoting.SerializeJSON, r)
+	switch {
+	case jerr == nil && !rejectsMsgpack(jresp, nil):
+		t.setMode(addr, codecJSON)
+		return jresp, nil
+	case err == nil:
+		t.setMode(addr, codecMsgpack)
+		return resp, nil
+	}
+	return resp, err
+}
+
+// call is invoke plus the response code check: codes other than ok become
+// a *BrokerError. With no ok codes given, only SUCCESS is ok.
+func (t *transport) call(ctx context.Context, addr string, r request, ok ...int16) (*remoting.Command, error) {
+	resp, err := t.invoke(ctx, addr, r)
+	if err != nil {
+		return nil, err
+	}
+	if resp.Code == protocol.Success {
+		return resp, nil
+	}
+	for _, c := range ok {
+		if resp.Code == c {
+			return resp, nil
+		}
+	}
+	return resp, newBrokerError(addr, r.code, resp.Code, resp.Remark)
+}
+
+// oneway sends r to addr without waiting for a reply.
+func (t *transport) oneway(ctx context.Context, addr string, r request) error {
+	st := remoting.SerializeMsgpack
+	c := t.mp
+	if t.mode(addr) == codecJSON {
+		st, c = remoting.SerializeJSON, t.js
+	}
+	cmd, err := t.command(st, r)
+	if err != nil {
+		return err
+	}
+	if err := c.InvokeOneway(ctx, addr, cmd); err != nil {
+		return wrapTransport(addr, r.code, err)
+	}
+	return nil
+}
+
+// decode reads a response body in the response's codec into v.
+func decode(resp *remoting.Command, v any) error {
+	if err := remoting.DecodeBody(resp.SerializeType, resp.Body, v); err != nil {
+		return fmt.Errorf("client: decode %s response body: %w", protocol.CodeName(resp.Code), err)
+	}
+	return nil
+}
+
+// wrapTransport names the request and address of a transport failure, and
+// makes a closed remoting client read as ErrClosed.
+func wrapTransport(addr string, code int16, err error) error {
+	if errors.Is(err, remoting.ErrClosed) {
+		return fmt.Errorf("%w: %s to %s: %w", ErrClosed, protocol.CodeName(code), addr, err)
+	}
+	return fmt.Errorf("client: %s to %s: %w", protocol.CodeName(code), addr, err)
+}
+
+// isConnError reports whether err is a transport failure (as opposed to an
+// answer from the server, or the client being closed).
+func isConnError(err error) bool {
+	var be *BrokerError
+	return err != nil && !errors.As(err, &be) && !errors.Is(err, ErrClosed) &&
+		!errors.Is(err, context.Canceled)
+}

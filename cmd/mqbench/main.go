@@ -1,0 +1,324 @@
+// Command mqbench is Sluice's load generator and latency meter, built on the
+// client package.
+//
+//	mqbench produce -n 127.0.0.1:9876 -t bench --size 1024 --producers 4 --duration 10s [--rate 10000] [--batch 32] [--sync]
+//	mqbench consume -n 127.0.0.1:9876 -t bench --consumers 2 --duration 10s [-g group]
+//	mqbench e2e     -n 127.0.0.1:9876 -t bench --rate 10000 --duration 10s
+//
+// produce reports sends per second, MB/s and the send latency (request to
+// acknowledgement); consume reports messages per second; e2e produces and
+// consumes at once and reports the end-to-end latency (send to delivery).
+// Latencies come from an HDR-style histogram (p50, p99, p999, max). A live
+// progress line goes to stderr every second; --json prints the final report
+// as JSON.
+package main
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/sluicemq/sluice/client"
+)
+
+type options struct {
+	mode      string
+	namesrv   string
+	topic     string
+	group     string
+	size      int
+	producers int
+	consumers int
+	batch     int
+	duration  time.Duration
+	rate      int
+	sync      bool
+	inflight  int
+	jsonOut   bool
+}
+
+// Report is mqbench's result.
+type Report struct {
+	Mode        string  `json:"mode"`
+	Seconds     float64 `json:"seconds"`
+	Messages    int64   `json:"messages"`
+	Errors      int64   `json:"errors"`
+	MsgsPerSec  float64 `json:"msgs_per_sec"`
+	MBPerSec    float64 `json:"mb_per_sec"`
+	LatencyP50  float64 `json:"latency_p50_ms"`
+	LatencyP99  float64 `json:"latency_p99_ms"`
+	LatencyP999 float64 `json:"latency_p999_ms"`
+	LatencyMax  float64 `json:"latency_max_ms"`
+}
+
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || (args[0] != "produce" && args[0] != "consume" && args[0] != "e2e") {
+		fmt.Fprintln(stderr, "usage: mqbench produce|consume|e2e [-n NAMESRV] [-t TOPIC] [--size N] [--producers N] [--consumers N] [--batch N] [--duration D] [--rate N] [--sync] [--json]")
+		return 2
+	}
+	o := options{mode: args[0]}
+	fs := flag.NewFlagSet("mqbench "+o.mode, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.namesrv, "n", envOr("NAMESRV_ADDR", "127.0.0.1:9876"), "nameservers, ip:port;ip:port")
+	fs.StringVar(&o.topic, "t", "BenchmarkTopic", "topic")
+	fs.StringVar(&o.group, "g", "mqbench", "consumer group")
+	fs.IntVar(&o.size, "size", 1024, "message body size in bytes")
+	fs.IntVar(&o.producers, "producers", 1, "producer clients")
+	fs.IntVar(&o.consumers, "consumers", 1, "consumer clients")
+	fs.IntVar(&o.batch, "batch", 1, "messages per send (batch send when > 1)")
+	fs.DurationVar(&o.duration, "duration", 10*time.Second, "how long to run")
+	fs.IntVar(&o.rate, "rate", 0, "target messages per second over all producers (0 = flat out)")
+	fs.BoolVar(&o.sync, "sync", false, "one synchronous send at a time per producer instead of pipelined async sends")
+	fs.IntVar(&o.inflight, "inflight", 256, "async sends in flight per producer")
+	fs.BoolVar(&o.jsonOut, "json", false, "print the report as JSON")
+	if err := fs.Parse(args[1:]); err != nil {
+		return 2
+	}
+	if o.size < 8 || o.producers < 1 || o.consumers < 1 || o.batch < 1 || o.duration <= 0 || o.rate < 0 || o.inflight < 1 {
+		fmt.Fprintln(stderr, "mqbench: --size must be >= 8; --producers, --consumers, --batch, --inflight >= 1; --duration > 0; --rate >= 0")
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	rep, err := bench(ctx, o, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "mqbench:", err)
+		return 1
+	}
+	if o.jsonOut {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		enc.Encode(rep)
+	} else {
+		fmt.Fprintf(stdout, "%s: %d msgs in %.1fs = %.0f msgs/s, %.1f MB/s, %d errors\n", rep.Mode, rep.Messages, rep.Seconds, rep.MsgsPerSec, rep.MBPerSec, rep.Errors)
+		if rep.LatencyMax > 0 {
+			fmt.Fprintf(stdout, "latency ms: p50 %.3f  p99 %.3f  p999 %.3f  max %.3f\n", rep.LatencyP50, rep.LatencyP99, rep.LatencyP999, rep.LatencyMax)
+		}
+	}
+	return 0
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+func nameservers(s string) []string {
+	var out []string
+	for _, a := range strings.Split(s, ";") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+type counters struct {
+	msgs, bytes, errs atomic.Int64
+	lat               histogram
+	firstErr          atomic.Pointer[error]
+}
+
+func (c *counters) failed(err error) {
+	c.errs.Add(1)
+	c.firstErr.CompareAndSwap(nil, &err)
+}
+
+func bench(ctx context.Context, o options, stderr io.Writer) (Report, error) {
+	var c counters
+	ctx, cancel := context.WithTimeout(ctx, o.duration)
+	defer cancel()
+	var wg sync.WaitGroup
+	var errs []error
+	var errMu sync.Mutex
+	fail := func(err error) {
+		errMu.Lock()
+		errs = append(errs, err)
+		errMu.Unlock()
+		cancel()
+	}
+	if o.mode == "e2e" {
+		// Create the topic first, so that the consumers find a route.
+		if err := warmUp(ctx, o); err != nil {
+			return Report{}, err
+		}
+	}
+	start := time.Now()
+	if o.mode != "produce" {
+		for i := range o.consumers {
+			wg.Add(1)
+			go func() { defer wg.Done(); consume(ctx, o, i, &c, fail) }()
+		}
+	}
+	if o.mode != "consume" {
+		for i := range o.producers {
+			wg.Add(1)
+			go func() { defer wg.Done(); produce(ctx, o, i, &c, fail) }()
+		}
+	}
+	progressDone := make(chan struct{})
+	go func() {
+		defer close(progressDone)
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		var last int64
+		for {
+			select {
+			case <-ctx.Done():
+				fmt.Fprintln(stderr)
+				return
+			case <-t.C:
+				n := c.msgs.Load()
+				fmt.Fprintf(stderr, "\r%s: %8d msgs/s  total %10d  errors %d  p99 %.2f ms   ", o.mode, n-last, n, c.errs.Load(),
+					float64(c.lat.quantile(0.99).Microseconds())/1000)
+				last = n
+			}
+		}
+	}()
+	wg.Wait()
+	cancel()
+	<-progressDone
+	el := time.Since(start).Seconds()
+	if c.msgs.Load() == 0 {
+		if e := c.firstErr.Load(); e != nil {
+			errs = append(errs, fmt.Errorf("%d sends failed, none got through; first: %w", c.errs.Load(), *e))
+		}
+		if len(errs) > 0 {
+			return Report{}, errors.Join(errs...)
+		}
+	}
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	return Report{Mode: o.mode, Seconds: el, Messages: c.msgs.Load(), Errors: c.errs.Load(),
+		MsgsPerSec: float64(c.msgs.Load()) / el, MBPerSec: float64(c.bytes.Load()) / el / 1e6,
+		LatencyP50: ms(c.lat.quantile(0.5)), LatencyP99: ms(c.lat.quantile(0.99)), LatencyP999: ms(c.lat.quantile(0.999)),
+		LatencyMax: ms(c.lat.max)}, nil
+}
+
+// produce sends until ctx ends, at its share of --rate when set. In e2e
+// mode the body starts with the send time, for the consumer's latency.
+func produce(ctx context.Context, o options, i int, c *counters, fail func(error)) {
+	p, err := client.NewProducer(client.WithNameServers(nameservers(o.namesrv)...), client.WithGroup("mqbench-producer"),
+		client.WithInstanceName(fmt.Sprintf("mqbench-p%d-%d", os.Getpid(), i)), client.WithAsyncInflight(o.inflight))
+	if err == nil {
+		err = p.Start()
+	}
+	if err != nil {
+		fail(err)
+		return
+	}
+	defer p.Close()
+	var interval time.Duration
+	if o.rate > 0 {
+		interval = time.Second * time.Duration(o.producers*o.batch) / time.Duration(o.rate)
+	}
+	start := time.Now()
+	var inflight sync.WaitGroup
+	defer inflight.Wait()
+	for n := 0; ctx.Err() == nil; n++ {
+		if interval > 0 {
+			if d := time.Until(start.Add(time.Duration(n) * interval)); d > 0 {
+				select {
+				case <-time.After(d):
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+		msgs := make([]*client.Message, o.batch)
+		for k := range msgs {
+			body := make([]byte, o.size)
+			binary.BigEndian.PutUint64(body, uint64(time.Now().UnixNano()))
+			msgs[k] = &client.Message{Topic: o.topic, Body: body, Tags: "bench"}
+		}
+		sent := time.Now()
+		done := func(err error) {
+			if err != nil {
+				if ctx.Err() == nil {
+					c.failed(err)
+				}
+				return
+			}
+			if o.mode == "produce" {
+				c.lat.record(time.Since(sent))
+				c.msgs.Add(int64(len(msgs)))
+				c.bytes.Add(int64(len(msgs) * o.size))
+			}
+		}
+		switch {
+		case o.batch > 1:
+			_, err := p.SendBatch(context.WithoutCancel(ctx), msgs)
+			done(err)
+		case o.sync:
+			_, err := p.Send(context.WithoutCancel(ctx), msgs[0])
+			done(err)
+		default:
+			inflight.Add(1)
+			p.SendAsync(context.WithoutCancel(ctx), msgs[0], func(_ client.SendResult, err error) { defer inflight.Done(); done(err) })
+		}
+	}
+}
+
+// warmUp sends one message (tag "warmup", which consumers do not
+// subscribe to) so that the topic exists before consumers look it up.
+func warmUp(ctx context.Context, o options) error {
+	p, err := client.NewProducer(client.WithNameServers(nameservers(o.namesrv)...), client.WithGroup("mqbench-producer"),
+		client.WithInstanceName(fmt.Sprintf("mqbench-w%d", os.Getpid())))
+	if err == nil {
+		err = p.Start()
+	}
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	_, err = p.Send(ctx, &client.Message{Topic: o.topic, Body: make([]byte, 8), Tags: "warmup"})
+	return err
+}
+
+// consume counts delivered messages until ctx ends; in e2e mode it records
+// the latency from the send time carried in the body.
+func consume(ctx context.Context, o options, i int, c *counters, fail func(error)) {
+	from := client.ConsumeFromFirst
+	if o.mode == "e2e" {
+		from = client.ConsumeFromLast
+	}
+	cons, err := client.NewPushConsumer(o.group, client.WithNameServers(nameservers(o.namesrv)...),
+		client.WithInstanceName(fmt.Sprintf("mqbench-c%d-%d", os.Getpid(), i)), client.WithConsumeFrom(from),
+		client.WithConsumeBatchSize(32), client.WithPullBatchSize(32))
+	if err == nil {
+		err = cons.Subscribe(o.topic, "bench", func(_ context.Context, msgs []*client.Message) client.ConsumeResult {
+			now := time.Now()
+			for _, m := range msgs {
+				if o.mode == "e2e" && len(m.Body) >= 8 {
+					c.lat.record(now.Sub(time.Unix(0, int64(binary.BigEndian.Uint64(m.Body)))))
+				}
+				c.bytes.Add(int64(len(m.Body)))
+			}
+			c.msgs.Add(int64(len(msgs)))
+			return client.ConsumeSuccess
+		})
+	}
+	if err == nil {
+		err = cons.Start()
+	}
+	if err != nil {
+		fail(err)
+		return
+	}
+	<-ctx.Done()
+	cons.Close()
+}

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/sluicemq/sluice/broker"
+	"github.com/sluicemq/sluice/conf"
+	"github.com/sluicemq/sluice/nameserver"
+	"github.com/stretchr/testify/require"
+)
+
+func startCluster(t *testing.T) string {
+	t.Helper()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	nc := conf.DefaultNameserver()
+	nc.Listen = "127.0.0.1:0"
+	ns, err := nameserver.New(nc, quiet)
+	require.NoError(t, err)
+	require.NoError(t, ns.Start())
+	t.Cleanup(func() { ns.Close() })
+	bc := conf.DefaultBroker()
+	bc.Listen = "127.0.0.1:0"
+	bc.NamesrvAddr = ns.Addr()
+	bc.Store.Dir = t.TempDir()
+	bc.Store.SegmentSize = 64 << 20
+	b, err := broker.New(bc, broker.Options{Logger: quiet})
+	require.NoError(t, err)
+	require.NoError(t, b.Start())
+	t.Cleanup(func() { b.Close() })
+	return ns.Addr()
+}
+
+func runJSON(t *testing.T, args ...string) Report {
+	t.Helper()
+	var out, errb strings.Builder
+	require.Equal(t, 0, run(args, &out, &errb), errb.String())
+	var r Report
+	require.NoError(t, json.Unmarshal([]byte(out.String()), &r), out.String())
+	return r
+}
+
+func TestMQBench(t *testing.T) {
+	ns := startCluster(t)
+	p := runJSON(t, "produce", "-n", ns, "-t", "bench", "--size", "256", "--duration", "1s", "--json")
+	require.Greater(t, p.Messages, int64(0))
+	require.Zero(t, p.Errors)
+	require.Greater(t, p.LatencyP50, 0.0)
+	require.GreaterOrEqual(t, p.LatencyMax, p.LatencyP99)
+
+	b := runJSON(t, "produce", "-n", ns, "-t", "bench", "--batch", "8", "--rate", "800", "--duration", "1s", "--json")
+	require.Greater(t, b.Messages, int64(0))
+	require.Zero(t, b.Messages%8, "batches of 8")
+
+	c := runJSON(t, "consume", "-n", ns, "-t", "bench", "-g", "g1", "--duration", "3s", "--json")
+	require.Equal(t, p.Messages+b.Messages, c.Messages, "a new group from the first offset reads everything produced")
+
+	e := runJSON(t, "e2e", "-n", ns, "-t", "e2e", "-g", "g2", "--rate", "200", "--duration", "2s", "--json")
+	require.Greater(t, e.Messages, int64(0))
+	require.Greater(t, e.LatencyP50, 0.0)
+
+	var out, errb strings.Builder
+	require.Equal(t, 2, run([]string{"nope"}, &out, &errb))
+	require.Equal(t, 2, run([]string{"produce", "--size", "1"}, &out, &errb))
+	require.Equal(t, 1, run([]string{"produce", "-n", "127.0.0.1:1", "--duration", "500ms"}, &out, &errb), "no nameserver: an error, not a hang")
+}
