@@ -43,6 +43,7 @@ type options struct {
 	batch     int
 	duration  time.Duration
 	rate      int
+	count     int64
 	sync      bool
 	inflight  int
 	jsonOut   bool
@@ -81,13 +82,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.batch, "batch", 1, "messages per send (batch send when > 1)")
 	fs.DurationVar(&o.duration, "duration", 10*time.Second, "how long to run")
 	fs.IntVar(&o.rate, "rate", 0, "target messages per second over all producers (0 = flat out)")
+	fs.Int64Var(&o.count, "count", 0, "stop after this many messages (produced, or consumed in consume/e2e mode); 0 = run for --duration")
 	fs.BoolVar(&o.sync, "sync", false, "one synchronous send at a time per producer instead of pipelined async sends")
 	fs.IntVar(&o.inflight, "inflight", 256, "async sends in flight per producer")
 	fs.BoolVar(&o.jsonOut, "json", false, "print the report as JSON")
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
 	}
-	if o.size < 8 || o.producers < 1 || o.consumers < 1 || o.batch < 1 || o.duration <= 0 || o.rate < 0 || o.inflight < 1 {
+	if o.count > 0 && o.duration == 10*time.Second {
+		o.duration = time.Hour // --count decides; --duration stays a safety bound if given
+	}
+	if o.size < 8 || o.producers < 1 || o.consumers < 1 || o.batch < 1 || o.duration <= 0 || o.rate < 0 || o.inflight < 1 || o.count < 0 {
 		fmt.Fprintln(stderr, "mqbench: --size must be >= 8; --producers, --consumers, --batch, --inflight >= 1; --duration > 0; --rate >= 0")
 		return 2
 	}
@@ -130,6 +135,9 @@ func nameservers(s string) []string {
 
 type counters struct {
 	msgs, bytes, errs atomic.Int64
+	sent              atomic.Int64 // messages handed to the producer
+	last              atomic.Int64 // unix ns of the last counted message
+	done              func()       // called once the --count is reached
 	lat               histogram
 	firstErr          atomic.Pointer[error]
 }
@@ -143,6 +151,7 @@ func bench(ctx context.Context, o options, stderr io.Writer) (Report, error) {
 	var c counters
 	ctx, cancel := context.WithTimeout(ctx, o.duration)
 	defer cancel()
+	c.done = cancel
 	var wg sync.WaitGroup
 	var errs []error
 	var errMu sync.Mutex
@@ -194,6 +203,10 @@ func bench(ctx context.Context, o options, stderr io.Writer) (Report, error) {
 	cancel()
 	<-progressDone
 	el := time.Since(start).Seconds()
+	if o.count > 0 && c.last.Load() > 0 {
+		// With --count the run ends at the last message, not at teardown.
+		el = time.Duration(c.last.Load() - start.UnixNano()).Seconds()
+	}
 	if c.msgs.Load() == 0 {
 		if e := c.firstErr.Load(); e != nil {
 			errs = append(errs, fmt.Errorf("%d sends failed, none got through; first: %w", c.errs.Load(), *e))
@@ -230,6 +243,9 @@ func produce(ctx context.Context, o options, i int, c *counters, fail func(error
 	var inflight sync.WaitGroup
 	defer inflight.Wait()
 	for n := 0; ctx.Err() == nil; n++ {
+		if o.count > 0 && c.sent.Add(int64(o.batch)) > o.count {
+			return
+		}
 		if interval > 0 {
 			if d := time.Until(start.Add(time.Duration(n) * interval)); d > 0 {
 				select {
@@ -255,8 +271,11 @@ func produce(ctx context.Context, o options, i int, c *counters, fail func(error
 			}
 			if o.mode == "produce" {
 				c.lat.record(time.Since(sent))
-				c.msgs.Add(int64(len(msgs)))
 				c.bytes.Add(int64(len(msgs) * o.size))
+				c.last.Store(time.Now().UnixNano())
+				if n := c.msgs.Add(int64(len(msgs))); o.count > 0 && n >= o.count {
+					c.done()
+				}
 			}
 		}
 		switch {
@@ -308,7 +327,10 @@ func consume(ctx context.Context, o options, i int, c *counters, fail func(error
 				}
 				c.bytes.Add(int64(len(m.Body)))
 			}
-			c.msgs.Add(int64(len(msgs)))
+			c.last.Store(time.Now().UnixNano())
+			if n := c.msgs.Add(int64(len(msgs))); o.count > 0 && n >= o.count {
+				c.done()
+			}
 			return client.ConsumeSuccess
 		})
 	}

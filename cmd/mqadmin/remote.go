@@ -1,0 +1,297 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/netip"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/sluicemq/sluice/client"
+	"github.com/sluicemq/sluice/internal/protocol"
+	"github.com/sluicemq/sluice/internal/remoting"
+)
+
+// app is one mqadmin invocation: global flags and the connections opened
+// for it, closed when run returns.
+type app struct {
+	stdout, stderr io.Writer
+
+	// global flags
+	namesrvFlag string
+	json        bool
+	timeout     time.Duration
+
+	rc      *remoting.Client // direct requests, JSON headers
+	admin   *client.Admin
+	closers []func()
+}
+
+func (a *app) close() {
+	for i := len(a.closers) - 1; i >= 0; i-- {
+		a.closers[i]()
+	}
+	a.closers = nil
+}
+
+// logger is what the client package logs to: errors only, on stderr, so
+// that stdout stays tables or JSON.
+func (a *app) logger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+}
+
+// nameServers returns the -n (or NAMESRV_ADDR) addresses, checked.
+func (a *app) nameServers() ([]string, error) {
+	v := a.namesrvFlag
+	if v == "" {
+		v = os.Getenv("NAMESRV_ADDR")
+	}
+	if strings.TrimSpace(v) == "" {
+		return nil, usagef("no nameserver: give -n ip:port or set NAMESRV_ADDR")
+	}
+	var out []string
+	for _, s := range strings.Split(v, ";") {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		if _, err := netip.ParseAddrPort(s); err != nil {
+			return nil, usagef("nameserver %q is not ip:port (e.g. 127.0.0.1:9876)", s)
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// clientOptions are the options every client-package client gets.
+func (a *app) clientOptions() ([]client.Option, error) {
+	ns, err := a.nameServers()
+	if err != nil {
+		return nil, err
+	}
+	return []client.Option{client.WithNameServers(ns...), client.WithCallTimeout(a.timeout),
+		client.WithLogger(a.logger())}, nil
+}
+
+// adminClient returns the invocation's client.Admin, created on first use.
+func (a *app) adminClient() (*client.Admin, error) {
+	if a.admin != nil {
+		return a.admin, nil
+	}
+	opts, err := a.clientOptions()
+	if err != nil {
+		return nil, err
+	}
+	ad, err := client.NewAdmin(opts...)
+	if err != nil {
+		return nil, usageError{msg: err.Error()}
+	}
+	a.admin = ad
+	a.closers = append(a.closers, func() { _ = ad.Close() })
+	return ad, nil
+}
+
+// remote returns the remoting client for direct requests. It speaks JSON
+// headers, which both Sluice and Apache RocketMQ servers accept; bodies
+// then travel as JSON too.
+func (a *app) remote() *remoting.Client {
+	if a.rc == nil {
+		opts := remoting.DefaultClientOptions()
+		opts.SerializeType = remoting.SerializeJSON
+		opts.Logger = a.logger()
+		a.rc = remoting.NewClient(opts)
+		rc := a.rc
+		a.closers = append(a.closers, func() { _ = rc.Close() })
+	}
+	return a.rc
+}
+
+// serverError is a failed answer or a failed request to a nameserver or
+// broker: who was asked what, and what it answered.
+type serverError struct {
+	role    string // "nameserver" or "broker"
+	addr    string
+	request int16
+	code    int16 // response code; meaningful when err is nil
+	remark  string
+	err     error // transport failure
+}
+
+func (e *serverError) Error() string {
+	req := protocol.CodeName(e.request)
+	if e.err != nil {
+		return fmt.Sprintf("%s to %s %s failed: %v", req, e.role, e.addr, e.err)
+	}
+	s := fmt.Sprintf("%s %s answered %s with %s (%d)", e.role, e.addr, req, protocol.ResponseCodeName(e.code), e.code)
+	if e.remark != "" {
+		s += ": " + e.remark
+	}
+	return s
+}
+
+func (e *serverError) Unwrap() error { return e.err }
+
+// hasCode reports whether err is an answer with code.
+func hasCode(err error, code int16) bool {
+	var se *serverError
+	if errors.As(err, &se) && se.err == nil && se.code == code {
+		return true
+	}
+	var be *client.BrokerError
+	return errors.As(err, &be) && int16(be.Code) == code
+}
+
+// call sends one request to addr and waits for the answer. Codes other
+// than SUCCESS and those in ok become a *serverError.
+func (a *app) call(ctx context.Context, role, addr string, code int16, h interface{ ToExt(map[string]string) },
+	body any, ok ...int16) (*remoting.Command, error) {
+	var ext map[string]string
+	if h != nil {
+		ext = protocol.Ext(h)
+	}
+	var raw []byte
+	switch b := body.(type) {
+	case nil:
+	case []byte:
+		raw = b
+	default:
+		enc, err := remoting.EncodeBody(remoting.SerializeJSON, b)
+		if err != nil {
+			return nil, fmt.Errorf("encode %s body: %w", protocol.CodeName(code), err)
+		}
+		raw = enc
+	}
+	cctx, cancel := context.WithTimeout(ctx, a.timeout)
+	defer cancel()
+	resp, err := a.remote().Invoke(cctx, addr, remoting.NewRequest(code, ext, raw))
+	if err != nil {
+		return nil, &serverError{role: role, addr: addr, request: code, err: err}
+	}
+	if resp.Code != protocol.Success && !slices.Contains(ok, resp.Code) {
+		return resp, &serverError{role: role, addr: addr, request: code, code: resp.Code, remark: resp.Remark}
+	}
+	return resp, nil
+}
+
+// callDecode is call plus decoding the SUCCESS body into v.
+func (a *app) callDecode(ctx context.Context, role, addr string, code int16, h interface{ ToExt(map[string]string) },
+	body, v any) error {
+	resp, err := a.call(ctx, role, addr, code, h, body)
+	if err != nil {
+		return err
+	}
+	if err := remoting.DecodeBody(resp.SerializeType, resp.Body, v); err != nil {
+		return fmt.Errorf("%s %s answered %s with a body mqadmin cannot read: %w", role, addr, protocol.CodeName(code), err)
+	}
+	return nil
+}
+
+// broker is one broker name with its master address.
+type brokerRef struct {
+	Name    string `json:"brokerName,omitempty"`
+	Addr    string `json:"brokerAddr"`
+	Cluster string `json:"cluster,omitempty"`
+}
+
+// clusterInfo asks the nameservers for the brokers they know.
+func (a *app) clusterInfo(ctx context.Context) (client.ClusterInfo, error) {
+	ad, err := a.adminClient()
+	if err != nil {
+		return client.ClusterInfo{}, err
+	}
+	ci, err := ad.ClusterInfo(ctx)
+	return ci, a.nsErr(err)
+}
+
+// masters returns the master of every broker of cluster (every cluster
+// when empty), sorted by name.
+func (a *app) masters(ctx context.Context, cluster string) ([]brokerRef, error) {
+	ci, err := a.clusterInfo(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if cluster != "" {
+		if _, ok := ci.Clusters[cluster]; !ok {
+			known := make([]string, 0, len(ci.Clusters))
+			for c := range ci.Clusters {
+				known = append(known, c)
+			}
+			slices.Sort(known)
+			ns, _ := a.nameServers()
+			return nil, fmt.Errorf("nameserver %s knows no cluster %q (known: %s)", strings.Join(ns, ";"), cluster,
+				strings.Join(known, ", "))
+		}
+	}
+	var out []brokerRef
+	for name, b := range ci.Brokers {
+		if cluster != "" && !slices.Contains(ci.Clusters[cluster], name) {
+			continue
+		}
+		if addr, ok := b.Addrs[0]; ok {
+			out = append(out, brokerRef{Name: name, Addr: addr, Cluster: b.Cluster})
+		}
+	}
+	slices.SortFunc(out, func(x, y brokerRef) int { return strings.Compare(x.Name, y.Name) })
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no master broker registered in cluster %q", cluster)
+	}
+	return out, nil
+}
+
+// targets returns the broker given with -b (an address), or the masters
+// of the cluster given with -c.
+func (a *app) targets(ctx context.Context, brokerAddr, cluster string) ([]brokerRef, error) {
+	if brokerAddr != "" {
+		if _, err := netip.ParseAddrPort(brokerAddr); err != nil {
+			return nil, usagef("broker address %q is not ip:port", brokerAddr)
+		}
+		return []brokerRef{{Addr: brokerAddr}}, nil
+	}
+	return a.masters(ctx, cluster)
+}
+
+// topicBrokers returns the masters of the brokers serving topic, sorted
+// by name.
+func (a *app) topicBrokers(ctx context.Context, topic string) ([]brokerRef, client.TopicRoute, error) {
+	ad, err := a.adminClient()
+	if err != nil {
+		return nil, client.TopicRoute{}, err
+	}
+	r, err := ad.TopicRoute(ctx, topic)
+	if err != nil {
+		return nil, r, a.nsErr(err)
+	}
+	var out []brokerRef
+	for _, b := range r.Brokers {
+		if addr, ok := b.Addrs[0]; ok {
+			out = append(out, brokerRef{Name: b.BrokerName, Addr: addr, Cluster: b.Cluster})
+		}
+	}
+	slices.SortFunc(out, func(x, y brokerRef) int { return strings.Compare(x.Name, y.Name) })
+	return out, r, nil
+}
+
+// joinLine joins errs for an error message; never nil.
+func joinLine(errs []error) error {
+	if len(errs) == 0 {
+		return errors.New("no broker reported any")
+	}
+	return errors.Join(errs...)
+}
+
+// nsErr names the nameservers asked in a transport failure from the client
+// package, whose text names only the request and an address. Answers
+// (*client.BrokerError) already carry the nameserver's code and remark.
+func (a *app) nsErr(err error) error {
+	var be *client.BrokerError
+	if err == nil || errors.As(err, &be) {
+		return err
+	}
+	ns, _ := a.nameServers()
+	return fmt.Errorf("asking nameserver %s: %w", strings.Join(ns, ";"), err)
+}

@@ -1,0 +1,151 @@
+package main
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestTopic_CreateRouteStatusDelete(t *testing.T) {
+	c := startCluster(t)
+
+	out := c.ok(t, "updateTopic", "-t", "orders", "-c", "DefaultCluster", "-r", "4", "-w", "4")
+	require.Contains(t, out, fmt.Sprintf("create topic orders on broker-a (%s) success", c.broker))
+	require.Contains(t, out, "readQueueNums=4 writeQueueNums=4 perm=6 (RW)")
+	c.waitRoute(t, "orders")
+
+	var created struct {
+		Topic   string `json:"topic"`
+		Brokers []struct {
+			BrokerAddr string `json:"brokerAddr"`
+		} `json:"brokers"`
+		Perm  int  `json:"perm"`
+		Order bool `json:"order"`
+	}
+	c.okJSON(t, &created, "updateTopic", "-t", "orders", "-b", c.broker, "-r", "4", "-w", "4", "-p", "6", "-o", "true")
+	require.Equal(t, "orders", created.Topic)
+	require.True(t, created.Order, "RocketMQ's -o true")
+	require.Equal(t, c.broker, created.Brokers[0].BrokerAddr)
+
+	// topicList
+	require.Contains(t, strings.Fields(c.ok(t, "topicList")), "orders")
+	var list struct{ Topics []string }
+	c.okJSON(t, &list, "topicList")
+	require.True(t, slices.Contains(list.Topics, "orders") && slices.Contains(list.Topics, "TBW102"), list.Topics)
+
+	// topicRoute
+	out = c.ok(t, "topicRoute", "-t", "orders")
+	require.Equal(t, []string{"DefaultCluster", "broker-a", "0", c.broker}, findRow(t, out, "DefaultCluster"))
+	require.Equal(t, []string{"broker-a", "4", "4", "6", "(RW)"}, findRow(t, out, "broker-a", "4"))
+	var route struct {
+		Brokers []struct {
+			BrokerName  string            `json:"brokerName"`
+			BrokerAddrs map[string]string `json:"brokerAddrs"`
+		} `json:"brokers"`
+		Queues []struct {
+			WriteQueueNums int `json:"writeQueueNums"`
+			Perm           int `json:"perm"`
+		} `json:"queues"`
+	}
+	c.okJSON(t, &route, "topicRoute", "-t", "orders")
+	require.Equal(t, c.broker, route.Brokers[0].BrokerAddrs["0"])
+	require.Equal(t, 4, route.Queues[0].WriteQueueNums)
+
+	// topicStatus: min/max offset and last update per queue.
+	before := time.Now().Add(-time.Second)
+	for range 3 {
+		c.send(t, "orders", 1, []byte("x"), nil)
+	}
+	c.waitIndexed(t)
+	out = c.ok(t, "topicStatus", "-t", "orders")
+	require.Equal(t, []string{"broker-a", "0", "0", "0", "-"}, findRow(t, out, "broker-a", "0"))
+	q1 := findRow(t, out, "broker-a", "1")
+	require.Equal(t, []string{"0", "3"}, q1[2:4])
+	require.Len(t, q1, 6, "date and time of the last update")
+	var status struct {
+		Queues []struct {
+			QueueID             int     `json:"queueId"`
+			MinOffset           int64   `json:"minOffset"`
+			MaxOffset           int64   `json:"maxOffset"`
+			LastUpdateTimestamp int64   `json:"lastUpdateTimestamp"`
+			LastUpdateTime      *string `json:"lastUpdateTime"`
+		} `json:"queues"`
+	}
+	c.okJSON(t, &status, "topicStatus", "-t", "orders")
+	require.Len(t, status.Queues, 4)
+	require.Nil(t, status.Queues[0].LastUpdateTime, "an empty queue was never updated")
+	require.Equal(t, int64(3), status.Queues[1].MaxOffset)
+	require.NotNil(t, status.Queues[1].LastUpdateTime)
+	require.Greater(t, status.Queues[1].LastUpdateTimestamp, before.UnixMilli())
+
+	// deleteTopic: gone from the broker and the nameserver.
+	out = c.ok(t, "deleteTopic", "-t", "orders", "-c", "DefaultCluster")
+	require.Contains(t, out, "delete topic orders from broker broker-a")
+	require.Contains(t, out, "delete topic orders from nameserver "+c.ns)
+	stderr := c.fails(t, exitError, "topicRoute", "-t", "orders")
+	require.Contains(t, stderr, "TOPIC_NOT_EXIST")
+	require.Contains(t, stderr, c.ns, "names the nameserver asked")
+}
+
+func TestTopic_UpdateErrors(t *testing.T) {
+	c := startCluster(t)
+	// The broker refuses system topics; the error names it and its remark.
+	stderr := c.fails(t, exitError, "updateTopic", "-t", "TBW102", "-b", c.broker)
+	require.Contains(t, stderr, c.broker)
+	require.Contains(t, stderr, "SYSTEM_ERROR")
+	require.Contains(t, stderr, "system topic")
+
+	stderr = c.fails(t, exitError, "updateTopic", "-t", "x", "-c", "NoSuchCluster")
+	require.Contains(t, stderr, `no cluster "NoSuchCluster"`)
+	require.Contains(t, stderr, "DefaultCluster", "lists the known clusters")
+
+	c.fails(t, exitUsage, "updateTopic", "-t", "x")                                   // neither -b nor -c
+	c.fails(t, exitUsage, "updateTopic", "-t", "x", "-b", c.broker, "-c", "C")        // both
+	c.fails(t, exitUsage, "updateTopic", "-t", "x", "-b", c.broker, "-r", "0")        // bad count
+	c.fails(t, exitUsage, "updateTopic", "-t", "x", "-b", c.broker, "-p", "9")        // bad perm
+	c.fails(t, exitUsage, "updateTopic", "-t", "x", "-b", c.broker, "-p", "0")        // not silently 6
+	c.fails(t, exitUsage, "updateTopic", "-t", "x", "-b", c.broker, "-o", "maybe")    // bad bool
+	c.fails(t, exitUsage, "updateTopic", "-t", "x", "-b", "not-an-address")           // bad address
+	c.fails(t, exitUsage, "deleteTopic", "-t", "x")                                   // -c missing
+	c.fails(t, exitUsage, "updateTopic", "-t", "x", "-b", c.broker, "-r", "notanint") // bad value
+}
+
+func TestCluster_ListAndBrokerStatus(t *testing.T) {
+	c := startCluster(t)
+	c.send(t, "t1", 0, []byte("hello"), nil)
+
+	out := c.ok(t, "clusterList")
+	require.Contains(t, rows(out)[0], "#Put")
+	row := findRow(t, out, "DefaultCluster", "broker-a")
+	require.Equal(t, []string{"0", c.broker, "1", "0", "0"}, row[2:7], "id, address, put total, get total, commitlog min")
+	require.NotEqual(t, "0", row[7], "commitlog max offset")
+
+	var cl struct {
+		Brokers []struct {
+			Cluster    string            `json:"cluster"`
+			BrokerName string            `json:"brokerName"`
+			BrokerAddr string            `json:"brokerAddr"`
+			Runtime    map[string]string `json:"runtime"`
+		} `json:"brokers"`
+	}
+	c.okJSON(t, &cl, "clusterList", "-c", "DefaultCluster")
+	require.Len(t, cl.Brokers, 1)
+	require.Equal(t, c.broker, cl.Brokers[0].BrokerAddr)
+	require.Equal(t, "1", cl.Brokers[0].Runtime["putMessageTotal"])
+
+	out = c.ok(t, "brokerStatus", "-b", c.broker)
+	require.Equal(t, []string{"brokerName:", "broker-a"}, findRow(t, out, "brokerName:"))
+	require.Equal(t, []string{"putMessageTotal:", "1"}, findRow(t, out, "putMessageTotal:"))
+	var kv map[string]string
+	c.okJSON(t, &kv, "brokerStatus", "-b", c.broker)
+	require.Equal(t, "DefaultCluster", kv["clusterName"])
+	require.Contains(t, kv, "commitLogMaxOffset")
+	require.Contains(t, c.ok(t, "brokerStatus", "-c", "DefaultCluster"), "== broker-a ("+c.broker+") ==")
+
+	stderr := c.fails(t, exitError, "brokerStatus", "-b", "127.0.0.1:1")
+	require.Contains(t, stderr, "GET_BROKER_RUNTIME_INFO to broker 127.0.0.1:1 failed")
+}
