@@ -86,7 +86,9 @@ type PushConsumer struct {
 	rebalanceCh chan struct{}
 	quit        chan struct{}
 	wg          sync.WaitGroup
-	handlerCtx  context.Context // cancelled by Close
+	// NB: a lifetime context, not a request one: handlers receive it and
+	// see it cancelled when Close starts.
+	handlerCtx  context.Context
 	stopHandler context.CancelFunc
 
 	mu     sync.Mutex

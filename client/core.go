@@ -41,7 +41,6 @@ type core struct {
 	routeKick chan struct{}
 	hbKick    chan struct{}
 	stopOnce  sync.Once
-	started   bool
 
 	mu        sync.Mutex
 	producers map[string]bool   // guarded by mu: producer groups
@@ -93,7 +92,6 @@ func (c *core) callCtx(ctx context.Context) (context.Context, context.CancelFunc
 
 // start launches the route and heartbeat loops.
 func (c *core) start() {
-	c.started = true
 	c.goLoop(c.routeLoop)
 	c.goLoop(c.heartbeatLoop)
 }

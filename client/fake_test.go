@@ -245,3 +245,20 @@ func TestTransport_MsgpackToSluice(t *testing.T) {
 	require.Equal(t, int32(remoting.SerializeMsgpack), st.Load())
 	require.Equal(t, codecMsgpack, p.core.tr.mode(addr))
 }
+
+// TestJSONHeaders_EndToEnd: a client told to speak JSON does everything in
+// JSON against Sluice (heartbeat, lock and member-list bodies included).
+func TestJSONHeaders_EndToEnd(t *testing.T) {
+	c := newCluster(t, 1)
+	c.createTopic("js", 2)
+	rec := newRecorder()
+	oc := c.pushConsumer("g-js", "js", rec.handler("o"), WithJSONHeaders(), WithOrderly(true),
+		WithConsumeFrom(ConsumeFromFirst))
+	waitBalanced(t, "js", 2, oc)
+	p := c.producer(WithJSONHeaders())
+	sendN(t, p, "js", "j", 10, nil)
+	rec.waitDistinct(t, 10, 20*time.Second)
+	for _, a := range c.brokers {
+		require.Equal(t, codecJSON, oc.core.tr.mode(a.Addr()))
+	}
+}

@@ -55,15 +55,16 @@ type Message struct {
 	Keys        []string          // business keys, indexed by the broker for QueryByKey
 	Properties  map[string]string // user properties; delivered messages carry all of them
 	ShardingKey string            // HashSelector puts equal keys on one queue
-	DelayLevel  int               // 1..18: deliver after the broker's delay level; 0 = now
+	DelayLevel  int               // send only: 1..18 delays delivery by the broker's level; 0 = now
 	Flag        int32             // user flag, stored as is
 
 	// MsgID is the message's id (property UNIQ_KEY). A producer generates
 	// one when it is empty; a consumer sees UNIQ_KEY, or the offset id
 	// when the sender set none.
 	MsgID string
-	// Queue is where the message was stored (delivery), or where
-	// ManualSelector sends it.
+	// Queue is where the message was stored (delivery; a retried
+	// message's queue is one of %RETRY%<group> while Topic is the
+	// original), or where ManualSelector sends it.
 	Queue MessageQueue
 
 	// Delivery only.
@@ -158,9 +159,6 @@ func fromRecord(rec message.Record, brokerName string, maxBody int) (*Message, e
 	}
 	if k := props[message.PropKeys]; k != "" {
 		m.Keys = strings.Fields(k)
-	}
-	if d, err := strconv.Atoi(props[message.PropDelay]); err == nil {
-		m.DelayLevel = d
 	}
 	m.MsgID = props[message.PropUniqKey]
 	if m.MsgID == "" {

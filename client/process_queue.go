@@ -17,8 +17,10 @@ import (
 // the next pull offset when it is empty), so after a crash or a rebalance
 // at most the window is delivered again.
 type processQueue struct {
-	mq     MessageQueue
-	ctx    context.Context // cancelled when the queue is dropped
+	mq MessageQueue
+	// NB: a lifetime context: it cancels the queue's long poll and
+	// send-backs at once when the queue is dropped or the consumer closes.
+	ctx    context.Context
 	cancel context.CancelFunc
 	ready  chan struct{} // orderly: kicked when messages arrive
 

@@ -106,7 +106,6 @@ func pull(ctx context.Context, c *core, r pullRequest) (PullResult, error) {
 		return PullResult{}, err
 	}
 	for _, m := range msgs {
-		m.Queue.BrokerName = r.q.BrokerName
 		if r.sub.matches(m) {
 			restoreRetryTopic(m)
 			res.Messages = append(res.Messages, m)

@@ -166,8 +166,7 @@ func (c *PullConsumer) Assignment(ctx context.Context, topic string) ([]MessageQ
 	if err != nil {
 		return nil, err
 	}
-	pc := &PushConsumer{cfg: c.cfg, core: c.core, group: c.group}
-	cids, err := pc.consumerIDs(ctx, r)
+	cids, err := groupMembers(ctx, c.core, c.group, r)
 	if err != nil {
 		return nil, err
 	}

@@ -7,9 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicemq/sluice/internal/message"
 	"github.com/sluicemq/sluice/internal/protocol"
 	"github.com/sluicemq/sluice/internal/remoting"
+	"github.com/sluicemq/sluice/internal/testutil"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 )
 
 // TestPushConsumer_NotifyRebalance: with the periodic rebalance far away,
@@ -221,4 +224,82 @@ func TestAdmin(t *testing.T) {
 	require.NoError(t, a.Close())
 	_, err = a.TopicList(context.Background())
 	require.ErrorIs(t, err, ErrClosed)
+}
+
+// TestSendBack_Fallback: when the broker refuses CONSUMER_SEND_MSG_BACK the
+// message is re-sent to %RETRY%<group> with its retry properties.
+func TestSendBack_Fallback(t *testing.T) {
+	var mu sync.Mutex
+	var sent *remoting.Command
+	var backs int
+	addr := startFake(t, func(req *remoting.Command) *remoting.Command {
+		mu.Lock()
+		defer mu.Unlock()
+		switch req.Code {
+		case protocol.ConsumerSendMsgBack:
+			backs++
+			return remoting.NewResponse(req, protocol.SystemError, "no")
+		case protocol.SendMessageV2:
+			sent = req
+			return fakeSendOK(req)
+		}
+		return remoting.NewResponse(req, protocol.Success, "")
+	})
+	pc, err := NewPushConsumer("g", WithNameServers(addr), WithLogger(quiet()))
+	require.NoError(t, err)
+	defer pc.Close()
+	ctx := ctxT(t, 5*time.Second)
+	_, err = pc.core.routes.refresh(ctx, "orig")
+	require.NoError(t, err)
+	m := &Message{Topic: "orig", Body: []byte("payload"), Tags: "T", MsgID: "ABC", ReconsumeTimes: 1,
+		Queue: MessageQueue{Topic: "orig", BrokerName: "fake"}, Properties: map[string]string{"TRAN_MSG": "true", "u": "v"}}
+	require.NoError(t, pc.sendBack(ctx, m, 0))
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, 1, backs)
+	require.NotNil(t, sent)
+	h, err := protocol.DecodeSendMessageRequestHeader(sent.Code, sent.ExtFields)
+	require.NoError(t, err)
+	require.Equal(t, RetryTopic("g"), h.Topic)
+	require.Equal(t, "CLIENT_INNER_PRODUCER", h.ProducerGroup)
+	require.Equal(t, int32(2), h.ReconsumeTimes)
+	require.NotNil(t, h.MaxReconsumeTimes)
+	require.Equal(t, int32(16), *h.MaxReconsumeTimes)
+	props := message.ParseProperties(h.Properties)
+	require.Equal(t, "orig", props[message.PropRetryTopic])
+	require.Equal(t, "ABC", props[message.PropOriginMessageID])
+	require.Equal(t, "ABC", props[message.PropUniqKey])
+	require.Equal(t, "4", props[message.PropDelay])
+	require.Equal(t, "T", props[message.PropTags])
+	require.Equal(t, "v", props["u"])
+	require.NotContains(t, props, message.PropTranMsg)
+	require.Equal(t, "payload", string(sent.Body))
+}
+
+// TestNoLeakAfterClose: every kind of client, started and used, leaves no
+// goroutine behind once closed.
+func TestNoLeakAfterClose(t *testing.T) {
+	t.Run("use", func(t *testing.T) {
+		c := newCluster(t, 1)
+		c.createTopic("lk", 2)
+		p := c.producer()
+		rec := newRecorder()
+		pc := c.pushConsumer("g-lk", "lk", rec.handler("c"), WithConsumeFrom(ConsumeFromFirst))
+		oc := c.pushConsumer("g-lk-o", "lk", rec.handler("o"), WithConsumeFrom(ConsumeFromFirst), WithOrderly(true))
+		waitBalanced(t, "lk", 2, pc)
+		waitBalanced(t, "lk", 2, oc)
+		done := make(chan struct{})
+		p.SendAsync(context.Background(), &Message{Topic: "lk", Body: []byte("a")}, func(SendResult, error) { close(done) })
+		<-done
+		rec.waitDistinct(t, 1, 20*time.Second)
+		pull, err := NewPullConsumer("g-lk-p", c.opts()...)
+		require.NoError(t, err)
+		require.NoError(t, pull.Subscribe("lk", "*"))
+		require.NoError(t, pull.Start())
+		require.NoError(t, pull.Close())
+		require.NoError(t, pc.Close())
+		require.NoError(t, oc.Close())
+		require.NoError(t, p.Close())
+	})
+	goleak.VerifyNone(t, testutil.LeakOptions()...)
 }

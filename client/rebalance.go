@@ -70,11 +70,18 @@ func (c *PushConsumer) rebalance(ctx context.Context) {
 		}
 		mine := r.read
 		if c.cfg.model == Clustering {
-			cids, err := c.consumerIDs(ctx, r)
+			cids, err := groupMembers(ctx, c.core, c.group, r)
 			if err != nil {
 				if ctx.Err() == nil {
 					c.core.log.Warn("client: rebalance: group members", "group", c.group, "topic", topic, "err", err)
 				}
+				continue
+			}
+			if !slices.Contains(cids, c.core.id) {
+				// NB: the broker has not seen our heartbeat (it restarted,
+				// or the first one failed). Keep the queues rather than
+				// drop them all, and heartbeat now.
+				kick(c.core.hbKick)
 				continue
 			}
 			mine = allocateAveragely(r.read, cids, c.core.id)
@@ -83,14 +90,15 @@ func (c *PushConsumer) rebalance(ctx context.Context) {
 	}
 }
 
-// consumerIDs asks a broker of the route for the group's members, sorted.
-func (c *PushConsumer) consumerIDs(ctx context.Context, r *topicRoute) ([]string, error) {
+// groupMembers asks the brokers of a route, in turn, for group's members
+// (GET_CONSUMER_LIST_BY_GROUP), sorted.
+func groupMembers(ctx context.Context, c *core, group string, r *topicRoute) ([]string, error) {
 	var errs []error
 	for _, name := range sortedKeys(r.addrs) {
 		addr := r.addrs[name]
-		cctx, cancel := c.core.callCtx(ctx)
-		resp, err := c.core.tr.call(cctx, addr, request{code: protocol.GetConsumerListByGroup,
-			ext: protocol.Ext(&protocol.GetConsumerListByGroupRequestHeader{ConsumerGroup: c.group})})
+		cctx, cancel := c.callCtx(ctx)
+		resp, err := c.tr.call(cctx, addr, request{code: protocol.GetConsumerListByGroup,
+			ext: protocol.Ext(&protocol.GetConsumerListByGroupRequestHeader{ConsumerGroup: group})})
 		cancel()
 		var list protocol.ConsumerList
 		if err == nil {
@@ -100,7 +108,7 @@ func (c *PushConsumer) consumerIDs(ctx context.Context, r *topicRoute) ([]string
 			slices.Sort(list.ConsumerIDList)
 			return list.ConsumerIDList, nil
 		}
-		c.core.connFailed(addr, err)
+		c.connFailed(addr, err)
 		errs = append(errs, err)
 	}
 	return nil, errors.Join(errs...)
