@@ -7,13 +7,12 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"strconv"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/sluicemq/sluice/internal/testutil"
 	"github.com/stretchr/testify/require"
 )
 
@@ -124,45 +123,13 @@ func TestCrash_Kill9(t *testing.T) {
 // records it acknowledged.
 func runAndKill(t *testing.T, dir string, seed uint64, d time.Duration) []want {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), crashChildEnv+"="+dir, "SLUICE_CRASH_CHILD_SEED="+strconv.FormatUint(seed, 10))
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	stdout, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	lines := make(chan []want, 1)
-	ready := make(chan struct{})
-	go func() {
-		var ws []want
-		br := bufio.NewReader(stdout)
-		if line, err := br.ReadString('\n'); err == nil && line == "ready\n" {
-			close(ready)
+	var ws []want
+	for _, line := range testutil.KillChild(t, "TestCrashChild", []string{crashChildEnv + "=" + dir,
+		"SLUICE_CRASH_CHILD_SEED=" + strconv.FormatUint(seed, 10)}, d) {
+		var w want
+		if _, err := fmt.Sscanf(line, "ack %d %d %d\n", &w.at, &w.size, &w.seed); err == nil {
+			ws = append(ws, w)
 		}
-		for {
-			line, err := br.ReadString('\n')
-			if err != nil {
-				break // a line cut by the kill is not an acknowledgement
-			}
-			var w want
-			if _, err := fmt.Sscanf(line, "ack %d %d %d\n", &w.at, &w.size, &w.seed); err == nil {
-				ws = append(ws, w)
-			}
-		}
-		lines <- ws
-	}()
-	select {
-	case <-ready: // the log is open: kill it while it appends
-	case <-time.After(60 * time.Second):
-		t.Fatal("child did not open the log")
-	}
-	time.Sleep(d)
-	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
-	ws := <-lines
-	err = cmd.Wait()
-	require.Error(t, err, "the child must have been killed, stderr: %s", stderr.String())
-	if ee, ok := err.(*exec.ExitError); ok {
-		require.False(t, ee.Exited(), "child exited by itself: %s", stderr.String())
 	}
 	return ws
 }

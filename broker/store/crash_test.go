@@ -7,15 +7,14 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"strconv"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/sluicemq/sluice/conf"
 	"github.com/sluicemq/sluice/internal/message"
+	"github.com/sluicemq/sluice/internal/testutil"
 	"github.com/stretchr/testify/require"
 )
 
@@ -135,42 +134,13 @@ func TestStoreCrash_Kill9(t *testing.T) {
 
 func killStoreChild(t *testing.T, dir string, seed uint64, d time.Duration) []ack {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestStoreCrashChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), storeCrashEnv+"="+dir, "SLUICE_STORE_CRASH_SEED="+strconv.FormatUint(seed, 10))
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	stdout, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	done := make(chan []ack, 1)
-	ready := make(chan struct{})
-	go func() {
-		var acks []ack
-		br := bufio.NewReader(stdout)
-		if line, err := br.ReadString('\n'); err == nil && line == "ready\n" {
-			close(ready)
+	var acks []ack
+	for _, line := range testutil.KillChild(t, "TestStoreCrashChild", []string{storeCrashEnv + "=" + dir,
+		"SLUICE_STORE_CRASH_SEED=" + strconv.FormatUint(seed, 10)}, d) {
+		var a ack
+		if _, err := fmt.Sscanf(line, "ack %s %d %d %d %s\n", &a.topic, &a.qid, &a.qo, &a.pos, &a.body); err == nil {
+			acks = append(acks, a)
 		}
-		for {
-			line, err := br.ReadString('\n')
-			if err != nil {
-				break
-			}
-			var a ack
-			if _, err := fmt.Sscanf(line, "ack %s %d %d %d %s\n", &a.topic, &a.qid, &a.qo, &a.pos, &a.body); err == nil {
-				acks = append(acks, a)
-			}
-		}
-		done <- acks
-	}()
-	select {
-	case <-ready: // the store is open: kill it while it puts
-	case <-time.After(60 * time.Second):
-		t.Fatal("child did not open the store")
 	}
-	time.Sleep(d)
-	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
-	acks := <-done
-	err = cmd.Wait()
-	require.Error(t, err, "child must be killed; stderr: %s", stderr.String())
 	return acks
 }

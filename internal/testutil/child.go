@@ -1,0 +1,67 @@
+package testutil
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// KillChild runs the test binary again as a child process running only the
+// test named name, with env added to the environment. The child must print
+// "ready" on a line of its own once it is set up. KillChild then lets it run
+// for d, kills it with SIGKILL (a crash), and returns the complete lines it
+// printed after "ready": a line cut by the kill is dropped.
+func KillChild(t testing.TB, name string, env []string, d time.Duration) []string {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+name+"$", "-test.count=1")
+	cmd.Env = append(os.Environ(), env...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ready := make(chan struct{})
+	done := make(chan []string, 1)
+	go func() {
+		var lines []string
+		br := bufio.NewReader(stdout)
+		if line, err := br.ReadString('\n'); err == nil && line == "ready\n" {
+			close(ready)
+		}
+		for {
+			line, err := br.ReadString('\n')
+			if err != nil {
+				break
+			}
+			lines = append(lines, line)
+		}
+		done <- lines
+	}()
+	select {
+	case <-ready:
+	case <-time.After(60 * time.Second):
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("child %s did not get ready; stderr: %s", name, stderr.String())
+	}
+	time.Sleep(d)
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	lines := <-done
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.Exited() {
+		t.Fatalf("child %s was not killed (it ended with %v); stderr: %s", name, err, stderr.String())
+	}
+	return lines
+}
