@@ -17,8 +17,7 @@ import (
 // change with the nameservers at once (spec 3.11).
 func (b *Broker) handleCreateTopic(_ context.Context, w remoting.ResponseWriter, req *remoting.Command) {
 	var h protocol.CreateTopicRequestHeader
-	if err := h.FromExt(req.ExtFields); err != nil {
-		reply(w, req, protocol.SystemError, "bad create-topic header: "+err.Error())
+	if !decodeHeader(w, req, &h, "bad create-topic header") {
 		return
 	}
 	if systemTopics[h.Topic] || h.Topic == topic.AutoCreateTemplate {
@@ -40,7 +39,7 @@ func (b *Broker) handleCreateTopic(_ context.Context, w remoting.ResponseWriter,
 		return
 	}
 	if changed {
-		b.registerSoon()
+		b.registerNow()
 	}
 	reply(w, req, protocol.Success, "")
 }
@@ -48,8 +47,7 @@ func (b *Broker) handleCreateTopic(_ context.Context, w remoting.ResponseWriter,
 // handleDeleteTopic serves DELETE_TOPIC_IN_BROKER (215).
 func (b *Broker) handleDeleteTopic(ctx context.Context, w remoting.ResponseWriter, req *remoting.Command) {
 	var h protocol.DeleteTopicRequestHeader
-	if err := h.FromExt(req.ExtFields); err != nil {
-		reply(w, req, protocol.SystemError, "bad delete-topic header: "+err.Error())
+	if !decodeHeader(w, req, &h, "bad delete-topic header") {
 		return
 	}
 	if systemTopics[h.Topic] {
@@ -77,8 +75,7 @@ func (b *Broker) handleAllTopics(_ context.Context, w remoting.ResponseWriter, r
 // commitlog offset.
 func (b *Broker) handleViewMessage(_ context.Context, w remoting.ResponseWriter, req *remoting.Command) {
 	var h protocol.ViewMessageByIDRequestHeader
-	if err := h.FromExt(req.ExtFields); err != nil {
-		reply(w, req, protocol.SystemError, "bad header: "+err.Error())
+	if !decodeHeader(w, req, &h, "bad header") {
 		return
 	}
 	rec, err := b.store.ReadMessage(h.Offset)
@@ -94,8 +91,7 @@ func (b *Broker) handleViewMessage(_ context.Context, w remoting.ResponseWriter,
 // handleQueryMessage serves QUERY_MESSAGE (12): records by key or UNIQ_KEY.
 func (b *Broker) handleQueryMessage(_ context.Context, w remoting.ResponseWriter, req *remoting.Command) {
 	var h protocol.QueryMessageRequestHeader
-	if err := h.FromExt(req.ExtFields); err != nil {
-		reply(w, req, protocol.SystemError, "bad header: "+err.Error())
+	if !decodeHeader(w, req, &h, "bad header") {
 		return
 	}
 	end := h.EndTimestamp
@@ -149,8 +145,7 @@ func (b *Broker) handleRuntimeInfo(_ context.Context, w remoting.ResponseWriter,
 // handleTopicStats serves GET_TOPIC_STATS_INFO (202).
 func (b *Broker) handleTopicStats(_ context.Context, w remoting.ResponseWriter, req *remoting.Command) {
 	var h protocol.TopicRequestHeader
-	if err := h.FromExt(req.ExtFields); err != nil {
-		reply(w, req, protocol.SystemError, "bad header: "+err.Error())
+	if !decodeHeader(w, req, &h, "bad header") {
 		return
 	}
 	cfg, ok := b.topics.Get(h.Topic)
@@ -175,8 +170,7 @@ func (b *Broker) handleTopicStats(_ context.Context, w remoting.ResponseWriter, 
 // it has not consumed.
 func (b *Broker) handleConsumeStats(_ context.Context, w remoting.ResponseWriter, req *remoting.Command) {
 	var h protocol.GetConsumeStatsRequestHeader
-	if err := h.FromExt(req.ExtFields); err != nil {
-		reply(w, req, protocol.SystemError, "bad header: "+err.Error())
+	if !decodeHeader(w, req, &h, "bad header") {
 		return
 	}
 	topics := map[string]bool{}

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicemq/sluice/broker/group"
@@ -56,7 +57,10 @@ type Broker struct {
 	sched     *scheduler
 	tx        *transactions
 	sendSem   chan struct{} // bounds sends waiting for the store
-	regCh     chan struct{} // cap 1: register with the nameservers now
+	regMu     sync.Mutex    // serialises nameserver (un)registrations
+	// started is set once Start has set nsc and addr, which registering
+	// needs; requests can arrive before that.
+	started atomic.Bool
 
 	addr      string         // advertised ip:port
 	storeHost netip.AddrPort // in every stored record
@@ -94,7 +98,7 @@ func New(cfg conf.Broker, opts Options) (*Broker, error) {
 		opts.TransactionTimeout = 6 * time.Second
 	}
 	b := &Broker{cfg: cfg, opts: opts, logger: opts.Logger, groups: group.New(),
-		conns: map[uint64]*remoting.Conn{}, quit: make(chan struct{}), regCh: make(chan struct{}, 1),
+		conns: map[uint64]*remoting.Conn{}, quit: make(chan struct{}),
 		sendSem: make(chan struct{}, max(cfg.Store.SendQueueSize, 1))}
 	b.metrics = newMetrics()
 	so := opts.Store
@@ -160,6 +164,7 @@ func (b *Broker) Start() error {
 	b.nsc = remoting.NewClient(remoting.ClientOptions{SerializeType: remoting.SerializeJSON, Logger: b.logger})
 	b.sched = newScheduler(b)
 	b.tx = newTransactions(b)
+	b.started.Store(true)
 	b.wg.Add(4)
 	go b.registerLoop()
 	go b.housekeepingLoop()

@@ -61,14 +61,24 @@ func (b *Broker) handleHeartbeat(_ context.Context, w remoting.ResponseWriter, r
 			b.groups.RegisterProducer(pd.GroupName, hb.ClientID, connID, now)
 		}
 	}
+	// A client that shuts down right after a heartbeat (the Go client
+	// heartbeats on every rebalance) can close the connection before the
+	// heartbeat is handled. If the connection is already gone, its cleanup
+	// ran before the registration above, which would then linger as a live
+	// member until expiry and get queues assigned: undo it. (Cleanup that
+	// runs later drops it itself.)
+	if connID != 0 && b.conn(connID) == nil {
+		for _, g := range b.groups.DropConn(connID) {
+			go b.notifyConsumerIDsChanged(g)
+		}
+	}
 	reply(w, req, protocol.Success, "")
 }
 
 // handleUnregisterClient serves UNREGISTER_CLIENT (35).
 func (b *Broker) handleUnregisterClient(_ context.Context, w remoting.ResponseWriter, req *remoting.Command) {
 	var h protocol.UnregisterClientRequestHeader
-	if err := h.FromExt(req.ExtFields); err != nil {
-		reply(w, req, protocol.SystemError, "bad unregister header: "+err.Error())
+	if !decodeHeader(w, req, &h, "bad unregister header") {
 		return
 	}
 	if h.ConsumerGroup != "" && b.groups.Unregister(h.ConsumerGroup, h.ClientID) {
@@ -80,8 +90,7 @@ func (b *Broker) handleUnregisterClient(_ context.Context, w remoting.ResponseWr
 // handleConsumerList serves GET_CONSUMER_LIST_BY_GROUP (38).
 func (b *Broker) handleConsumerList(_ context.Context, w remoting.ResponseWriter, req *remoting.Command) {
 	var h protocol.GetConsumerListByGroupRequestHeader
-	if err := h.FromExt(req.ExtFields); err != nil {
-		reply(w, req, protocol.SystemError, "bad header: "+err.Error())
+	if !decodeHeader(w, req, &h, "bad header") {
 		return
 	}
 	ids := b.groups.ConsumerIDs(h.ConsumerGroup)
@@ -115,8 +124,7 @@ func replyExt(w remoting.ResponseWriter, req *remoting.Command, h interface{ ToE
 // 0 for a queue that still starts at 0, else QUERY_NOT_FOUND (spec 3.6).
 func (b *Broker) handleQueryOffset(_ context.Context, w remoting.ResponseWriter, req *remoting.Command) {
 	var h protocol.QueryConsumerOffsetRequestHeader
-	if err := h.FromExt(req.ExtFields); err != nil {
-		reply(w, req, protocol.SystemError, "bad header: "+err.Error())
+	if !decodeHeader(w, req, &h, "bad header") {
 		return
 	}
 	off, ok := b.offsets.Query(h.ConsumerGroup, h.Topic, h.QueueID)
@@ -133,8 +141,7 @@ func (b *Broker) handleQueryOffset(_ context.Context, w remoting.ResponseWriter,
 // handleUpdateOffset serves UPDATE_CONSUMER_OFFSET (15).
 func (b *Broker) handleUpdateOffset(_ context.Context, w remoting.ResponseWriter, req *remoting.Command) {
 	var h protocol.UpdateConsumerOffsetRequestHeader
-	if err := h.FromExt(req.ExtFields); err != nil {
-		reply(w, req, protocol.SystemError, "bad header: "+err.Error())
+	if !decodeHeader(w, req, &h, "bad header") {
 		return
 	}
 	if h.CommitOffset < 0 {
@@ -149,8 +156,7 @@ func (b *Broker) handleUpdateOffset(_ context.Context, w remoting.ResponseWriter
 // handleEarliestTime serve codes 30, 31, 29 and 32 (spec 3.7).
 func (b *Broker) handleMaxOffset(_ context.Context, w remoting.ResponseWriter, req *remoting.Command) {
 	var h protocol.GetMaxOffsetRequestHeader
-	if err := h.FromExt(req.ExtFields); err != nil {
-		reply(w, req, protocol.SystemError, "bad header: "+err.Error())
+	if !decodeHeader(w, req, &h, "bad header") {
 		return
 	}
 	replyExt(w, req, &protocol.GetMaxOffsetResponseHeader{Offset: b.store.MaxOffset(h.Topic, h.QueueID)})
@@ -158,8 +164,7 @@ func (b *Broker) handleMaxOffset(_ context.Context, w remoting.ResponseWriter, r
 
 func (b *Broker) handleMinOffset(_ context.Context, w remoting.ResponseWriter, req *remoting.Command) {
 	var h protocol.GetMinOffsetRequestHeader
-	if err := h.FromExt(req.ExtFields); err != nil {
-		reply(w, req, protocol.SystemError, "bad header: "+err.Error())
+	if !decodeHeader(w, req, &h, "bad header") {
 		return
 	}
 	replyExt(w, req, &protocol.GetMinOffsetResponseHeader{Offset: b.store.MinOffset(h.Topic, h.QueueID)})
@@ -167,8 +172,7 @@ func (b *Broker) handleMinOffset(_ context.Context, w remoting.ResponseWriter, r
 
 func (b *Broker) handleSearchOffset(_ context.Context, w remoting.ResponseWriter, req *remoting.Command) {
 	var h protocol.SearchOffsetByTimestampRequestHeader
-	if err := h.FromExt(req.ExtFields); err != nil {
-		reply(w, req, protocol.SystemError, "bad header: "+err.Error())
+	if !decodeHeader(w, req, &h, "bad header") {
 		return
 	}
 	off, err := b.store.OffsetByTime(h.Topic, h.QueueID, h.Timestamp)
@@ -181,8 +185,7 @@ func (b *Broker) handleSearchOffset(_ context.Context, w remoting.ResponseWriter
 
 func (b *Broker) handleEarliestTime(_ context.Context, w remoting.ResponseWriter, req *remoting.Command) {
 	var h protocol.GetEarliestMsgStoretimeRequestHeader
-	if err := h.FromExt(req.ExtFields); err != nil {
-		reply(w, req, protocol.SystemError, "bad header: "+err.Error())
+	if !decodeHeader(w, req, &h, "bad header") {
 		return
 	}
 	ts, err := b.store.EarliestStoreTime(h.Topic, h.QueueID)
@@ -232,8 +235,7 @@ func toQueues(mqs []protocol.MessageQueue) []group.Queue {
 // maximum reconsume count (spec 3.8).
 func (b *Broker) handleSendBack(ctx context.Context, w remoting.ResponseWriter, req *remoting.Command) {
 	var h protocol.ConsumerSendMsgBackRequestHeader
-	if err := h.FromExt(req.ExtFields); err != nil {
-		reply(w, req, protocol.SystemError, "bad send-back header: "+err.Error())
+	if !decodeHeader(w, req, &h, "bad send-back header") {
 		return
 	}
 	retryTopic := topic.RetryPrefix + h.Group
@@ -304,8 +306,7 @@ func (b *Broker) handleSendBack(ctx context.Context, w remoting.ResponseWriter, 
 // message under its real topic and queue; a rollback drops it (spec 3.9).
 func (b *Broker) handleEndTransaction(ctx context.Context, w remoting.ResponseWriter, req *remoting.Command) {
 	var h protocol.EndTransactionRequestHeader
-	if err := h.FromExt(req.ExtFields); err != nil {
-		reply(w, req, protocol.SystemError, "bad end-transaction header: "+err.Error())
+	if !decodeHeader(w, req, &h, "bad end-transaction header") {
 		return
 	}
 	if h.CommitOrRollback != message.TxCommit && h.CommitOrRollback != message.TxRollback {

@@ -27,8 +27,7 @@ const maxPullMsgs = 32
 // when a message arrives in its queue or its suspend time runs out.
 func (b *Broker) handlePull(_ context.Context, w remoting.ResponseWriter, req *remoting.Command) {
 	var h protocol.PullMessageRequestHeader
-	if err := h.FromExt(req.ExtFields); err != nil {
-		reply(w, req, protocol.SystemError, "bad pull header: "+err.Error())
+	if !decodeHeader(w, req, &h, "bad pull header") {
 		return
 	}
 	b.pull(w, req, &h, true)

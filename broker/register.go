@@ -22,8 +22,9 @@ func (b *Broker) namesrvAddrs() []string {
 	return out
 }
 
-// registerLoop registers with every nameserver at start, every
-// register_interval, and whenever a topic is created.
+// registerLoop registers with every nameserver at start and every
+// register_interval; requests that create a topic register at once
+// (registerNow).
 func (b *Broker) registerLoop() {
 	defer b.wg.Done()
 	b.registerAll()
@@ -34,18 +35,26 @@ func (b *Broker) registerLoop() {
 		case <-b.quit:
 			return
 		case <-t.C:
-		case <-b.regCh:
 		}
 		b.registerAll()
 	}
 }
 
 // registerAll sends REGISTER_BROKER with the whole topic table to every
-// nameserver (spec 5.2).
+// nameserver (spec 5.2). Registrations are serialised, so an older table
+// never lands after a newer one, and none starts once the broker is
+// closing (it would follow the unregistration).
 func (b *Broker) registerAll() {
 	addrs := b.namesrvAddrs()
 	if len(addrs) == 0 {
 		return
+	}
+	b.regMu.Lock()
+	defer b.regMu.Unlock()
+	select {
+	case <-b.quit:
+		return
+	default:
 	}
 	cfgs, version := b.topics.All()
 	table := make(map[string]protocol.TopicConfig, len(cfgs))
@@ -85,6 +94,8 @@ func (b *Broker) registerAll() {
 
 // unregisterAll tells every nameserver the broker is leaving (best effort).
 func (b *Broker) unregisterAll(ctx context.Context) {
+	b.regMu.Lock()
+	defer b.regMu.Unlock()
 	h := protocol.UnregisterBrokerRequestHeader{BrokerName: b.cfg.BrokerName, BrokerAddr: b.addr,
 		ClusterName: b.cfg.ClusterName, BrokerID: b.cfg.BrokerID}
 	for _, a := range b.namesrvAddrs() {

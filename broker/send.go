@@ -262,3 +262,13 @@ func (b *Broker) sendBatch(ctx context.Context, w remoting.ResponseWriter, req *
 	}
 	b.answerPut(w, req, res, h.QueueID, strings.Join(ids, ","))
 }
+
+// decodeHeader reads a request's typed ext header; a bad one is answered
+// SYSTEM_ERROR with a remark naming the field (what says which header).
+func decodeHeader(w remoting.ResponseWriter, req *remoting.Command, h protocol.ExtHeader, what string) bool {
+	if err := h.FromExt(req.ExtFields); err != nil {
+		reply(w, req, protocol.SystemError, what+": "+err.Error())
+		return false
+	}
+	return true
+}

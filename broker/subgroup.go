@@ -39,8 +39,7 @@ func (b *Broker) handleAllSubGroups(_ context.Context, w remoting.ResponseWriter
 // the group's consumer offsets go.
 func (b *Broker) handleDeleteSubGroup(_ context.Context, w remoting.ResponseWriter, req *remoting.Command) {
 	var h protocol.DeleteSubscriptionGroupRequestHeader
-	if err := h.FromExt(req.ExtFields); err != nil {
-		reply(w, req, protocol.SystemError, "bad header: "+err.Error())
+	if !decodeHeader(w, req, &h, "bad header") {
 		return
 	}
 	found, err := b.groupCfgs.Delete(h.GroupName)
@@ -60,8 +59,7 @@ func (b *Broker) handleDeleteSubGroup(_ context.Context, w remoting.ResponseWrit
 // group's live clients with their subscriptions.
 func (b *Broker) handleConsumerConnections(_ context.Context, w remoting.ResponseWriter, req *remoting.Command) {
 	var h protocol.GetConsumerListByGroupRequestHeader
-	if err := h.FromExt(req.ExtFields); err != nil {
-		reply(w, req, protocol.SystemError, "bad header: "+err.Error())
+	if !decodeHeader(w, req, &h, "bad header") {
 		return
 	}
 	members := b.groups.Consumers(h.ConsumerGroup)

@@ -96,7 +96,7 @@ func (b *Broker) topicForSend(name, defaultTopic string, defaultQueues int32) (t
 	}
 	if created {
 		b.logger.Info("broker: topic auto-created", "topic", name, "queues", queues)
-		b.registerSoon()
+		b.registerNow()
 	}
 	return c, protocol.Success, ""
 }
@@ -107,16 +107,20 @@ func (b *Broker) ensureTopic(name string, n int32) (topic.Config, error) {
 	c, created, err := b.topics.PutIfAbsent(topic.Config{TopicName: name, ReadQueueNums: n, WriteQueueNums: n,
 		Perm: protocol.PermRead | protocol.PermWrite})
 	if err == nil && created {
-		b.registerSoon()
+		b.registerNow()
 	}
 	return c, err
 }
 
-// registerSoon registers with the nameservers now, in the background.
-func (b *Broker) registerSoon() {
-	select {
-	case b.regCh <- struct{}{}:
-	default:
+// registerNow registers with the nameservers and returns once they have
+// answered. Callers are requests that created a topic: like Java, the
+// broker registers before it replies, so a client that asks for the route
+// right after the reply finds it (a Go consumer's Start fails without a
+// route, spec 9 item 3). Until Start is done the register loop's first
+// registration covers the topic.
+func (b *Broker) registerNow() {
+	if b.started.Load() {
+		b.registerAll()
 	}
 }
 

@@ -111,7 +111,9 @@ type DeleteSubscriptionGroupRequestHeader struct {
 }
 
 // ToExt implements ExtHeader.
-func (h *DeleteSubscriptionGroupRequestHeader) ToExt(ext map[string]string) { ext["groupName"] = h.GroupName }
+func (h *DeleteSubscriptionGroupRequestHeader) ToExt(ext map[string]string) {
+	ext["groupName"] = h.GroupName
+}
 
 // FromExt implements ExtHeader.
 func (h *DeleteSubscriptionGroupRequestHeader) FromExt(ext map[string]string) error {

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/cloudwego/netpoll"
@@ -227,10 +228,22 @@ func (c *Conn) write(cmd *Command) error {
 	if err == nil {
 		err = w.Flush()
 	}
+	gone := err != nil && peerGone(err)
+	if gone {
+		c.wclosed = true
+	}
 	c.wmu.Unlock()
 	if err != nil {
 		// NB: buf is not returned to the pool: netpoll may still hold it.
 		cause := fmt.Errorf("%w: write to %s: %v", ErrConnClosed, addrString(c.remote), err)
+		if gone {
+			// The peer closed the connection, perhaps right after its last
+			// requests (a Go client commits its offsets and closes). Stop
+			// writing but leave closing to the reader: it still handles
+			// the requests that arrived, and netpoll closes the connection
+			// once the input is drained.
+			return cause
+		}
 		c.closeWith(cause)
 		return c.err()
 	}
@@ -239,6 +252,13 @@ func (c *Conn) write(cmd *Command) error {
 		framePrefixPool.Put(bp)
 	}
 	return nil
+}
+
+// peerGone reports whether a write failed because the peer has left:
+// netpoll already saw the connection close, or the peer closed or reset it.
+// (A write timeout on a live peer is not that.)
+func peerGone(err error) bool {
+	return errors.Is(err, netpoll.ErrConnClosed) || errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET)
 }
 
 // onRequest is the netpoll OnRequest callback: it reads exactly one frame,

@@ -1,0 +1,271 @@
+package compat
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/apache/rocketmq-client-go/v2/admin"
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+	"github.com/apache/rocketmq-client-go/v2/rlog"
+)
+
+// offsetDirEnv is where the client keeps broadcasting offsets (spec 8.1).
+// The client reads it once, when its consumer package initialises, so
+// TestMain sets it by running the test binary again as a child.
+const offsetDirEnv = "rocketmq.client.localOffsetStoreDir"
+
+// The processes under test, started once for the package by TestMain.
+var (
+	nameserverAddr string
+	brokerAddr     string
+	// nameservers is what applications pass to WithNameServer.
+	nameservers primitive.NamesrvAddr
+	// topicAdmin creates the tests' topics. It is the only user of the
+	// client's default instance: Admin.Close shuts that shared client
+	// down, so everything else runs under its own instance name.
+	topicAdmin admin.Admin
+)
+
+const brokerName = "broker-compat"
+
+func TestMain(m *testing.M) { os.Exit(testMain(m)) }
+
+func testMain(m *testing.M) int {
+	if os.Getenv(offsetDirEnv) == "" {
+		return rerunWithOffsetDir()
+	}
+	rlog.SetLogLevel(os.Getenv("DBG_LEVEL"))
+
+	work, err := os.MkdirTemp("", "sluice-compat-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "compat:", err)
+		return 1
+	}
+	defer os.RemoveAll(work)
+	ns, br, err := startServers(work)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "compat:", err)
+		stopAll(ns, br)
+		return 1
+	}
+	nameserverAddr, brokerAddr = ns.addr, br.addr
+	nameservers = primitive.NamesrvAddr{nameserverAddr}
+	topicAdmin, err = admin.NewAdmin(admin.WithResolver(primitive.NewPassthroughResolver(nameservers)))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "compat: admin:", err)
+		stopAll(ns, br)
+		return 1
+	}
+
+	code := m.Run()
+
+	_ = topicAdmin.Close()
+	if err := stopAll(ns, br); err != nil {
+		fmt.Fprintln(os.Stderr, "compat:", err)
+		code = 1
+	}
+	if code != 0 {
+		ns.dumpLog(os.Stderr)
+		br.dumpLog(os.Stderr)
+	}
+	return code
+}
+
+// rerunWithOffsetDir runs this test binary again with offsetDirEnv set to
+// a temporary directory and returns its exit status.
+func rerunWithOffsetDir() int {
+	dir, err := os.MkdirTemp("", "sluice-compat-offsets-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "compat:", err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	cmd := exec.Command(os.Args[0], os.Args[1:]...)
+	cmd.Env = append(os.Environ(), offsetDirEnv+"="+dir)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	setParentDeathSignal(cmd)
+	err = cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &exit) && exit.ExitCode() > 0:
+		return exit.ExitCode()
+	default:
+		fmt.Fprintln(os.Stderr, "compat: running the tests with", offsetDirEnv, "set:", err)
+		return 1
+	}
+}
+
+// startServers builds mqnamesrv and mqbroker from the parent module and
+// starts them on free loopback ports, the broker registering with the
+// nameserver and storing under work/store.
+func startServers(work string) (ns, br *process, err error) {
+	bin := filepath.Join(work, "bin") + string(filepath.Separator)
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		return nil, nil, err
+	}
+	build := exec.Command("go", "build", "-o", bin,
+		"github.com/sluicemq/sluice/cmd/mqnamesrv", "github.com/sluicemq/sluice/cmd/mqbroker")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		return nil, nil, fmt.Errorf("building the servers in %s: %v\n%s", root, err, out)
+	}
+
+	ns, err = start("mqnamesrv", filepath.Join(bin, "mqnamesrv"), filepath.Join(work, "mqnamesrv.log"),
+		regexp.MustCompile(`msg="mqnamesrv: listening" addr=(\S+)`), nil,
+		"--listen", "127.0.0.1:0")
+	if err != nil {
+		return nil, nil, err
+	}
+	br, err = start("mqbroker", filepath.Join(bin, "mqbroker"), filepath.Join(work, "mqbroker.log"),
+		regexp.MustCompile(`serving on (\S+) \(nameserver`),
+		// A small segment keeps the preallocated store file small.
+		[]string{"SLUICE_STORE_SEGMENT_SIZE=67108864"},
+		"-n", ns.addr, "--listen", "127.0.0.1:0", "--store-dir", filepath.Join(work, "store"),
+		"--flush", "async", "--broker-name", brokerName, "--cluster", "DefaultCluster")
+	return ns, br, err
+}
+
+// process is a server started by the tests.
+type process struct {
+	name    string
+	addr    string
+	cmd     *exec.Cmd
+	logPath string
+	exited  chan struct{} // closed once the process has been waited for
+	waitErr error
+}
+
+// start runs bin with args, its stdout and stderr going to logPath, and
+// returns once a line of its output matches addrRE (the address is the
+// first submatch).
+func start(name, bin, logPath string, addrRE *regexp.Regexp, extraEnv []string, args ...string) (*process, error) {
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		logFile.Close()
+		return nil, err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(serverEnv(), extraEnv...)
+	cmd.Stdout, cmd.Stderr = pw, pw
+	setParentDeathSignal(cmd)
+	if err := cmd.Start(); err != nil {
+		pr.Close()
+		pw.Close()
+		logFile.Close()
+		return nil, fmt.Errorf("starting %s: %w", name, err)
+	}
+	pw.Close()
+	p := &process{name: name, cmd: cmd, logPath: logPath, exited: make(chan struct{})}
+	addrC := make(chan string, 1)
+	go func() {
+		defer logFile.Close()
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			fmt.Fprintln(logFile, sc.Text())
+			if m := addrRE.FindStringSubmatch(sc.Text()); m != nil {
+				select {
+				case addrC <- m[1]:
+				default:
+				}
+			}
+		}
+		_, _ = io.Copy(logFile, pr)
+		pr.Close()
+	}()
+	go func() {
+		p.waitErr = cmd.Wait()
+		close(p.exited)
+	}()
+	select {
+	case p.addr = <-addrC:
+		return p, nil
+	case <-p.exited:
+		return p, fmt.Errorf("%s exited before serving: %v (log %s)", name, p.waitErr, logPath)
+	case <-time.After(30 * time.Second):
+		return p, fmt.Errorf("%s did not print its address within 30s (log %s)", name, logPath)
+	}
+}
+
+// serverEnv is this process's environment without the settings that would
+// change how the servers under test are configured.
+func serverEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "SLUICE_") || strings.HasPrefix(kv, "NAMESRV_ADDR=") {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return env
+}
+
+// stop asks the process to shut down with SIGTERM and reports an unclean
+// exit; after 20 s it kills it.
+func (p *process) stop() error {
+	if p == nil {
+		return nil
+	}
+	select {
+	case <-p.exited:
+		return fmt.Errorf("%s exited early: %v", p.name, p.waitErr)
+	default:
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+		if p.waitErr != nil {
+			return fmt.Errorf("%s: unclean shutdown: %v", p.name, p.waitErr)
+		}
+		return nil
+	case <-time.After(20 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+		return fmt.Errorf("%s did not stop within 20s of SIGTERM", p.name)
+	}
+}
+
+// stopAll stops the broker before the nameserver.
+func stopAll(ns, br *process) error {
+	return errors.Join(br.stop(), ns.stop())
+}
+
+// dumpLog writes the last lines of the process's log, for failures.
+func (p *process) dumpLog(w io.Writer) {
+	if p == nil {
+		return
+	}
+	data, err := os.ReadFile(p.logPath)
+	if err != nil {
+		return
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(lines) > 200 {
+		lines = lines[len(lines)-200:]
+	}
+	fmt.Fprintf(w, "---- %s log (last %d lines) ----\n%s\n", p.name, len(lines), strings.Join(lines, "\n"))
+}
+
+// waitContext is a safety bound for one client call or wait.
+func waitContext(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
