@@ -165,6 +165,10 @@ func (b *Broker) Start() error {
 	b.sched = newScheduler(b)
 	b.tx = newTransactions(b)
 	b.started.Store(true)
+	// Register before Start returns (and mqbroker announces it serves), as
+	// Java does: a client started right after finds the broker's routes,
+	// TBW102 included for auto-create.
+	b.registerAll()
 	b.wg.Add(4)
 	go b.registerLoop()
 	go b.housekeepingLoop()

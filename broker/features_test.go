@@ -17,6 +17,7 @@ import (
 	"github.com/sluicemq/sluice/internal/message"
 	"github.com/sluicemq/sluice/internal/protocol"
 	"github.com/sluicemq/sluice/internal/remoting"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -194,6 +195,8 @@ func TestBroker_Busy(t *testing.T) {
 	b := startBroker(t, cfg, opts)
 	c := newClient(t, remoting.SerializeJSON)
 	mustSend(t, c, b.Addr(), "t", 0, "warm", nil)
+	// NB: a handler releases its slot just after writing its reply.
+	require.Eventually(t, func() bool { return len(b.sendSem) == 0 }, 10*time.Second, time.Millisecond)
 	mu.Lock()
 	open = make(chan struct{})
 	gate := open
@@ -207,14 +210,23 @@ func TestBroker_Busy(t *testing.T) {
 			h := &protocol.SendMessageRequestHeader{ProducerGroup: "pg", Topic: "t", QueueID: 0, BornTimestamp: 1}
 			resp, err := c.Invoke(context.Background(), b.Addr(), remoting.NewRequest(protocol.SendMessage, protocol.Ext(h), []byte("held")))
 			if err != nil {
+				t.Logf("held send: %v", err)
 				codes <- -1
 				return
+			}
+			if resp.Code != 0 {
+				t.Logf("held send: %d %s", resp.Code, resp.Remark)
 			}
 			codes <- resp.Code
 		}()
 	}
-	require.Eventually(t, func() bool { return len(b.sendSem) == 2 }, 5*time.Second, time.Millisecond,
-		"two sends wait for the store (%d)", len(b.sendSem))
+	if !assert.Eventually(t, func() bool { return len(b.sendSem) == 2 }, 10*time.Second, time.Millisecond) {
+		var got []int16
+		for len(codes) > 0 {
+			got = append(got, <-codes)
+		}
+		t.Fatalf("two sends should wait for the store: %d waiting, answered so far: %v", len(b.sendSem), got)
+	}
 	resp := send(t, c, b.Addr(), "t", 0, "third", nil)
 	require.Equal(t, protocol.SystemBusy, int(resp.Code))
 	require.Contains(t, resp.Remark, "send_queue_size")

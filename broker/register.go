@@ -22,12 +22,11 @@ func (b *Broker) namesrvAddrs() []string {
 	return out
 }
 
-// registerLoop registers with every nameserver at start and every
-// register_interval; requests that create a topic register at once
-// (registerNow).
+// registerLoop registers with every nameserver every register_interval
+// (Start registers first; requests that create a topic register at once,
+// registerNow).
 func (b *Broker) registerLoop() {
 	defer b.wg.Done()
-	b.registerAll()
 	t := time.NewTicker(b.cfg.RegisterInterval)
 	defer t.Stop()
 	for {

@@ -43,7 +43,8 @@ type Hold struct {
 	byTime deadlines
 	closed bool
 
-	count atomic.Int64 // parked requests, for metrics
+	count atomic.Int64   // parked requests, for metrics
+	wakes sync.WaitGroup // Wake calls running
 	kick  chan struct{}
 	quit  chan struct{}
 	done  chan struct{}
@@ -122,7 +123,11 @@ func (h *Hold) Notify(topic string, queueID int32, next int64) {
 func (h *Hold) wake(r *Request, expired bool) {
 	if r.woken.CompareAndSwap(false, true) {
 		h.count.Add(-1)
-		go r.Wake(expired)
+		h.wakes.Add(1)
+		go func() {
+			defer h.wakes.Done()
+			r.Wake(expired)
+		}()
 	}
 }
 
@@ -179,8 +184,9 @@ func (h *Hold) removeLocked(r *Request) {
 	}
 }
 
-// Close stops the expiry loop and wakes every parked request as expired, so
-// each pull gets its answer. Later Parks are woken at once.
+// Close stops the expiry loop, wakes every parked request as expired and
+// waits until their Wake calls returned, so each pull has its answer before
+// the connections close. Later Parks are woken at once.
 func (h *Hold) Close() {
 	h.mu.Lock()
 	if h.closed {
@@ -200,6 +206,7 @@ func (h *Hold) Close() {
 	for _, r := range all {
 		h.wake(r, true)
 	}
+	h.wakes.Wait()
 }
 
 // deadlines is a min-heap of requests by deadline.

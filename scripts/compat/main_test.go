@@ -45,7 +45,7 @@ func testMain(m *testing.M) int {
 	if os.Getenv(offsetDirEnv) == "" {
 		return rerunWithOffsetDir()
 	}
-	rlog.SetLogLevel(os.Getenv("DBG_LEVEL"))
+	rlog.SetLogLevel("error")
 
 	work, err := os.MkdirTemp("", "sluice-compat-")
 	if err != nil {

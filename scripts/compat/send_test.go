@@ -49,7 +49,7 @@ func TestSendModes(t *testing.T) {
 				offsetMsgID: res.OffsetMsgID, queueID: res.MessageQueue.QueueId, queueOffset: res.QueueOffset}
 		}, m))
 	}
-	wg.Wait()
+	waitGroup(t, &wg, "SendAsync callbacks")
 	require.Len(t, want, 10)
 
 	oneway := map[string]bool{}
@@ -125,6 +125,18 @@ func TestCompressedBody(t *testing.T) {
 	requireExactlyOnce(t, got, want)
 	for _, d := range got {
 		require.NotZero(t, d.msg.SysFlag&primitive.FlagCompressed, "%s was stored compressed", d.msg.GetProperty(idProperty))
+	}
+}
+
+// waitGroup waits for wg, failing the test after patience.
+func waitGroup(t *testing.T, wg *sync.WaitGroup, what string) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(patience):
+		t.Fatalf("waiting for %s: gave up after %v", what, patience)
 	}
 }
 
