@@ -23,11 +23,11 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 
 	"github.com/sluicemq/sluice/broker"
 	"github.com/sluicemq/sluice/conf"
+	"github.com/sluicemq/sluice/internal/cli"
 	"github.com/sluicemq/sluice/nameserver"
 )
 
@@ -88,7 +88,7 @@ func run(args []string, stdout, stderr io.Writer, ready chan<- [2]string) int {
 	}
 	cfg, err := conf.LoadBroker(*configPath)
 	if err != nil {
-		fmt.Fprintf(stderr, "mqbroker: %s\n", oneLine(err))
+		fmt.Fprintf(stderr, "mqbroker: %s\n", cli.OneLine(err))
 		return exitError
 	}
 	// NB: NAMESRV_ADDR is RocketMQ's variable; like the SLUICE_ ones it
@@ -115,7 +115,7 @@ func run(args []string, stdout, stderr io.Writer, ready chan<- [2]string) int {
 		}
 	})
 	if err := cfg.Validate(); err != nil {
-		fmt.Fprintf(stderr, "mqbroker: bad setting: %s (see mqbroker -h)\n", oneLine(err))
+		fmt.Fprintf(stderr, "mqbroker: bad setting: %s (see mqbroker -h)\n", cli.OneLine(err))
 		return exitUsage
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
@@ -129,7 +129,7 @@ func run(args []string, stdout, stderr io.Writer, ready chan<- [2]string) int {
 			if ns != nil {
 				ns.Close()
 			}
-			fmt.Fprintf(stderr, "mqbroker: embedded nameserver: %s\n", oneLine(err))
+			fmt.Fprintf(stderr, "mqbroker: embedded nameserver: %s\n", cli.OneLine(err))
 			return exitError
 		}
 		cfg.NamesrvAddr = ns.Addr()
@@ -143,13 +143,13 @@ func run(args []string, stdout, stderr io.Writer, ready chan<- [2]string) int {
 	b, err := broker.New(cfg, broker.Options{Logger: logger})
 	if err != nil {
 		closeNS()
-		fmt.Fprintf(stderr, "mqbroker: %s\n", oneLine(err))
+		fmt.Fprintf(stderr, "mqbroker: %s\n", cli.OneLine(err))
 		return exitError
 	}
 	if err := b.Start(); err != nil {
 		b.Close()
 		closeNS()
-		fmt.Fprintf(stderr, "mqbroker: %s\n", oneLine(err))
+		fmt.Fprintf(stderr, "mqbroker: %s\n", cli.OneLine(err))
 		return exitError
 	}
 	fmt.Fprintf(stdout, "Sluice broker %s serving on %s (nameserver %s, store %s, flush %s)\n",
@@ -167,20 +167,9 @@ func run(args []string, stdout, stderr io.Writer, ready chan<- [2]string) int {
 	err = b.Close()
 	closeNS()
 	if err != nil {
-		fmt.Fprintf(stderr, "mqbroker: %s\n", oneLine(err))
+		fmt.Fprintf(stderr, "mqbroker: %s\n", cli.OneLine(err))
 		return exitError
 	}
 	logger.Info("mqbroker: stopped")
 	return exitOK
-}
-
-// oneLine joins the lines of a (possibly joined) error with "; ".
-func oneLine(err error) string {
-	var parts []string
-	for line := range strings.SplitSeq(err.Error(), "\n") {
-		if line = strings.TrimSpace(line); line != "" {
-			parts = append(parts, line)
-		}
-	}
-	return strings.Join(parts, "; ")
 }

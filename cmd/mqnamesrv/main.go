@@ -21,10 +21,10 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 
 	"github.com/sluicemq/sluice/conf"
+	"github.com/sluicemq/sluice/internal/cli"
 	"github.com/sluicemq/sluice/nameserver"
 )
 
@@ -82,7 +82,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 	cfg, err := conf.LoadNameserver(*configPath)
 	if err != nil {
-		fmt.Fprintf(stderr, "mqnamesrv: %s\n", oneLine(err))
+		fmt.Fprintf(stderr, "mqnamesrv: %s\n", cli.OneLine(err))
 		return exitError
 	}
 	fs.Visit(func(f *flag.Flag) {
@@ -96,19 +96,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 	// NB: LoadNameserver validated file and environment, so a failure now
 	// comes from a flag.
 	if err := cfg.Validate(); err != nil {
-		fmt.Fprintf(stderr, "mqnamesrv: bad flag value: %s (see mqnamesrv -h)\n", oneLine(err))
+		fmt.Fprintf(stderr, "mqnamesrv: bad flag value: %s (see mqnamesrv -h)\n", cli.OneLine(err))
 		return exitUsage
 	}
 
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
 	ns, err := nameserver.New(cfg, logger)
 	if err != nil {
-		fmt.Fprintf(stderr, "mqnamesrv: %s\n", oneLine(err))
+		fmt.Fprintf(stderr, "mqnamesrv: %s\n", cli.OneLine(err))
 		return exitError
 	}
 	if err := ns.Start(); err != nil {
 		_ = ns.Close()
-		fmt.Fprintf(stderr, "mqnamesrv: %s\n", oneLine(err))
+		fmt.Fprintf(stderr, "mqnamesrv: %s\n", cli.OneLine(err))
 		return exitError
 	}
 	logger.Info("mqnamesrv: listening", "addr", ns.Addr())
@@ -121,22 +121,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	stop()
 	logger.Info("mqnamesrv: shutting down")
 	if err := ns.Close(); err != nil {
-		fmt.Fprintf(stderr, "mqnamesrv: %s\n", oneLine(err))
+		fmt.Fprintf(stderr, "mqnamesrv: %s\n", cli.OneLine(err))
 		return exitError
 	}
 	logger.Info("mqnamesrv: stopped")
 	return exitOK
-}
-
-// oneLine joins the lines of a (possibly joined) error with "; ", so that
-// every failure is reported on one line.
-func oneLine(err error) string {
-	var parts []string
-	for line := range strings.SplitSeq(err.Error(), "\n") {
-		if line = strings.TrimSpace(line); line != "" {
-			parts = append(parts, line)
-		}
-	}
-	s := strings.Join(parts, "; ")
-	return strings.ReplaceAll(s, ":; ", ": ")
 }
