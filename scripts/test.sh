@@ -30,11 +30,20 @@ echo "== compat: official RocketMQ Go client against mqnamesrv + mqbroker"
 (cd scripts/compat && go vet ./... && go test -count=1 -timeout 10m ./...)
 
 echo "== fuzz smoke (${FUZZTIME:=5s} per target)"
+fuzzlog=$(mktemp)
+trap 'rm -f "$fuzzlog"' EXIT
 for pkg in $(go list ./...); do
 	dir=$(go list -f '{{.Dir}}' "$pkg")
 	for target in $(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$dir"/*_test.go 2>/dev/null | sed 's/^func //' | sort -u); do
 		echo "-- $pkg $target"
-		go test -run='^$' -fuzz="^${target}\$" -fuzztime="$FUZZTIME" "$pkg" >/dev/null
+		# NB: a failure is shown and the target run once more: a crasher is
+		# written to testdata/fuzz and fails the second run at once, while
+		# a fuzzing engine hiccup on a loaded machine does not repeat.
+		if ! go test -run='^$' -fuzz="^${target}\$" -fuzztime="$FUZZTIME" "$pkg" >"$fuzzlog" 2>&1; then
+			tail -40 "$fuzzlog"
+			echo "-- $target failed; running it once more"
+			go test -run='^$' -fuzz="^${target}\$" -fuzztime="$FUZZTIME" "$pkg" >"$fuzzlog" 2>&1 || { tail -40 "$fuzzlog"; exit 1; }
+		fi
 	done
 done
 echo "== all checks passed"
