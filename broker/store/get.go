@@ -147,6 +147,13 @@ scan:
 func (s *Store) minOffset(q *consumequeue.Queue) int64 {
 	lo, hi := q.Min(), q.Next()
 	logMin := int64(s.log.Min())
+	// NB: every pull asks; almost always the first entry is still in the
+	// log, so one entry read settles it before any binary search.
+	if lo < hi {
+		if e, err := q.Entry(lo); err == nil && e.Pos >= logMin {
+			return lo
+		}
+	}
 	for lo < hi {
 		mid := lo + (hi-lo)/2
 		e, err := q.Entry(mid)
