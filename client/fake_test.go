@@ -89,6 +89,36 @@ func TestProducer_Busy(t *testing.T) {
 	require.ErrorIs(t, err, &BrokerError{Code: CodeSystemBusy})
 }
 
+// TestProducer_BusyThenDeadlineMidAttempt: when the caller's deadline
+// expires during the attempt after a busy answer, the error still says the
+// broker was busy (the attempt's own timeout is no fault of the broker's).
+func TestProducer_BusyThenDeadlineMidAttempt(t *testing.T) {
+	var calls atomic.Int32
+	release := make(chan struct{})
+	addr := startFake(t, func(req *remoting.Command) *remoting.Command {
+		if req.Code != protocol.SendMessageV2 {
+			return remoting.NewResponse(req, protocol.Success, "")
+		}
+		if calls.Add(1) == 1 {
+			return remoting.NewResponse(req, protocol.SystemBusy, "too busy")
+		}
+		<-release
+		return fakeSendOK(req)
+	})
+	defer close(release)
+	p, err := NewProducer(WithNameServers(addr), WithLogger(quiet()), WithRetries(0),
+		WithBusyBackoff(time.Millisecond, 5*time.Millisecond))
+	require.NoError(t, err)
+	require.NoError(t, p.Start())
+	defer p.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	_, err = p.Send(ctx, &Message{Topic: "busy", Body: []byte("x")})
+	require.ErrorIs(t, err, ErrBusy)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Equal(t, int32(2), calls.Load())
+}
+
 // TestProducer_SendStatuses: FLUSH_DISK_TIMEOUT counts as sent; a
 // non-retryable answer is returned at once as a *BrokerError.
 func TestProducer_SendStatuses(t *testing.T) {

@@ -114,6 +114,15 @@ func (p *Producer) send(ctx context.Context, o *outgoing, oneway bool) (SendResu
 		if errors.Is(err, ErrClosed) || errors.Is(err, context.Canceled) {
 			return SendResult{}, err
 		}
+		if ctx.Err() != nil {
+			// NB: the caller's deadline cut this attempt short; that is
+			// no fault of the broker's. Report what the earlier attempts
+			// were answered (a busy broker) before the deadline.
+			if lastErr != nil {
+				return SendResult{}, fmt.Errorf("%w (gave up: %w)", lastErr, err)
+			}
+			return SendResult{}, err
+		}
 		lastErr, lastBroker = err, q.BrokerName
 		var be *BrokerError
 		switch {
