@@ -8,6 +8,9 @@ func (b *Broker) routes() {
 	s.Handle(protocol.SendMessage, b.handleSend)
 	s.Handle(protocol.SendMessageV2, b.handleSend)
 	s.Handle(protocol.SendBatchMessage, b.handleSend)
+	for _, code := range []int16{protocol.SendMessage, protocol.SendMessageV2, protocol.SendBatchMessage} {
+		s.HandleInline(code, b.trySendInline)
+	}
 	s.Handle(protocol.PullMessage, b.handlePull)
 	s.Handle(protocol.HeartBeat, b.handleHeartbeat)
 	s.Handle(protocol.UnregisterClient, b.handleUnregisterClient)

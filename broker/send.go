@@ -54,48 +54,74 @@ func peerAddr(w remoting.ResponseWriter) netip.AddrPort {
 // handleSend serves SEND_MESSAGE (10), SEND_MESSAGE_V2 (310) and
 // SEND_BATCH_MESSAGE (320), spec 3.1.
 func (b *Broker) handleSend(ctx context.Context, w remoting.ResponseWriter, req *remoting.Command) {
+	b.send(ctx, w, req, false)
+}
+
+// trySendInline serves a send on the connection's reader when nothing in
+// it can block: async flush, no send waiting for the store, an existing
+// topic, no retry or transactional redirect (they may create topics), and
+// the store's put lock free. Under load this answers many sends with one
+// write and no goroutine switch each; anything else goes to handleSend.
+func (b *Broker) trySendInline(ctx context.Context, w remoting.ResponseWriter, req *remoting.Command) bool {
+	if b.cfg.Store.SyncFlush() || len(b.sendSem) > 0 {
+		return false
+	}
+	return b.send(ctx, w, req, true)
+}
+
+// send serves SEND_MESSAGE, V2 and batch. Inline, it returns false without
+// answering where it would have to block (see trySendInline).
+func (b *Broker) send(ctx context.Context, w remoting.ResponseWriter, req *remoting.Command, inline bool) bool {
 	start := time.Now()
-	defer func() { b.metrics.send.Observe(time.Since(start).Seconds()) }()
 	h, err := decodeSendHeader(req)
 	if err != nil {
 		reply(w, req, protocol.SystemError, "bad send header: "+err.Error())
-		return
+		return true
+	}
+	if inline {
+		if _, ok := b.topics.Get(h.Topic); !ok || strings.HasPrefix(h.Topic, topic.RetryPrefix) ||
+			message.TxType(h.SysFlag) != message.TxNot {
+			return false
+		}
 	}
 	if systemTopics[h.Topic] {
 		reply(w, req, protocol.NoPermission, fmt.Sprintf("sending to the system topic %s is not allowed", h.Topic))
-		return
+		return true
 	}
 	cfg, code, remark := b.topicForSend(h.Topic, h.DefaultTopic, h.DefaultTopicQueueNums)
 	if code != protocol.Success {
 		reply(w, req, code, remark)
-		return
+		return true
 	}
 	if !cfg.Writable() {
 		reply(w, req, protocol.NoPermission, fmt.Sprintf("topic %s is not writable on broker %s (perm %d)", h.Topic, b.cfg.BrokerName, cfg.Perm))
-		return
+		return true
 	}
 	if h.QueueID < 0 {
 		h.QueueID = rand.Int32N(max(cfg.WriteQueueNums, 1))
 	} else if h.QueueID >= cfg.Queues() {
 		reply(w, req, protocol.SystemError, fmt.Sprintf("queueId %d out of range: topic %s has %d queues on broker %s",
 			h.QueueID, h.Topic, cfg.Queues(), b.cfg.BrokerName))
-		return
+		return true
 	}
-	// Flow control: at most send_queue_size sends wait for the store; the
-	// rest are told to back off (SYSTEM_BUSY is retried by clients).
-	select {
-	case b.sendSem <- struct{}{}:
-		defer func() { <-b.sendSem }()
-	default:
-		b.stats.busy.Add(1)
-		reply(w, req, protocol.SystemBusy, fmt.Sprintf(
-			"broker %s busy: %d sends already waiting for the store (send_queue_size); retry after a short backoff",
-			b.cfg.BrokerName, cap(b.sendSem)))
-		return
+	if !inline {
+		// Flow control: at most send_queue_size sends wait for the store;
+		// the rest are told to back off (SYSTEM_BUSY is retried by
+		// clients). An inline send waits for nothing.
+		select {
+		case b.sendSem <- struct{}{}:
+			defer func() { <-b.sendSem }()
+		default:
+			b.stats.busy.Add(1)
+			reply(w, req, protocol.SystemBusy, fmt.Sprintf(
+				"broker %s busy: %d sends already waiting for the store (send_queue_size); retry after a short backoff",
+				b.cfg.BrokerName, cap(b.sendSem)))
+			return true
+		}
 	}
+	defer func() { b.metrics.send.Observe(time.Since(start).Seconds()) }()
 	if req.Code == protocol.SendBatchMessage {
-		b.sendBatch(ctx, w, req, h)
-		return
+		return b.sendBatch(ctx, w, req, h, inline)
 	}
 	m := &message.Message{
 		Topic: h.Topic, QueueID: h.QueueID, Flag: h.Flag, SysFlag: h.SysFlag, BornTimestamp: h.BornTimestamp,
@@ -109,19 +135,26 @@ func (b *Broker) handleSend(ctx context.Context, w remoting.ResponseWriter, req 
 	}
 	if code, remark := b.redirect(m, h); code != protocol.Success {
 		reply(w, req, code, remark)
-		return
+		return true
 	}
 	if props, err := message.SetProperty(m.Properties, message.PropCluster, b.cfg.ClusterName); err == nil {
 		m.Properties = props
 	}
 	var res store.PutResult
-	if wait {
+	switch {
+	case inline:
+		var ok bool
+		if res, ok = b.store.TryPut(m); !ok {
+			return false
+		}
+	case wait:
 		res = b.store.Put(ctx, m)
-	} else {
+	default:
 		res = b.store.PutNoWait(m)
 	}
 	b.stats.recordPut(m.Topic, 1, len(m.Body))
 	b.answerPut(w, req, res, m.QueueID, message.OffsetMsgID(b.storeHost, res.Pos))
+	return true
 }
 
 // redirect applies the retry→DLQ, transaction-half and delay rules to a
@@ -219,18 +252,18 @@ func (b *Broker) answerPut(w remoting.ResponseWriter, req *remoting.Command, res
 
 // sendBatch stores a SEND_BATCH_MESSAGE as consecutive records (spec 3.1
 // step 8).
-func (b *Broker) sendBatch(ctx context.Context, w remoting.ResponseWriter, req *remoting.Command, h protocol.SendMessageRequestHeader) {
+func (b *Broker) sendBatch(ctx context.Context, w remoting.ResponseWriter, req *remoting.Command, h protocol.SendMessageRequestHeader, inline bool) bool {
 	if message.TxType(h.SysFlag) != message.TxNot {
 		reply(w, req, protocol.MessageIllegal, "batch messages cannot be transactional")
-		return
+		return true
 	}
 	if _, ok := message.PropertyValue(h.Properties, message.PropDelay); ok {
 		reply(w, req, protocol.MessageIllegal, "batch messages cannot be delayed (DELAY in the batch properties)")
-		return
+		return true
 	}
 	if strings.HasPrefix(h.Topic, topic.RetryPrefix) {
 		reply(w, req, protocol.MessageIllegal, "batch messages cannot be sent to a retry topic")
-		return
+		return true
 	}
 	cluster := string(message.AppendProperties(nil, map[string]string{message.PropCluster: b.cfg.ClusterName}))
 	var items []message.BatchItem
@@ -245,12 +278,20 @@ func (b *Broker) sendBatch(ctx context.Context, w remoting.ResponseWriter, req *
 	})
 	if err != nil {
 		reply(w, req, protocol.MessageIllegal, "bad batch body: "+err.Error())
-		return
+		return true
 	}
 	batch := &store.Batch{Template: message.Message{Topic: h.Topic, QueueID: h.QueueID, SysFlag: h.SysFlag,
 		BornTimestamp: h.BornTimestamp, BornHost: peerAddr(w), StoreHost: b.storeHost, ReconsumeTimes: h.ReconsumeTimes},
 		Items: items}
-	res := b.store.PutBatch(ctx, batch)
+	var res store.PutResult
+	if inline {
+		var ok bool
+		if res, ok = b.store.TryPutBatch(batch); !ok {
+			return false
+		}
+	} else {
+		res = b.store.PutBatch(ctx, batch)
+	}
 	bytes := 0
 	for _, it := range items {
 		bytes += len(it.Body)
@@ -261,6 +302,7 @@ func (b *Broker) sendBatch(ctx context.Context, w remoting.ResponseWriter, req *
 		ids[i] = message.OffsetMsgID(b.storeHost, p)
 	}
 	b.answerPut(w, req, res, h.QueueID, strings.Join(ids, ","))
+	return true
 }
 
 // decodeHeader reads a request's typed ext header; a bad one is answered

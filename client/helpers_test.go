@@ -22,13 +22,13 @@ func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)
 
 // cluster is an in-process nameserver with brokers registered to it.
 type cluster struct {
-	t       *testing.T
+	t       testing.TB
 	ns      *nameserver.Server
 	brokers []*broker.Broker
 	cfgs    []conf.Broker
 }
 
-func startNamesrv(t *testing.T) *nameserver.Server {
+func startNamesrv(t testing.TB) *nameserver.Server {
 	t.Helper()
 	cfg := conf.DefaultNameserver()
 	cfg.Listen = "127.0.0.1:0"
@@ -39,7 +39,7 @@ func startNamesrv(t *testing.T) *nameserver.Server {
 	return ns
 }
 
-func brokerConfig(t *testing.T, nsAddr, name, dir string) conf.Broker {
+func brokerConfig(t testing.TB, nsAddr, name, dir string) conf.Broker {
 	c := conf.DefaultBroker()
 	c.BrokerName = name
 	c.Listen = "127.0.0.1:0"
@@ -51,7 +51,7 @@ func brokerConfig(t *testing.T, nsAddr, name, dir string) conf.Broker {
 	return c
 }
 
-func startBrokerCfg(t *testing.T, c conf.Broker) *broker.Broker {
+func startBrokerCfg(t testing.TB, c conf.Broker) *broker.Broker {
 	t.Helper()
 	b, err := broker.New(c, broker.Options{Logger: quiet()})
 	require.NoError(t, err)
@@ -61,7 +61,7 @@ func startBrokerCfg(t *testing.T, c conf.Broker) *broker.Broker {
 }
 
 // newCluster starts a nameserver and n brokers (broker-a, broker-b, …).
-func newCluster(t *testing.T, n int) *cluster {
+func newCluster(t testing.TB, n int) *cluster {
 	t.Helper()
 	c := &cluster{t: t, ns: startNamesrv(t)}
 	for i := range n {
@@ -95,7 +95,7 @@ func (c *cluster) waitRoute(topic string, brokers int) {
 	}, 10*time.Second, 20*time.Millisecond, "route of %s", topic)
 }
 
-var adminOnce sync.Map // *testing.T → *Admin
+var adminOnce sync.Map // testing.TB → *Admin
 
 func (c *cluster) admin() *Admin {
 	if a, ok := adminOnce.Load(c.t); ok {
@@ -127,7 +127,7 @@ func (c *cluster) producer(extra ...Option) *Producer {
 	return p
 }
 
-func ctxT(t *testing.T, d time.Duration) context.Context {
+func ctxT(t testing.TB, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	return ctx

@@ -28,9 +28,10 @@ type Producer struct {
 	faults *faultTracker
 	sem    chan struct{} // SendAsync slots
 
-	mu    sync.RWMutex
-	state clientState    // guarded by mu
-	async sync.WaitGroup // SendAsync goroutines; Add under mu.RLock while started
+	mu      sync.RWMutex
+	state   clientState    // guarded by mu
+	async   sync.WaitGroup // SendAsync goroutines; Add under mu.RLock while started
+	workers *workers       // run the SendAsync calls
 }
 
 // NewProducer returns a producer configured by opts. WithNameServers is
@@ -54,7 +55,7 @@ func NewProducer(opts ...Option) (*Producer, error) {
 		sel = RoundRobinSelector()
 	}
 	return &Producer{cfg: cfg, core: newCore(cfg), sel: sel, faults: newFaultTracker(cfg.faultIsolation),
-		sem: make(chan struct{}, cfg.asyncInflight)}, nil
+		sem: make(chan struct{}, cfg.asyncInflight), workers: newWorkers()}, nil
 }
 
 // ClientID returns the id the producer heartbeats with (ip@instance).
@@ -90,6 +91,7 @@ func (p *Producer) Close() error {
 		return nil
 	}
 	p.async.Wait()
+	p.workers.stop()
 	if was == stateStarted {
 		ctx, cancel := context.WithTimeout(context.Background(), p.cfg.callTimeout)
 		p.core.unregister(ctx, p.cfg.group, "", p.core.routes.topicNames())
@@ -163,11 +165,11 @@ func (p *Producer) SendAsync(ctx context.Context, m *Message, cb func(SendResult
 		}
 		return
 	}
-	go func() {
+	p.workers.run(func() {
 		defer p.async.Done()
 		defer func() { <-p.sem }()
 		cb(p.send(ctx, o, false))
-	}()
+	})
 }
 
 // SendOneway sends m without waiting for the broker's answer: it returns

@@ -76,10 +76,12 @@ func (p *Producer) pick(o *outgoing, r *topicRoute, lastBroker string) (MessageQ
 // send runs the attempts of one send: retries on another queue for
 // connection failures and retryable codes, backoff for SYSTEM_BUSY.
 func (p *Producer) send(ctx context.Context, o *outgoing, oneway bool) (SendResult, error) {
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, p.cfg.sendTimeout*time.Duration(p.cfg.retries+1)+p.cfg.busyRetryDeadline)
-		defer cancel()
+	// NB: without a caller's deadline, the send is bounded by a deadline
+	// checked between attempts and handed to each attempt, not by a
+	// context with a timer (a cost per message that showed in profiles).
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(p.cfg.sendTimeout*time.Duration(p.cfg.retries+1) + p.cfg.busyRetryDeadline)
 	}
 	var (
 		lastBroker string
@@ -89,7 +91,11 @@ func (p *Producer) send(ctx context.Context, o *outgoing, oneway bool) (SendResu
 		refresh    bool
 	)
 	for {
-		if err := ctx.Err(); err != nil {
+		err := ctx.Err()
+		if err == nil && !time.Now().Before(deadline) {
+			err = context.DeadlineExceeded
+		}
+		if err != nil {
 			if lastErr != nil {
 				return SendResult{}, fmt.Errorf("%w (gave up: %w)", lastErr, err)
 			}
@@ -106,7 +112,7 @@ func (p *Producer) send(ctx context.Context, o *outgoing, oneway bool) (SendResu
 		}
 		addr := target.route.addrs[q.BrokerName]
 		start := time.Now()
-		res, err := p.attempt(ctx, addr, q, o, oneway)
+		res, err := p.attempt(ctx, addr, q, o, oneway, min(p.cfg.sendTimeout, time.Until(deadline)))
 		if err == nil {
 			p.faults.record(q.BrokerName, time.Since(start), false)
 			return res, nil
@@ -114,7 +120,7 @@ func (p *Producer) send(ctx context.Context, o *outgoing, oneway bool) (SendResu
 		if errors.Is(err, ErrClosed) || errors.Is(err, context.Canceled) {
 			return SendResult{}, err
 		}
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || !time.Now().Before(deadline) {
 			// NB: the caller's deadline cut this attempt short; that is
 			// no fault of the broker's. Report what the earlier attempts
 			// were answered (a busy broker) before the deadline.
@@ -129,7 +135,7 @@ func (p *Producer) send(ctx context.Context, o *outgoing, oneway bool) (SendResu
 		case errors.As(err, &be) && be.Code == CodeSystemBusy:
 			// NB: busy is overload, not failure: no penalty, no retry
 			// budget; back off and prefer another broker.
-			if serr := sleepCtx(ctx, backoff); serr != nil {
+			if serr := sleepCtx(ctx, min(backoff, time.Until(deadline))); serr != nil {
 				return SendResult{}, fmt.Errorf("%w (gave up: %w)", err, serr)
 			}
 			backoff = min(backoff*2, p.cfg.busyMaxBackoff)
@@ -150,7 +156,7 @@ func (p *Producer) send(ctx context.Context, o *outgoing, oneway bool) (SendResu
 }
 
 // attempt sends o once to queue q at addr.
-func (p *Producer) attempt(ctx context.Context, addr string, q MessageQueue, o *outgoing, oneway bool) (SendResult, error) {
+func (p *Producer) attempt(ctx context.Context, addr string, q MessageQueue, o *outgoing, oneway bool, timeout time.Duration) (SendResult, error) {
 	if addr == "" {
 		return SendResult{}, fmt.Errorf("%w: no master address for broker %s", ErrNoRoute, q.BrokerName)
 	}
@@ -165,13 +171,13 @@ func (p *Producer) attempt(ctx context.Context, addr string, q MessageQueue, o *
 	if o.batch {
 		code = protocol.SendBatchMessage
 	}
-	req := request{code: code, ext: protocol.Ext(&v2), body: o.body}
-	actx, cancel := context.WithTimeout(ctx, p.cfg.sendTimeout)
-	defer cancel()
+	req := request{code: code, ext: protocol.Ext(&v2), body: o.body, timeout: timeout}
 	if oneway {
+		actx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
 		return SendResult{}, p.core.tr.oneway(actx, addr, req)
 	}
-	resp, err := p.core.tr.call(actx, addr, req, protocol.FlushDiskTimeout, protocol.FlushSlaveTimeout, protocol.SlaveNotAvailable)
+	resp, err := p.core.tr.call(ctx, addr, req, protocol.FlushDiskTimeout, protocol.FlushSlaveTimeout, protocol.SlaveNotAvailable)
 	if err != nil {
 		return SendResult{}, err
 	}

@@ -118,6 +118,11 @@ func (f *faultTracker) record(broker string, latency time.Duration, failed bool)
 func (f *faultTracker) candidates(queues []MessageQueue, last string) []MessageQueue {
 	now := time.Now()
 	f.mu.Lock()
+	if last == "" && len(f.until) == 0 {
+		// NB: the common case, every broker healthy: no copy.
+		f.mu.Unlock()
+		return queues
+	}
 	good := make([]MessageQueue, 0, len(queues))
 	for _, q := range queues {
 		if q.BrokerName != last && !now.Before(f.until[q.BrokerName]) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/sluicemq/sluice/internal/protocol"
 	"github.com/sluicemq/sluice/internal/remoting"
@@ -40,6 +41,9 @@ type request struct {
 	ext  map[string]string
 	body []byte
 	obj  any
+	// timeout, if set, bounds the call besides ctx, without a timer per
+	// call (remoting.Client.InvokeWithin).
+	timeout time.Duration
 }
 
 func newTransport(cfg *config, onRequest remoting.Handler) *transport {
@@ -94,7 +98,12 @@ func (t *transport) once(ctx context.Context, addr string, st remoting.Serialize
 	if st == remoting.SerializeJSON {
 		c = t.js
 	}
-	resp, err := c.Invoke(ctx, addr, cmd)
+	var resp *remoting.Command
+	if r.timeout > 0 {
+		resp, err = c.InvokeWithin(ctx, addr, cmd, r.timeout)
+	} else {
+		resp, err = c.Invoke(ctx, addr, cmd)
+	}
 	if err != nil {
 		return nil, wrapTransport(addr, r.code, err)
 	}

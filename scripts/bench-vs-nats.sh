@@ -72,7 +72,7 @@ start_sluice() {
 	exit 1
 }
 
-nats_rate() { grep -oE '[0-9,]+ msgs/sec' | head -1 | tr -d ',' | awk '{print $1}'; }
+nats_rate() { awk '/aggregated stats/ { agg = $0 } /msgs\/sec/ && !first { first = $0 } END { print (agg != "" ? agg : first) }' | grep -oE '[0-9,]+ msgs/sec' | head -1 | tr -d ',' | awk '{print $1}'; }
 sluice_rate() { python3 -c 'import json,sys; print(round(json.load(sys.stdin)["msgs_per_sec"]))'; }
 
 rows=()

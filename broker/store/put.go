@@ -30,29 +30,39 @@ type PutResult struct {
 // (PutFlushDiskTimeout after the sync flush timeout: stored all the same).
 // The store sets StoreTimestamp, and StoreHost when m has none.
 func (s *Store) Put(ctx context.Context, m *message.Message) PutResult {
-	return s.put(ctx, m, true)
+	res, _ := s.put(ctx, m, true, false)
+	return res
 }
 
 // PutNoWait stores one message without waiting for fsync in sync flush mode
 // (RocketMQ's WAIT=false).
 func (s *Store) PutNoWait(m *message.Message) PutResult {
-	return s.put(context.Background(), m, false)
+	res, _ := s.put(context.Background(), m, false, false)
+	return res
 }
 
-func (s *Store) put(ctx context.Context, m *message.Message, wait bool) PutResult {
+// TryPut is PutNoWait if the put lock is free at once; otherwise it stores
+// nothing and returns false. It never waits for a lock or for fsync.
+func (s *Store) TryPut(m *message.Message) (PutResult, bool) {
+	return s.put(context.Background(), m, false, true)
+}
+
+func (s *Store) put(ctx context.Context, m *message.Message, wait, try bool) (PutResult, bool) {
 	if !m.StoreHost.IsValid() {
 		m.StoreHost = s.opts.StoreHost
 	}
 	if err := m.CheckLimits(int(s.cfg.MaxMessageSize)); err != nil {
-		return PutResult{Status: PutMessageIllegal, Remark: err.Error()}
+		return PutResult{Status: PutMessageIllegal, Remark: err.Error()}, true
 	}
 	size := m.EncodedSize()
 	advance := advancesQueue(m.SysFlag)
 
-	s.putMu.Lock()
+	if !s.lockPut(try) {
+		return PutResult{}, false
+	}
 	if s.putClosed {
 		s.putMu.Unlock()
-		return PutResult{Status: PutServiceNotAvailable, Remark: "store: closing, retry on another broker"}
+		return PutResult{Status: PutServiceNotAvailable, Remark: "store: closing, retry on another broker"}, true
 	}
 	var qo int64
 	if advance {
@@ -67,14 +77,23 @@ func (s *Store) put(ctx context.Context, m *message.Message, wait bool) PutResul
 	}
 	s.putMu.Unlock()
 	if err != nil {
-		return s.appendFailed(err)
+		return s.appendFailed(err), true
 	}
 	s.kickDispatcher()
 	res := PutResult{Status: PutOK, Pos: int64(at), Size: int32(size), QueueOffset: qo, StoreTimestamp: m.StoreTimestamp}
 	if wait {
 		s.waitDurable(ctx, at+commitlog.Offset(size), &res)
 	}
-	return res
+	return res, true
+}
+
+// lockPut takes putMu; with try, only if it is free at once.
+func (s *Store) lockPut(try bool) bool {
+	if try {
+		return s.putMu.TryLock()
+	}
+	s.putMu.Lock()
+	return true
 }
 
 // advancesQueue reports whether a message takes a queue offset: PREPARED
@@ -94,30 +113,43 @@ type Batch struct {
 // PutBatch stores a batch as one append (it never straddles two segments)
 // with consecutive queue offsets.
 func (s *Store) PutBatch(ctx context.Context, b *Batch) PutResult {
+	res, _ := s.putBatch(ctx, b, true, false)
+	return res
+}
+
+// TryPutBatch is PutBatch without waiting for fsync, if the put lock is
+// free at once; otherwise it stores nothing and returns false.
+func (s *Store) TryPutBatch(b *Batch) (PutResult, bool) {
+	return s.putBatch(context.Background(), b, false, true)
+}
+
+func (s *Store) putBatch(ctx context.Context, b *Batch, wait, try bool) (PutResult, bool) {
 	if len(b.Items) == 0 {
-		return PutResult{Status: PutMessageIllegal, Remark: "store: empty batch"}
+		return PutResult{Status: PutMessageIllegal, Remark: "store: empty batch"}, true
 	}
 	m := b.Template
 	if !m.StoreHost.IsValid() {
 		m.StoreHost = s.opts.StoreHost
 	}
 	if !advancesQueue(m.SysFlag) {
-		return PutResult{Status: PutMessageIllegal, Remark: "store: transactional messages cannot be sent in a batch"}
+		return PutResult{Status: PutMessageIllegal, Remark: "store: transactional messages cannot be sent in a batch"}, true
 	}
 	total := 0
 	for _, it := range b.Items {
 		m.Flag, m.Body, m.Properties = it.Flag, it.Body, it.Properties
 		if err := m.CheckLimits(int(s.cfg.MaxMessageSize)); err != nil {
-			return PutResult{Status: PutMessageIllegal, Remark: err.Error()}
+			return PutResult{Status: PutMessageIllegal, Remark: err.Error()}, true
 		}
 		total += m.EncodedSize()
 	}
 	positions := make([]int64, len(b.Items))
 
-	s.putMu.Lock()
+	if !s.lockPut(try) {
+		return PutResult{}, false
+	}
 	if s.putClosed {
 		s.putMu.Unlock()
-		return PutResult{Status: PutServiceNotAvailable, Remark: "store: closing, retry on another broker"}
+		return PutResult{Status: PutServiceNotAvailable, Remark: "store: closing, retry on another broker"}, true
 	}
 	qo := s.queueNext[m.Topic][m.QueueID]
 	m.StoreTimestamp = time.Now().UnixMilli()
@@ -139,13 +171,15 @@ func (s *Store) PutBatch(ctx context.Context, b *Batch) PutResult {
 	}
 	s.putMu.Unlock()
 	if err != nil {
-		return s.appendFailed(err)
+		return s.appendFailed(err), true
 	}
 	s.kickDispatcher()
 	res := PutResult{Status: PutOK, Pos: int64(at), Size: int32(total), QueueOffset: qo,
 		StoreTimestamp: m.StoreTimestamp, Positions: positions}
-	s.waitDurable(ctx, at+commitlog.Offset(total), &res)
-	return res
+	if wait {
+		s.waitDurable(ctx, at+commitlog.Offset(total), &res)
+	}
+	return res, true
 }
 
 func (s *Store) waitDurable(ctx context.Context, end commitlog.Offset, res *PutResult) {

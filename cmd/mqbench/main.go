@@ -23,6 +23,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -47,6 +48,7 @@ type options struct {
 	sync      bool
 	inflight  int
 	jsonOut   bool
+	cpuprof   string
 }
 
 // Report is mqbench's result.
@@ -86,6 +88,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&o.sync, "sync", false, "one synchronous send at a time per producer instead of pipelined async sends")
 	fs.IntVar(&o.inflight, "inflight", 256, "async sends in flight per producer")
 	fs.BoolVar(&o.jsonOut, "json", false, "print the report as JSON")
+	fs.StringVar(&o.cpuprof, "cpuprofile", "", "write a CPU profile of mqbench itself to this file")
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
 	}
@@ -98,6 +101,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	if o.cpuprof != "" {
+		f, err := os.Create(o.cpuprof)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(stderr, "mqbench: --cpuprofile:", err)
+			return 1
+		}
+		defer f.Close()
+		defer pprof.StopCPUProfile()
+	}
+
 	rep, err := bench(ctx, o, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "mqbench:", err)

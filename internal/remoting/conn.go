@@ -2,6 +2,7 @@ package remoting
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -62,8 +63,11 @@ type Conn struct {
 	followPeer bool
 	lastRead   atomic.Int64 // unix nanos of the last whole frame read
 
-	wmu     sync.Mutex // serializes Malloc/WriteBinary/Flush on nc
-	wclosed bool       // guarded by wmu; set before netpoll frees the buffers
+	wmu     sync.Mutex    // serializes Malloc/WriteBinary/Flush on nc
+	wclosed bool          // guarded by wmu; set before netpoll frees the buffers
+	dirty   bool          // guarded by wmu: frames written but not flushed
+	kicked  bool          // guarded by wmu: the flusher has been told to flush
+	kick    chan struct{} // wakes the flusher
 
 	mu       sync.Mutex
 	pending  map[int32]*call // guarded by mu: calls waiting for a response
@@ -75,9 +79,10 @@ type Conn struct {
 // Conn.pending (the reader, a timeout, closeWith) completes it, exactly
 // once.
 type call struct {
-	ch   chan result           // Invoke: cap 1
-	cb   func(*Command, error) // InvokeAsync
-	stop func() bool           // InvokeAsync: stops the context watcher
+	ch       chan result           // Invoke: cap 1
+	cb       func(*Command, error) // InvokeAsync
+	stop     func() bool           // InvokeAsync: stops the context watcher
+	deadline int64                 // unix nanos, 0 for none: see Client.InvokeWithin
 }
 
 type result struct {
@@ -100,6 +105,8 @@ func newConn(ep endpoint, nc netpoll.Connection, id uint64, opaque *atomic.Int32
 		pending:    make(map[int32]*call),
 	}
 	c.ctx, c.cancel = context.WithCancel(parent)
+	c.kick = make(chan struct{}, 1)
+	go c.flusher()
 	c.reqType.Store(uint32(reqType))
 	c.lastRead.Store(time.Now().UnixNano())
 	return c
@@ -157,6 +164,9 @@ func (c *Conn) closeWith(cause error) {
 	c.pending = nil
 	c.mu.Unlock()
 
+	// NB: answers already written (waiting for the flusher or the reader)
+	// go out before the connection closes: a shutdown answers what it can.
+	c.flushPending()
 	c.cancel()
 	// NB: netpoll runs our close callback (setting wclosed) before it frees
 	// the connection's buffers; it may run it here or, if this
@@ -197,7 +207,21 @@ const smallBody = 4096
 // write sends cmd as one frame. Bodies above smallBody are passed to
 // netpoll by reference (no copy); the header buffer is pooled and reused
 // only after a successful Flush, when netpoll no longer references it.
-func (c *Conn) write(cmd *Command) error {
+func (c *Conn) write(cmd *Command) error { return c.writeMode(cmd, flushSoon) }
+
+// flushMode says when a frame is handed to the kernel.
+type flushMode uint8
+
+const (
+	// flushSoon: by the connection's flusher, together with the frames
+	// other goroutines write meanwhile.
+	flushSoon flushMode = iota
+	// flushByReader: by the connection's reader, once it has served every
+	// request it has at hand (see onRequest). Only the reader may use it.
+	flushByReader
+)
+
+func (c *Conn) writeMode(cmd *Command, mode flushMode) error {
 	bp := framePrefixPool.Get().(*[]byte)
 	buf, err := appendFramePrefix((*bp)[:0], cmd)
 	if err != nil {
@@ -225,8 +249,22 @@ func (c *Conn) write(cmd *Command) error {
 	if err == nil && len(body) > 0 {
 		_, err = w.WriteBinary(body)
 	}
+	// NB: netpoll copied buf unless it is larger than its in-place
+	// threshold; a referenced buffer (a large body, a pull's commitlog
+	// slice) must be in the kernel before write returns, as the caller may
+	// reuse it. Copied frames wait for one flush shared with other frames.
 	if err == nil {
-		err = w.Flush()
+		switch {
+		case len(body) > 0 || len(buf) > netpoll.BinaryInplaceThreshold:
+			err = w.Flush()
+			c.dirty = false
+		default:
+			c.dirty = true
+			if mode == flushSoon && !c.kicked {
+				c.kicked = true
+				c.kick <- struct{}{}
+			}
+		}
 	}
 	gone := err != nil && peerGone(err)
 	if gone {
@@ -252,6 +290,42 @@ func (c *Conn) write(cmd *Command) error {
 		framePrefixPool.Put(bp)
 	}
 	return nil
+}
+
+func (c *Conn) flusher() {
+	for {
+		select {
+		case <-c.kick:
+		case <-c.ctx.Done():
+			return
+		}
+		c.wmu.Lock()
+		c.kicked = false
+		c.flushLocked()
+	}
+}
+
+// flushPending hands the frames written so far to the kernel.
+func (c *Conn) flushPending() {
+	c.wmu.Lock()
+	c.flushLocked()
+}
+
+// flushLocked flushes if there is anything to flush, and unlocks wmu.
+func (c *Conn) flushLocked() {
+	var err error
+	if c.dirty && !c.wclosed {
+		err = c.nc.Writer().Flush()
+		c.dirty = false
+	}
+	gone := err != nil && peerGone(err)
+	if gone {
+		c.wclosed = true
+	}
+	c.wmu.Unlock()
+	if err != nil && !gone {
+		c.closeWith(fmt.Errorf("%w: write to %s: %v", ErrConnClosed, addrString(c.remote), err))
+	}
 }
 
 // peerGone reports whether a write failed because the peer has left:
@@ -288,7 +362,23 @@ func (c *Conn) onRequest(_ context.Context, nc netpoll.Connection) error {
 		c.reqType.Store(uint32(cmd.SerializeType))
 	}
 	c.ep.dispatch(c, cmd)
+	// NB: answers written on the reader (flushByReader) go out when no
+	// whole frame is left to read: one sendmsg for all the requests that
+	// arrived together, and never a read that blocks on unflushed answers.
+	if !wholeFrameBuffered(r) {
+		c.flushPending()
+	}
 	return nil
+}
+
+// wholeFrameBuffered reports whether r holds at least one whole frame.
+func wholeFrameBuffered(r netpoll.Reader) bool {
+	n := r.Len()
+	if n < 4 {
+		return false
+	}
+	p, err := r.Peek(4)
+	return err == nil && int64(n) >= 4+int64(binary.BigEndian.Uint32(p))
 }
 
 func isGarbage(err error) bool {
@@ -385,10 +475,16 @@ func (c *Conn) invokeErr(req *Command, err error) error {
 // req's Opaque, SerializeType and Flag; req must not be reused until Invoke
 // returns. A response that arrives after the caller gave up is dropped.
 func (c *Conn) Invoke(ctx context.Context, req *Command) (*Command, error) {
+	return c.invoke(ctx, req, 0)
+}
+
+// invoke is Invoke with an optional deadline (unix nanos) enforced by the
+// owner's sweeper rather than by a timer per call.
+func (c *Conn) invoke(ctx context.Context, req *Command, deadline int64) (*Command, error) {
 	if ctx.Err() != nil {
 		return nil, c.invokeErr(req, ctxError(ctx))
 	}
-	cl := &call{ch: make(chan result, 1)}
+	cl := &call{ch: make(chan result, 1), deadline: deadline}
 	if err := c.register(req, cl); err != nil {
 		return nil, c.invokeErr(req, err)
 	}
@@ -412,6 +508,22 @@ func (c *Conn) Invoke(ctx context.Context, req *Command) (*Command, error) {
 			return nil, c.invokeErr(req, r.err)
 		}
 		return r.cmd, nil
+	}
+}
+
+// expire fails the calls whose deadline is before now with ErrTimeout.
+func (c *Conn) expire(now int64) {
+	var late []*call
+	c.mu.Lock()
+	for opaque, cl := range c.pending {
+		if cl.deadline != 0 && cl.deadline < now {
+			delete(c.pending, opaque)
+			late = append(late, cl)
+		}
+	}
+	c.mu.Unlock()
+	for _, cl := range late {
+		c.finish(cl, nil, fmt.Errorf("%w: no response within the call's timeout: %w", ErrTimeout, context.DeadlineExceeded))
 	}
 }
 

@@ -37,12 +37,21 @@ type ResponseWriter interface {
 	Conn() *Conn
 }
 
+// InlineHandler serves a request on the connection's reader goroutine if
+// it can do so without blocking, and reports whether it did. When it
+// returns false it must not have written to w: the request then goes to
+// the code's Handler on a goroutine as usual. Answers written while it runs
+// are flushed together with the answers to the other requests that arrived
+// with it: under load, one write for many.
+type InlineHandler func(ctx context.Context, w ResponseWriter, req *Command) bool
+
 type responseWriter struct {
-	c      *Conn
-	opaque int32
-	st     SerializeType
-	oneway bool
-	done   atomic.Bool
+	c        *Conn
+	opaque   int32
+	st       SerializeType
+	oneway   bool
+	done     atomic.Bool
+	onReader atomic.Bool // an InlineHandler is running: the reader flushes
 }
 
 func (w *responseWriter) Conn() *Conn { return w.c }
@@ -57,6 +66,9 @@ func (w *responseWriter) Write(resp *Command) error {
 	resp.Opaque = w.opaque
 	resp.Flag = (resp.Flag | FlagResponse) &^ FlagOneway
 	resp.SerializeType = w.st
+	if w.onReader.Load() {
+		return w.c.writeMode(resp, flushByReader)
+	}
 	return w.c.write(resp)
 }
 
@@ -69,6 +81,7 @@ func (w *responseWriter) Write(resp *Command) error {
 type dispatcher struct {
 	log      *slog.Logger
 	handlers map[int16]Handler
+	inline   map[int16]InlineHandler
 	fallback Handler // nil: REQUEST_CODE_NOT_SUPPORTED
 	sem      chan struct{}
 	running  group
@@ -76,12 +89,16 @@ type dispatcher struct {
 }
 
 func newDispatcher(log *slog.Logger, maxInflight int) dispatcher {
-	return dispatcher{log: log, handlers: make(map[int16]Handler), sem: make(chan struct{}, maxInflight)}
+	return dispatcher{log: log, handlers: make(map[int16]Handler), inline: make(map[int16]InlineHandler),
+		sem: make(chan struct{}, maxInflight)}
 }
 
 func (d *dispatcher) dispatch(c *Conn, req *Command) {
 	if d.closing.Load() {
 		d.reject(c, req, protocol.SystemBusy, "remoting: shutting down; retry on another node")
+		return
+	}
+	if ih := d.inline[req.Code]; ih != nil && d.serveInline(ih, c, req) {
 		return
 	}
 	select {
@@ -100,6 +117,24 @@ func (d *dispatcher) dispatch(c *Conn, req *Command) {
 		<-d.sem
 		d.reject(c, req, protocol.SystemBusy, "remoting: shutting down; retry on another node")
 	}
+}
+
+// serveInline runs ih on the reader and reports whether it served req.
+func (d *dispatcher) serveInline(ih InlineHandler, c *Conn, req *Command) (served bool) {
+	w := &responseWriter{c: c, opaque: req.Opaque, st: req.SerializeType, oneway: req.IsOneway()}
+	w.onReader.Store(true)
+	defer func() {
+		w.onReader.Store(false)
+		if r := recover(); r != nil {
+			served = true
+			d.log.Error("remoting: inline handler panicked; answering SYSTEM_ERROR",
+				"remote", addrString(c.remote), "conn", c.id, "code", req.Code,
+				"request", protocol.CodeName(req.Code), "panic", r, "stack", string(debug.Stack()))
+			_ = w.Write(NewResponse(req, protocol.SystemError,
+				fmt.Sprintf("internal error while handling %s; see the server log", protocol.CodeName(req.Code))))
+		}
+	}()
+	return ih(c.ctx, w, req)
 }
 
 func (d *dispatcher) reject(c *Conn, req *Command, code int16, remark string) {

@@ -148,6 +148,18 @@ func (s *Server) Handle(code int16, h Handler) {
 	s.d.handlers[code] = h
 }
 
+// HandleInline registers, for code, an InlineHandler tried on the
+// connection's reader before the code's Handler runs on a goroutine.
+// REQUIRES: called before Start (it panics after).
+func (s *Server) HandleInline(code int16, h InlineHandler) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state != serverNew {
+		panic("remoting: Server.HandleInline called after Start")
+	}
+	s.d.inline[code] = h
+}
+
 // HandleDefault registers h for codes without a handler of their own.
 // Without it they are answered with REQUEST_CODE_NOT_SUPPORTED (3).
 // REQUIRES: called before Start (it panics after).

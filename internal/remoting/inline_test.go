@@ -1,0 +1,118 @@
+package remoting
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicemq/sluice/internal/protocol"
+)
+
+const codeInline = 9101
+
+// TestServer_InlineMixedWithGoroutineAnswers: answers written on the
+// reader (inline handlers, flushed when the reader runs out of frames),
+// answers from handler goroutines (flushed by the connection's flusher)
+// and large answers (flushed at once) interleave on one connection, and
+// every one of them arrives. A frame left unflushed would hang a call.
+func TestServer_InlineMixedWithGoroutineAnswers(t *testing.T) {
+	var inlined, declined atomic.Int64
+	s := NewServer("127.0.0.1:0", ServerOptions{Logger: quietLogger()})
+	slow := func(ctx context.Context, w ResponseWriter, req *Command) {
+		if rand.IntN(4) == 0 {
+			time.Sleep(time.Duration(rand.IntN(500)) * time.Microsecond)
+		}
+		echo(ctx, w, req)
+	}
+	s.Handle(codeInline, slow)
+	s.Handle(codeEcho, slow)
+	s.HandleInline(codeInline, func(ctx context.Context, w ResponseWriter, req *Command) bool {
+		if rand.IntN(3) == 0 {
+			declined.Add(1)
+			return false // the goroutine handler answers
+		}
+		inlined.Add(1)
+		echo(ctx, w, req)
+		return true
+	})
+	require.NoError(t, s.Start())
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		require.NoError(t, s.Shutdown(ctx))
+	})
+	c := newClient(t, SerializeMsgpack)
+	ctx := ctxTimeout(t, 60*time.Second)
+	const workers, calls = 32, 200
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range calls {
+				id := strconv.Itoa(w*calls + i)
+				code := int16(codeInline)
+				if i%5 == 0 {
+					code = codeEcho
+				}
+				size := rand.IntN(200)
+				if i%17 == 0 {
+					size = 6000 // above netpoll's copy threshold: flushed at once
+				}
+				body := make([]byte, size)
+				resp, err := c.InvokeWithin(ctx, s.Addr().String(), NewRequest(code, map[string]string{"id": id}, body), 10*time.Second)
+				if err != nil {
+					errs <- fmt.Errorf("request %s (code %d): %w", id, code, err)
+					return
+				}
+				if resp.Code != protocol.Success || resp.ExtFields["id"] != id || len(resp.Body) != size {
+					errs <- fmt.Errorf("request %s got code %d id %s, %d bytes", id, resp.Code, resp.ExtFields["id"], len(resp.Body))
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	require.NotZero(t, inlined.Load())
+	require.NotZero(t, declined.Load())
+}
+
+// TestClient_InvokeWithinTimesOut: a call nobody answers fails with
+// ErrTimeout (wrapping context.DeadlineExceeded) soon after its timeout,
+// and a late answer is dropped.
+func TestClient_InvokeWithinTimesOut(t *testing.T) {
+	release := make(chan struct{})
+	s := startServer(t, ServerOptions{}, map[int16]Handler{
+		codeEcho: func(ctx context.Context, w ResponseWriter, req *Command) {
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+			echo(ctx, w, req)
+		},
+	})
+	defer close(release)
+	c := newClient(t, SerializeMsgpack)
+	start := time.Now()
+	_, err := c.InvokeWithin(context.Background(), s.Addr().String(), NewRequest(codeEcho, nil, nil), 50*time.Millisecond)
+	require.ErrorIs(t, err, ErrTimeout)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.GreaterOrEqual(t, time.Since(start), 50*time.Millisecond)
+	conn, err := c.Conn(context.Background(), s.Addr().String())
+	require.NoError(t, err)
+	conn.mu.Lock()
+	require.Empty(t, conn.pending, "the timed-out call is gone")
+	conn.mu.Unlock()
+}
