@@ -104,6 +104,7 @@ func TestBroker_LongPoll(t *testing.T) {
 	b := startBroker(t, testConfig(t.TempDir()), Options{})
 	c := newClient(t, remoting.SerializeMsgpack)
 	mustSend(t, c, b.Addr(), "t", 0, "first", nil)
+	waitIndexed(t, b) // NB: so that offset 1 is the queue's end, and GET_MAX_OFFSET says 1
 	heartbeat(t, c, remoting.SerializeMsgpack, b.Addr(), "cid", "cg", map[string]string{"t": "*"})
 	got := make(chan *remoting.Command, 1)
 	c.InvokeAsync(context.Background(), b.Addr(), remoting.NewRequest(protocol.PullMessage,

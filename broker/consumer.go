@@ -296,9 +296,6 @@ func (b *Broker) handleSendBack(ctx context.Context, w remoting.ResponseWriter, 
 		reply(w, req, protocol.SystemError, res.Status.String()+": "+res.Remark)
 		return
 	}
-	if err := b.tx.markDone(ctx, r.QueueOffset); err != nil {
-		b.logger.Error("broker: record commit", "half_offset", r.QueueOffset, "err", err)
-	}
 	reply(w, req, protocol.Success, "")
 }
 
@@ -313,6 +310,10 @@ func (b *Broker) handleEndTransaction(ctx context.Context, w remoting.ResponseWr
 		reply(w, req, protocol.Success, "") // no decision yet
 		return
 	}
+	// NB: held through markDone, so that concurrent decisions about one half
+	// message store it under its real topic at most once.
+	unlock := b.tx.lockDecision(h.TranStateTableOffset)
+	defer unlock()
 	if b.tx.decided(h.TranStateTableOffset) {
 		reply(w, req, protocol.Success, "") // already committed or rolled back
 		return

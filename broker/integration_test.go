@@ -26,6 +26,32 @@ func startNamesrv(t *testing.T, listen string) *nameserver.Server {
 	return ns
 }
 
+// restartNamesrv starts a nameserver on the address of one just closed: the
+// address may still be in use (EADDRINUSE) for a moment, so listening is
+// retried for a few seconds.
+func restartNamesrv(t *testing.T, listen string) *nameserver.Server {
+	t.Helper()
+	cfg := conf.DefaultNameserver()
+	cfg.Listen = listen
+	var err error
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		var ns *nameserver.Server
+		if ns, err = nameserver.New(cfg, quiet()); err != nil {
+			break
+		}
+		if err = ns.Start(); err == nil {
+			t.Cleanup(func() { ns.Close() })
+			return ns
+		}
+		ns.Close()
+		if time.Now().After(deadline) {
+			break
+		}
+	}
+	require.NoError(t, err, "restart on %s", listen)
+	return nil
+}
+
 // route asks a nameserver for a topic's route; nil when it has none.
 func route(t *testing.T, c *remoting.Client, ns, topic string) *protocol.TopicRouteData {
 	t.Helper()
@@ -64,7 +90,7 @@ func TestIntegration_Registration(t *testing.T) {
 
 	// Nameserver restart on the same address: the broker registers again.
 	require.NoError(t, ns.Close())
-	ns2 := startNamesrv(t, nsAddr)
+	ns2 := restartNamesrv(t, nsAddr)
 	require.Equal(t, nsAddr, ns2.Addr())
 	require.Eventually(t, func() bool { return route(t, c, nsAddr, "fresh") != nil }, 10*time.Second, 20*time.Millisecond,
 		"re-registration after a nameserver restart")
@@ -87,33 +113,61 @@ func TestMetrics_Scrape(t *testing.T) {
 	invoke(t, c, b.Addr(), protocol.UpdateConsumerOffset, &protocol.UpdateConsumerOffsetRequestHeader{
 		ConsumerGroup: "cg", Topic: "orders", QueueID: 0, CommitOffset: 1}, nil)
 	waitIndexed(t, b)
-	resp, err := http.Get("http://" + b.MetricsAddr() + "/metrics")
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	parser := expfmt.NewTextParser(model.LegacyValidation)
-	families, err := parser.TextToMetricFamilies(resp.Body)
-	require.NoError(t, err)
-	value := func(name string, labels map[string]string) float64 {
-		f, ok := families[name]
-		require.True(t, ok, "metric %s missing", name)
-	next:
-		for _, m := range f.GetMetric() {
-			for _, lp := range m.GetLabel() {
-				if v, ok := labels[lp.GetName()]; ok && v != lp.GetValue() {
-					continue next
+	// scrape reads the endpoint once and returns a lookup of its values: a
+	// counter's or gauge's value, a histogram's sample count.
+	scrape := func() (func(name string, labels map[string]string) (float64, bool), error) {
+		resp, err := http.Get("http://" + b.MetricsAddr() + "/metrics")
+		if err != nil {
+			return nil, err
+		}
+		defer resp.Body.Close()
+		parser := expfmt.NewTextParser(model.LegacyValidation)
+		families, err := parser.TextToMetricFamilies(resp.Body)
+		if err != nil {
+			return nil, err
+		}
+		return func(name string, labels map[string]string) (float64, bool) {
+			f, ok := families[name]
+			if !ok {
+				return 0, false
+			}
+		next:
+			for _, m := range f.GetMetric() {
+				for _, lp := range m.GetLabel() {
+					if v, ok := labels[lp.GetName()]; ok && v != lp.GetValue() {
+						continue next
+					}
+				}
+				switch {
+				case m.GetCounter() != nil:
+					return m.GetCounter().GetValue(), true
+				case m.GetGauge() != nil:
+					return m.GetGauge().GetValue(), true
+				case m.GetHistogram() != nil:
+					return float64(m.GetHistogram().GetSampleCount()), true
 				}
 			}
-			switch {
-			case m.GetCounter() != nil:
-				return m.GetCounter().GetValue()
-			case m.GetGauge() != nil:
-				return m.GetGauge().GetValue()
-			case m.GetHistogram() != nil:
-				return float64(m.GetHistogram().GetSampleCount())
-			}
+			return 0, false
+		}, nil
+	}
+	// NB: a send's latency is observed after its reply is written, so the
+	// scrape is repeated until the three sends are all counted.
+	var lookup func(name string, labels map[string]string) (float64, bool)
+	require.Eventually(t, func() bool {
+		l, err := scrape()
+		if err != nil {
+			return false
 		}
-		t.Fatalf("metric %s%v missing", name, labels)
-		return 0
+		if n, ok := l("sluice_send_latency_seconds", nil); !ok || n < 3 {
+			return false
+		}
+		lookup = l
+		return true
+	}, 10*time.Second, 10*time.Millisecond, "three sends observed")
+	value := func(name string, labels map[string]string) float64 {
+		v, ok := lookup(name, labels)
+		require.True(t, ok, "metric %s%v missing", name, labels)
+		return v
 	}
 	require.Equal(t, 3.0, value("sluice_put_messages_total", map[string]string{"topic": "orders"}))
 	require.Equal(t, 2.0, value("sluice_consumer_lag_messages", map[string]string{"group": "cg", "topic": "orders", "queue": "0"}))

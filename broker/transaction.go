@@ -30,14 +30,46 @@ type transactions struct {
 
 	mu sync.Mutex
 	// guarded by mu:
-	done    map[int64]bool // half queue offsets decided (op written)
-	checks  map[int64]int  // check requests sent per half queue offset
-	loaded  bool
-	opsNext int64 // op queue offset read so far
+	done     map[int64]bool      // half queue offsets decided (op written)
+	checks   map[int64]int       // check requests sent per half queue offset
+	deciding map[int64]*decision // half queue offsets being decided; see lockDecision
+	loaded   bool
+	opsNext  int64 // op queue offset read so far
+}
+
+// decision serializes the decisions about one half message.
+type decision struct {
+	mu   sync.Mutex
+	refs int // guarded by transactions.mu: holders and waiters
 }
 
 func newTransactions(b *Broker) *transactions {
-	return &transactions{b: b, done: map[int64]bool{}, checks: map[int64]int{}}
+	return &transactions{b: b, done: map[int64]bool{}, checks: map[int64]int{}, deciding: map[int64]*decision{}}
+}
+
+// lockDecision locks the decision about the half message at halfOffset and
+// returns its unlock. Whoever commits, rolls back or gives up a half message
+// holds it from the decided check through markDone, so that END_TRANSACTIONs
+// arriving together (a producer's answer to each of several checks, say)
+// commit it at most once.
+func (tx *transactions) lockDecision(halfOffset int64) (unlock func()) {
+	tx.mu.Lock()
+	d := tx.deciding[halfOffset]
+	if d == nil {
+		d = &decision{}
+		tx.deciding[halfOffset] = d
+	}
+	d.refs++
+	tx.mu.Unlock()
+	d.mu.Lock()
+	return func() {
+		d.mu.Unlock()
+		tx.mu.Lock()
+		if d.refs--; d.refs == 0 {
+			delete(tx.deciding, halfOffset)
+		}
+		tx.mu.Unlock()
+	}
 }
 
 // refreshLocked reads new op records into the done set. REQUIRES: mu held.
@@ -124,8 +156,7 @@ func (tx *transactions) check(now time.Time, timeout time.Duration) {
 			case now.Sub(time.UnixMilli(r.StoreTimestamp)) < timeout:
 				advancing = false
 			case n >= transactionCheckMax:
-				b.logger.Warn("broker: transaction given up after max checks", "half_offset", r.QueueOffset, "checks", n)
-				_ = tx.markDone(context.Background(), r.QueueOffset)
+				tx.giveUp(r.QueueOffset, n)
 			default:
 				tx.askProducer(&r, rec)
 				tx.mu.Lock()
@@ -139,6 +170,18 @@ func (tx *transactions) check(now time.Time, timeout time.Duration) {
 		}
 		off = res.NextOffset
 	}
+}
+
+// giveUp records that the half message at halfOffset is abandoned after n
+// checks, unless an END_TRANSACTION decided it meanwhile.
+func (tx *transactions) giveUp(halfOffset int64, n int) {
+	unlock := tx.lockDecision(halfOffset)
+	defer unlock()
+	if tx.decided(halfOffset) {
+		return
+	}
+	tx.b.logger.Warn("broker: transaction given up after max checks", "half_offset", halfOffset, "checks", n)
+	_ = tx.markDone(context.Background(), halfOffset)
 }
 
 // askProducer sends CHECK_TRANSACTION_STATE to one live producer of the

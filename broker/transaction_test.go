@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -60,11 +61,50 @@ func TestBroker_TransactionCommitAndRollback(t *testing.T) {
 	require.Equal(t, protocol.SystemError, int(resp.Code))
 }
 
+// TestBroker_EndTransactionConcurrent: END_TRANSACTION commits of one half
+// message arriving together store it under its real topic once.
+func TestBroker_EndTransactionConcurrent(t *testing.T) {
+	b := startBroker(t, testConfig(t.TempDir()), Options{})
+	c := newClient(t, remoting.SerializeJSON)
+	mustSend(t, c, b.Addr(), "orders", 1, "plain", nil) // the topic exists
+	half, pos := sendHalf(t, c, b, "once")
+	const n = 8
+	codes := make([]int16, n)
+	errs := make([]error, n)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			<-start
+			resp, err := c.Invoke(ctx, b.Addr(), remoting.NewRequest(protocol.EndTransaction,
+				protocol.Ext(&protocol.EndTransactionRequestHeader{ProducerGroup: "pg", TranStateTableOffset: half,
+					CommitLogOffset: pos, CommitOrRollback: message.TxCommit}), nil))
+			if errs[i] = err; err == nil {
+				codes[i] = resp.Code
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	for i := range n {
+		require.NoError(t, errs[i])
+		require.Equal(t, protocol.Success, int(codes[i]))
+	}
+	waitIndexed(t, b)
+	require.Equal(t, []string{"plain", "once"}, recordBodiesOf(pullAll(t, c, b, "orders", 1)), "committed once")
+}
+
 // TestBroker_TransactionCheck: an undecided half message makes the broker ask
-// a producer of its group, whose answer commits it.
+// a producer of its group, whose answer commits it. The producer answers
+// every check with several commits at once, so the half message is
+// committed once however many checks and answers cross.
 func TestBroker_TransactionCheck(t *testing.T) {
 	b := startBroker(t, testConfig(t.TempDir()), Options{TransactionCheckInterval: 20 * time.Millisecond, TransactionTimeout: 50 * time.Millisecond})
-	var asked atomic.Int32
+	var asked, answering, answered atomic.Int32
 	var producer *remoting.Client
 	producer = remoting.NewClient(remoting.ClientOptions{SerializeType: remoting.SerializeJSON, Logger: quiet(),
 		OnRequest: func(_ context.Context, w remoting.ResponseWriter, req *remoting.Command) {
@@ -80,9 +120,17 @@ func TestBroker_TransactionCheck(t *testing.T) {
 			if err != nil || string(r.Topic) != "orders" {
 				return // the check must carry the real topic
 			}
-			go producer.InvokeOneway(context.Background(), b.Addr(), remoting.NewRequest(protocol.EndTransaction,
-				protocol.Ext(&protocol.EndTransactionRequestHeader{ProducerGroup: "pg", TranStateTableOffset: h.TranStateTableOffset,
-					CommitLogOffset: h.CommitLogOffset, CommitOrRollback: message.TxCommit, FromTransactionCheck: true, MsgID: h.MsgID}), nil))
+			for range 3 {
+				answering.Add(1)
+				go func() {
+					defer answered.Add(1)
+					ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+					defer cancel()
+					_, _ = producer.Invoke(ctx, b.Addr(), remoting.NewRequest(protocol.EndTransaction,
+						protocol.Ext(&protocol.EndTransactionRequestHeader{ProducerGroup: "pg", TranStateTableOffset: h.TranStateTableOffset,
+							CommitLogOffset: h.CommitLogOffset, CommitOrRollback: message.TxCommit, FromTransactionCheck: true, MsgID: h.MsgID}), nil))
+				}()
+			}
 		}})
 	defer producer.Close()
 	body, err := remoting.EncodeBody(remoting.SerializeJSON, protocol.HeartbeatData{ClientID: "p1",
@@ -91,11 +139,13 @@ func TestBroker_TransactionCheck(t *testing.T) {
 	require.Equal(t, protocol.Success, int(invoke(t, producer, b.Addr(), protocol.HeartBeat, nil, body).Code))
 	mustSend(t, producer, b.Addr(), "orders", 1, "plain", nil)
 	sendHalf(t, producer, b, "checked")
-	require.Eventually(t, func() bool { return len(pullAll(t, producer, b, "orders", 1)) == 2 }, 10*time.Second, 10*time.Millisecond)
-	require.Equal(t, []string{"plain", "checked"}, recordBodiesOf(pullAll(t, producer, b, "orders", 1)))
+	require.Eventually(t, func() bool { return len(pullAll(t, producer, b, "orders", 1)) >= 2 }, 10*time.Second, 10*time.Millisecond)
 	require.GreaterOrEqual(t, asked.Load(), int32(1))
-	time.Sleep(100 * time.Millisecond)
-	require.Len(t, pullAll(t, producer, b, "orders", 1), 2, "committed once")
+	// Every answer sent so far has been served (a check still in flight
+	// may add more: those too must find the transaction decided).
+	require.Eventually(t, func() bool { return answered.Load() == answering.Load() }, 10*time.Second, 10*time.Millisecond)
+	waitIndexed(t, b)
+	require.Equal(t, []string{"plain", "checked"}, recordBodiesOf(pullAll(t, producer, b, "orders", 1)), "committed once")
 }
 
 func recordBodiesOf(recs []message.Record) []string {
@@ -104,4 +154,24 @@ func recordBodiesOf(recs []message.Record) []string {
 		out = append(out, string(r.Body))
 	}
 	return out
+}
+
+// TestBroker_SendBackLeavesTransactionsAlone: a consumer's send-back of the
+// message at queue offset 0 does not mark half message 0 as decided (a
+// regression: it did, and the later commit stored nothing).
+func TestBroker_SendBackLeavesTransactionsAlone(t *testing.T) {
+	b := startBroker(t, testConfig(t.TempDir()), Options{})
+	c := newClient(t, remoting.SerializeJSON)
+	sent := mustSend(t, c, b.Addr(), "orders", 1, "plain", nil)
+	require.Equal(t, int64(0), sent.QueueOffset)
+	half, pos := sendHalf(t, c, b, "commit-me")
+	require.Equal(t, int64(0), half)
+	_, plainPos, err := message.ParseOffsetMsgID(sent.MsgID)
+	require.NoError(t, err)
+	resp := invoke(t, c, b.Addr(), protocol.ConsumerSendMsgBack, &protocol.ConsumerSendMsgBackRequestHeader{
+		Offset: plainPos, Group: "cg", DelayLevel: -1, OriginMsgID: sent.MsgID, OriginTopic: "orders"}, nil)
+	require.Equal(t, protocol.Success, int(resp.Code), resp.Remark)
+	endTx(t, c, b, half, pos, message.TxCommit)
+	waitIndexed(t, b)
+	require.Equal(t, []string{"plain", "commit-me"}, recordBodiesOf(pullAll(t, c, b, "orders", 1)))
 }

@@ -60,14 +60,34 @@ func (c *PushConsumer) handle(msgs []*Message) (res ConsumeResult) {
 	return sub.handler(c.handlerCtx, msgs)
 }
 
+// keepsProgress reports whether a batch of pq whose handler just finished
+// may still be acknowledged: pq was not dropped, or it was dropped by Close
+// while still owned. Close waits for the consume goroutines before it
+// commits, so such a batch's acknowledgement is in the offsets it commits.
+// A queue a rebalance dropped is no longer ours: its new owner delivers the
+// batch again, and acknowledging it here would commit an offset over the
+// new owner's.
+func (c *PushConsumer) keepsProgress(pq *processQueue) bool {
+	if !pq.dropped() {
+		return true
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	// NB: a rebalance removes a queue from c.queues when it drops it; Close
+	// drops the queues it leaves in c.queues after it set stateClosed.
+	return c.state == stateClosed && c.queues[pq.mq] == pq
+}
+
 // consumeConcurrently handles one batch and acknowledges it: at once on
-// success, after sending the messages back on ConsumeRetryLater.
+// success, after sending the messages back on ConsumeRetryLater. A batch
+// whose handler was running when Close began and then succeeds is
+// acknowledged too, before Close commits.
 func (c *PushConsumer) consumeConcurrently(t consumeTask) {
 	if t.pq.dropped() {
 		return // NB: not acknowledged; the queue's new owner delivers it
 	}
 	res := c.handle(t.msgs)
-	if t.pq.dropped() {
+	if !c.keepsProgress(t.pq) {
 		return
 	}
 	if res == ConsumeRetryLater {
@@ -193,7 +213,7 @@ func (c *PushConsumer) orderlyLoop(pq *processQueue) {
 			res := c.handle(msgs)
 			pq.consumeMu.Unlock()
 			if res == ConsumeSuccess || pq.dropped() {
-				if !pq.dropped() {
+				if res == ConsumeSuccess && c.keepsProgress(pq) {
 					pq.ack(msgs)
 				}
 				continue

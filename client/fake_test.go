@@ -76,9 +76,11 @@ func TestProducer_Busy(t *testing.T) {
 	require.Equal(t, int64(7), res.QueueOffset)
 	require.Equal(t, int32(6), calls.Load())
 
-	// Busy until the deadline: the error matches ErrBusy.
+	// Busy until the deadline: the error matches ErrBusy. NB: the route and
+	// connection are warm from the send above, and the deadline is long
+	// enough that it ends after busy answers, not during the first attempt.
 	calls.Store(-1 << 20)
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	_, err = p.Send(ctx, &Message{Topic: "busy", Body: []byte("x")})
 	require.ErrorIs(t, err, ErrBusy)
@@ -94,10 +96,14 @@ func TestProducer_Busy(t *testing.T) {
 // broker was busy (the attempt's own timeout is no fault of the broker's).
 func TestProducer_BusyThenDeadlineMidAttempt(t *testing.T) {
 	var calls atomic.Int32
+	var armed atomic.Bool
 	release := make(chan struct{})
 	addr := startFake(t, func(req *remoting.Command) *remoting.Command {
 		if req.Code != protocol.SendMessageV2 {
 			return remoting.NewResponse(req, protocol.Success, "")
+		}
+		if !armed.Load() {
+			return fakeSendOK(req) // warm-up
 		}
 		if calls.Add(1) == 1 {
 			return remoting.NewResponse(req, protocol.SystemBusy, "too busy")
@@ -111,7 +117,12 @@ func TestProducer_BusyThenDeadlineMidAttempt(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, p.Start())
 	defer p.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	// NB: a first send warms the route and the connection, so that the
+	// deadline is not spent before the busy answer.
+	_, err = p.Send(ctxT(t, 10*time.Second), &Message{Topic: "busy", Body: []byte("warm")})
+	require.NoError(t, err)
+	armed.Store(true)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	_, err = p.Send(ctx, &Message{Topic: "busy", Body: []byte("x")})
 	require.ErrorIs(t, err, ErrBusy)

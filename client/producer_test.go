@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicemq/sluice/broker"
+	"github.com/sluicemq/sluice/conf"
 	"github.com/sluicemq/sluice/internal/message"
 	"github.com/sluicemq/sluice/internal/protocol"
 	"github.com/stretchr/testify/require"
@@ -207,6 +209,24 @@ func TestProducer_Lifecycle(t *testing.T) {
 	require.ErrorIs(t, err, ErrInvalidOption)
 }
 
+// restartBrokerCfg starts a broker on the address of one just closed: the
+// address may still be in use (EADDRINUSE) for a moment, so listening is
+// retried for a few seconds.
+func restartBrokerCfg(t *testing.T, cfg conf.Broker) *broker.Broker {
+	t.Helper()
+	b, err := broker.New(cfg, broker.Options{Logger: quiet()})
+	require.NoError(t, err)
+	// NB: a Start that fails to listen leaves the broker startable again.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if err = b.Start(); err == nil || time.Now().After(deadline) {
+			break
+		}
+	}
+	require.NoError(t, err, "restart on %s", cfg.Listen)
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
 // TestProducer_BrokerDown: with its only broker gone a send fails with a
 // connection error naming the broker; once the broker is back on the same
 // address the producer sends again. With a second broker, sends go there.
@@ -230,7 +250,7 @@ func TestProducer_BrokerDown(t *testing.T) {
 
 	cfg := brokerConfig(t, c.ns.Addr(), "broker-a", dir)
 	cfg.Listen = addr
-	startBrokerCfg(t, cfg)
+	restartBrokerCfg(t, cfg)
 	require.Eventually(t, func() bool {
 		_, err := p.Send(ctx, &Message{Topic: "down", Body: []byte("after")})
 		return err == nil

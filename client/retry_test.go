@@ -148,6 +148,81 @@ func TestPushConsumer_CloseCommits(t *testing.T) {
 	require.Zero(t, again.duplicates())
 }
 
+// TestPushConsumer_CloseAcksInFlight: a handler still running when Close
+// drops the queues, and then succeeding, has its message acknowledged and
+// committed by Close.
+func TestPushConsumer_CloseAcksInFlight(t *testing.T) {
+	c := newCluster(t, 1)
+	topic := "cif"
+	c.createTopic(topic, 1)
+	var pc *PushConsumer
+	allDropped := func() bool {
+		pc.mu.Lock()
+		defer pc.mu.Unlock()
+		for _, pq := range pc.queues {
+			if !pq.dropped() {
+				return false
+			}
+		}
+		return true
+	}
+	entered := make(chan struct{})
+	var once sync.Once
+	h := func(ctx context.Context, _ []*Message) ConsumeResult {
+		once.Do(func() { close(entered) })
+		<-ctx.Done() // Close began
+		for !allDropped() {
+			time.Sleep(time.Millisecond)
+		}
+		return ConsumeSuccess
+	}
+	pc = c.pushConsumer("g-cif", topic, h, WithConsumeFrom(ConsumeFromFirst), WithCommitInterval(time.Hour))
+	waitBalanced(t, topic, 1, pc)
+	sendN(t, c.producer(), topic, "m", 1, nil)
+	select {
+	case <-entered:
+	case <-time.After(30 * time.Second):
+		t.Fatal("message not delivered")
+	}
+	require.NoError(t, pc.Close())
+
+	cp, err := c.admin().ConsumeStats(ctxT(t, 5*time.Second), "g-cif", topic)
+	require.NoError(t, err)
+	require.Len(t, cp.Queues, 1)
+	require.Equal(t, int64(1), cp.Queues[0].BrokerOffset)
+	require.Zero(t, cp.Lag, "the in-flight message was committed: %+v", cp.Queues)
+}
+
+// TestPushConsumer_KeepsProgress: a batch finishing after a rebalance
+// dropped its queue is not acknowledged (the queue is no longer ours); one
+// finishing after Close dropped its still owned queue is.
+func TestPushConsumer_KeepsProgress(t *testing.T) {
+	pc, err := NewPushConsumer("g-kp", WithNameServers("127.0.0.1:1"), WithLogger(quiet()))
+	require.NoError(t, err)
+	defer pc.core.stop() // NB: never started; its state is set by hand below
+	gone := newProcessQueue(MessageQueue{Topic: "kp", BrokerName: "b", QueueID: 0})
+	kept := newProcessQueue(MessageQueue{Topic: "kp", BrokerName: "b", QueueID: 1})
+	pc.mu.Lock()
+	pc.state = stateStarted
+	pc.queues[gone.mq] = gone
+	pc.queues[kept.mq] = kept
+	pc.mu.Unlock()
+	require.True(t, pc.keepsProgress(gone))
+
+	pc.updateQueues(context.Background(), "kp", []MessageQueue{kept.mq})
+	require.True(t, gone.dropped())
+	require.False(t, pc.keepsProgress(gone), "rebalanced away")
+	require.True(t, pc.keepsProgress(kept))
+
+	// What Close does before it waits for the consume goroutines.
+	pc.mu.Lock()
+	pc.state = stateClosed
+	kept.drop()
+	pc.mu.Unlock()
+	require.True(t, pc.keepsProgress(kept), "dropped by Close while owned")
+	require.False(t, pc.keepsProgress(gone), "still not ours after Close")
+}
+
 // TestPushConsumer_ResetOffsetByTime: an admin reset by time moves a
 // group's offsets; the consumer then starts at the first message stored
 // at or after that time.

@@ -82,7 +82,8 @@ func TestFault_DiskFullWrite(t *testing.T) {
 			opts := testOptions(8192)
 			opts.NoPreallocate = noPre
 			opts.OpenFile = fs.open
-			opts.DiskFullRetry = 20 * time.Millisecond
+			// NB: long enough that the second Append surely lands within it.
+			opts.DiskFullRetry = 500 * time.Millisecond
 			l := mustOpen(t, dir, opts)
 			ws := appendSizes(t, l, []int{100, 200}, 0)
 			fs.set(func(fs *faultFS) { fs.failWriteAt, fs.writeErr, fs.partial = fs.writes+1, errENOSPC, true })

@@ -19,7 +19,9 @@ const eventually = 10 * time.Second
 
 func TestExpiry(t *testing.T) {
 	s := startServer(t, func(c *conf.Nameserver) {
-		c.BrokerExpiry = 200 * time.Millisecond
+		// NB: long enough that the route lookups right after a
+		// registration come before the expiry.
+		c.BrokerExpiry = time.Second
 		c.ScanInterval = 20 * time.Millisecond
 	})
 	c := dial(t, s, remoting.SerializeJSON)

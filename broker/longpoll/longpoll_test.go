@@ -47,7 +47,8 @@ func TestHold_Expiry(t *testing.T) {
 	h := New()
 	defer h.Close()
 	out := make(chan result, 10)
-	park(h, out, "late", "t", 0, 0, 300*time.Millisecond, nil)
+	// NB: far apart, so that a delayed expiry loop cannot find both due at once.
+	park(h, out, "late", "t", 0, 0, time.Second, nil)
 	park(h, out, "soon", "t", 0, 0, 20*time.Millisecond, nil)
 	require.Equal(t, result{"soon", true}, <-out, "the earliest deadline goes first")
 	require.Equal(t, result{"late", true}, <-out)

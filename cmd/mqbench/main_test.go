@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -45,20 +46,24 @@ func runJSON(t *testing.T, args ...string) Report {
 
 func TestMQBench(t *testing.T) {
 	ns := startCluster(t)
-	p := runJSON(t, "produce", "-n", ns, "-t", "bench", "--size", "256", "--duration", "1s", "--json")
-	require.Greater(t, p.Messages, int64(0))
+	// NB: every run is bounded by --count, not by time, so that a slow
+	// machine makes it slower, not shorter; --duration is only a safety
+	// bound.
+	p := runJSON(t, "produce", "-n", ns, "-t", "bench", "--size", "256", "--count", "500", "--duration", "60s", "--json")
+	require.Equal(t, int64(500), p.Messages)
 	require.Zero(t, p.Errors)
 	require.Greater(t, p.LatencyP50, 0.0)
 	require.GreaterOrEqual(t, p.LatencyMax, p.LatencyP99)
 
-	b := runJSON(t, "produce", "-n", ns, "-t", "bench", "--batch", "8", "--rate", "800", "--duration", "1s", "--json")
-	require.Greater(t, b.Messages, int64(0))
+	b := runJSON(t, "produce", "-n", ns, "-t", "bench", "--batch", "8", "--rate", "800", "--count", "200", "--duration", "60s", "--json")
+	require.Equal(t, int64(200), b.Messages)
 	require.Zero(t, b.Messages%8, "batches of 8")
 
-	c := runJSON(t, "consume", "-n", ns, "-t", "bench", "-g", "g1", "--duration", "3s", "--json")
+	c := runJSON(t, "consume", "-n", ns, "-t", "bench", "-g", "g1", "--count", strconv.FormatInt(p.Messages+b.Messages, 10),
+		"--duration", "60s", "--json")
 	require.Equal(t, p.Messages+b.Messages, c.Messages, "a new group from the first offset reads everything produced")
 
-	e := runJSON(t, "e2e", "-n", ns, "-t", "e2e", "-g", "g2", "--rate", "200", "--duration", "2s", "--json")
+	e := runJSON(t, "e2e", "-n", ns, "-t", "e2e", "-g", "g2", "--rate", "200", "--count", "100", "--duration", "60s", "--json")
 	require.Greater(t, e.Messages, int64(0))
 	require.Greater(t, e.LatencyP50, 0.0)
 

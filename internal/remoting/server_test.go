@@ -333,9 +333,12 @@ func TestServer_Timeout(t *testing.T) {
 	})
 	c := newClient(t, SerializeMsgpack)
 	addr := s.Addr().String()
+	// NB: dial first, so that the short deadline is the call's alone.
+	_, err := c.Conn(ctxTimeout(t, 5*time.Second), addr)
+	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	_, err := c.Invoke(ctx, addr, NewRequest(1003, nil, nil))
+	_, err = c.Invoke(ctx, addr, NewRequest(1003, nil, nil))
 	require.ErrorIs(t, err, ErrTimeout)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.Contains(t, err.Error(), addr)
@@ -450,7 +453,13 @@ func TestServer_ConnLossAndRedial(t *testing.T) {
 
 func TestServer_IdleTimeout(t *testing.T) {
 	closed := make(chan uint64, 1)
-	s := startServer(t, ServerOptions{IdleTimeout: 100 * time.Millisecond, OnDisconnect: func(c *Conn) { closed <- c.ID() }},
+	onDisconnect := func(c *Conn) {
+		select {
+		case closed <- c.ID():
+		default: // NB: only the first is awaited; never block the server
+		}
+	}
+	s := startServer(t, ServerOptions{IdleTimeout: 100 * time.Millisecond, OnDisconnect: onDisconnect},
 		map[int16]Handler{codeEcho: echo})
 	c := newClient(t, SerializeMsgpack)
 	addr := s.Addr().String()
