@@ -67,5 +67,6 @@ func TestBroker_HeartbeatAfterDisconnect(t *testing.T) {
 // lateWriter is the ResponseWriter of a request whose connection is gone.
 type lateWriter struct{ c *remoting.Conn }
 
-func (w lateWriter) Write(*remoting.Command) error { return remoting.ErrConnClosed }
-func (w lateWriter) Conn() *remoting.Conn          { return w.c }
+func (w lateWriter) Write(*remoting.Command) error     { return remoting.ErrConnClosed }
+func (w lateWriter) WriteSoon(*remoting.Command) error { return remoting.ErrConnClosed }
+func (w lateWriter) Conn() *remoting.Conn              { return w.c }

@@ -58,12 +58,14 @@ func (b *Broker) handleSend(ctx context.Context, w remoting.ResponseWriter, req 
 }
 
 // trySendInline serves a send on the connection's reader when nothing in
-// it can block: async flush, no send waiting for the store, an existing
-// topic, no retry or transactional redirect (they may create topics), and
-// the store's put lock free. Under load this answers many sends with one
-// write and no goroutine switch each; anything else goes to handleSend.
+// it can block: an existing topic, no retry or transactional redirect
+// (they may create topics), the store's put lock free, and in async mode
+// no send waiting for the store. In sync mode the answer is written by the
+// store's notifier once the message is on disk. Under load this answers
+// many sends with one write and no goroutine per send; anything else goes
+// to handleSend.
 func (b *Broker) trySendInline(ctx context.Context, w remoting.ResponseWriter, req *remoting.Command) bool {
-	if b.cfg.Store.SyncFlush() || len(b.sendSem) > 0 {
+	if !b.cfg.Store.SyncFlush() && len(b.sendSem) > 0 {
 		return false
 	}
 	return b.send(ctx, w, req, true)
@@ -104,13 +106,15 @@ func (b *Broker) send(ctx context.Context, w remoting.ResponseWriter, req *remot
 			h.QueueID, h.Topic, cfg.Queues(), b.cfg.BrokerName))
 		return true
 	}
-	if !inline {
-		// Flow control: at most send_queue_size sends wait for the store;
-		// the rest are told to back off (SYSTEM_BUSY is retried by
-		// clients). An inline send waits for nothing.
+	// Flow control: at most send_queue_size sends wait for the store (or,
+	// in sync mode, for the disk); the rest are told to back off
+	// (SYSTEM_BUSY is retried by clients). An inline send in async mode
+	// waits for nothing.
+	release := func() {}
+	if !inline || b.cfg.Store.SyncFlush() {
 		select {
 		case b.sendSem <- struct{}{}:
-			defer func() { <-b.sendSem }()
+			release = func() { <-b.sendSem }
 		default:
 			b.stats.busy.Add(1)
 			reply(w, req, protocol.SystemBusy, fmt.Sprintf(
@@ -119,9 +123,8 @@ func (b *Broker) send(ctx context.Context, w remoting.ResponseWriter, req *remot
 			return true
 		}
 	}
-	defer func() { b.metrics.send.Observe(time.Since(start).Seconds()) }()
 	if req.Code == protocol.SendBatchMessage {
-		return b.sendBatch(ctx, w, req, h, inline)
+		return b.sendBatch(ctx, w, req, h, inline, start, release)
 	}
 	m := &message.Message{
 		Topic: h.Topic, QueueID: h.QueueID, Flag: h.Flag, SysFlag: h.SysFlag, BornTimestamp: h.BornTimestamp,
@@ -134,26 +137,37 @@ func (b *Broker) send(ctx context.Context, w remoting.ResponseWriter, req *remot
 		m.Properties = message.DeleteProperty(m.Properties, message.PropWait)
 	}
 	if code, remark := b.redirect(m, h); code != protocol.Success {
+		release()
 		reply(w, req, code, remark)
 		return true
 	}
 	if props, err := message.SetProperty(m.Properties, message.PropCluster, b.cfg.ClusterName); err == nil {
 		m.Properties = props
 	}
-	var res store.PutResult
+	done := func(res store.PutResult) {
+		release()
+		b.stats.recordPut(m.Topic, 1, len(m.Body))
+		b.answerPut(w, req, res, m.QueueID, message.OffsetMsgID(b.storeHost, res.Pos), inline)
+		b.metrics.send.Observe(time.Since(start).Seconds())
+	}
 	switch {
-	case inline:
-		var ok bool
-		if res, ok = b.store.TryPut(m); !ok {
+	case inline && wait:
+		if !b.store.TryPutThen(m, done) {
+			release()
 			return false
 		}
+	case inline:
+		res, ok := b.store.TryPut(m)
+		if !ok {
+			release()
+			return false
+		}
+		done(res)
 	case wait:
-		res = b.store.Put(ctx, m)
+		done(b.store.Put(ctx, m))
 	default:
-		res = b.store.PutNoWait(m)
+		done(b.store.PutNoWait(m))
 	}
-	b.stats.recordPut(m.Topic, 1, len(m.Body))
-	b.answerPut(w, req, res, m.QueueID, message.OffsetMsgID(b.storeHost, res.Pos))
 	return true
 }
 
@@ -229,7 +243,9 @@ func (b *Broker) toHalf(m *message.Message) error {
 }
 
 // answerPut maps a store result to the send response (spec 3.1).
-func (b *Broker) answerPut(w remoting.ResponseWriter, req *remoting.Command, res store.PutResult, queueID int32, msgID string) {
+// With soon, the answer is queued for the connection's flusher (the
+// caller answers many sends and must not wait for one peer's network).
+func (b *Broker) answerPut(w remoting.ResponseWriter, req *remoting.Command, res store.PutResult, queueID int32, msgID string, soon bool) {
 	code := int16(protocol.Success)
 	switch res.Status {
 	case store.PutOK:
@@ -247,21 +263,30 @@ func (b *Broker) answerPut(w remoting.ResponseWriter, req *remoting.Command, res
 		resp.ExtFields = protocol.Ext(&protocol.SendMessageResponseHeader{MsgID: msgID, QueueID: queueID,
 			QueueOffset: res.QueueOffset, Region: defaultRegion, TraceOn: true})
 	}
+	if soon {
+		_ = w.WriteSoon(resp)
+		return
+	}
 	_ = w.Write(resp)
 }
 
 // sendBatch stores a SEND_BATCH_MESSAGE as consecutive records (spec 3.1
 // step 8).
-func (b *Broker) sendBatch(ctx context.Context, w remoting.ResponseWriter, req *remoting.Command, h protocol.SendMessageRequestHeader, inline bool) bool {
+func (b *Broker) sendBatch(ctx context.Context, w remoting.ResponseWriter, req *remoting.Command, h protocol.SendMessageRequestHeader,
+	inline bool, start time.Time, release func(),
+) bool {
 	if message.TxType(h.SysFlag) != message.TxNot {
+		release()
 		reply(w, req, protocol.MessageIllegal, "batch messages cannot be transactional")
 		return true
 	}
 	if _, ok := message.PropertyValue(h.Properties, message.PropDelay); ok {
+		release()
 		reply(w, req, protocol.MessageIllegal, "batch messages cannot be delayed (DELAY in the batch properties)")
 		return true
 	}
 	if strings.HasPrefix(h.Topic, topic.RetryPrefix) {
+		release()
 		reply(w, req, protocol.MessageIllegal, "batch messages cannot be sent to a retry topic")
 		return true
 	}
@@ -277,31 +302,35 @@ func (b *Broker) sendBatch(ctx context.Context, w remoting.ResponseWriter, req *
 		return nil
 	})
 	if err != nil {
+		release()
 		reply(w, req, protocol.MessageIllegal, "bad batch body: "+err.Error())
 		return true
 	}
 	batch := &store.Batch{Template: message.Message{Topic: h.Topic, QueueID: h.QueueID, SysFlag: h.SysFlag,
 		BornTimestamp: h.BornTimestamp, BornHost: peerAddr(w), StoreHost: b.storeHost, ReconsumeTimes: h.ReconsumeTimes},
 		Items: items}
-	var res store.PutResult
+	done := func(res store.PutResult) {
+		release()
+		bytes := 0
+		for _, it := range items {
+			bytes += len(it.Body)
+		}
+		b.stats.recordPut(h.Topic, len(items), bytes)
+		ids := make([]string, len(res.Positions))
+		for i, p := range res.Positions {
+			ids[i] = message.OffsetMsgID(b.storeHost, p)
+		}
+		b.answerPut(w, req, res, h.QueueID, strings.Join(ids, ","), inline)
+		b.metrics.send.Observe(time.Since(start).Seconds())
+	}
 	if inline {
-		var ok bool
-		if res, ok = b.store.TryPutBatch(batch); !ok {
+		if !b.store.TryPutBatchThen(batch, done) {
+			release()
 			return false
 		}
-	} else {
-		res = b.store.PutBatch(ctx, batch)
+		return true
 	}
-	bytes := 0
-	for _, it := range items {
-		bytes += len(it.Body)
-	}
-	b.stats.recordPut(h.Topic, len(items), bytes)
-	ids := make([]string, len(res.Positions))
-	for i, p := range res.Positions {
-		ids[i] = message.OffsetMsgID(b.storeHost, p)
-	}
-	b.answerPut(w, req, res, h.QueueID, strings.Join(ids, ","))
+	done(b.store.PutBatch(ctx, batch))
 	return true
 }
 

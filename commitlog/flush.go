@@ -161,6 +161,24 @@ func (l *Log) permanentErr() error {
 	return nil
 }
 
+// Failed returns the error that stops the log from ever becoming durable
+// again (a failed fsync or write), or nil. Disk full is not such an error.
+func (l *Log) Failed() error {
+	if !l.hasErr.Load() {
+		return nil
+	}
+	return l.permanentErr()
+}
+
+// Kick wakes the flusher: what is appended gets fsynced now rather than at
+// the next interval. Waiters learn of it through DurableChanged.
+func (l *Log) Kick() {
+	select {
+	case l.kick <- struct{}{}:
+	default:
+	}
+}
+
 // Sync fsyncs everything appended so far, from any goroutine.
 func (l *Log) Sync(ctx context.Context) error {
 	return l.WaitDurableNow(ctx, l.Next())

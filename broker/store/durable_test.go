@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/commitlog"
+	"github.com/sluicemq/sluice/internal/message"
 	"github.com/stretchr/testify/require"
 )
 
@@ -73,4 +74,64 @@ func TestStore_SyncModeIndexesOnlyDurable(t *testing.T) {
 	g.release()
 	waitDispatched(t, s)
 	require.Equal(t, []string{"durable", "pending"}, bodies(t, get(t, s, "t", 0, 0, 32).Body))
+}
+
+// TestStore_TryPutThen: in sync mode TryPutThen answers only once the
+// message is on disk, FLUSH_DISK_TIMEOUT after the sync flush timeout, and
+// Close answers whatever still waits; in async mode it answers at once.
+func TestStore_TryPutThen(t *testing.T) {
+	g := newGate()
+	c := testConf(t.TempDir())
+	c.Flush = "sync"
+	c.SyncFlushTimeout = 300 * time.Millisecond
+	o := testOpts()
+	o.OpenFile = func(path string, flag int, perm os.FileMode) (commitlog.File, error) {
+		f, err := commitlog.OSOpenFile(path, flag, perm)
+		return gatedFile{f, g}, err
+	}
+	s := mustOpen(t, c, o)
+	answers := make(chan PutResult, 4)
+	done := func(r PutResult) { answers <- r }
+	mustPut(t, s, msg("t", 0, "warm")) // creates the segment (which fsyncs)
+
+	// Durable: answered after the fsync, with the put's position.
+	g.block()
+	require.True(t, s.TryPutThen(msg("t", 0, "a"), done))
+	select {
+	case r := <-answers:
+		t.Fatalf("answered before the fsync: %+v", r)
+	case <-time.After(50 * time.Millisecond):
+	}
+	g.release()
+	r := <-answers
+	require.Equal(t, PutOK, r.Status, r.Remark)
+	require.Equal(t, int64(1), r.QueueOffset)
+	require.GreaterOrEqual(t, s.log.Durable(), commitlog.Offset(r.Pos+int64(r.Size)))
+
+	// Not durable within the timeout: FLUSH_DISK_TIMEOUT, stored all the same.
+	g.block()
+	require.True(t, s.TryPutBatchThen(&Batch{Template: *msg("t", 0, ""), Items: []message.BatchItem{{Body: []byte("b")}}}, done))
+	r = <-answers
+	require.Equal(t, PutFlushDiskTimeout, r.Status)
+	require.Contains(t, r.Remark, "not flushed to disk within")
+	require.Equal(t, int64(2), r.QueueOffset)
+
+	// Close answers a waiter once the gate opens and the final sync ends.
+	require.True(t, s.TryPutThen(msg("t", 0, "c"), done))
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close() }()
+	time.Sleep(20 * time.Millisecond)
+	g.release()
+	require.NoError(t, <-closed)
+	r = <-answers
+	require.Equal(t, PutOK, r.Status, "Close synced it: %s", r.Remark)
+	require.Equal(t, int64(3), r.QueueOffset)
+
+	// Async mode: answered before TryPutThen returns.
+	c.Flush = "async"
+	s = mustOpen(t, c, testOpts())
+	defer s.Close()
+	require.True(t, s.TryPutThen(msg("t", 0, "d"), done))
+	require.Len(t, answers, 1)
+	require.Equal(t, PutOK, (<-answers).Status)
 }

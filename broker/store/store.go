@@ -81,8 +81,13 @@ type Store struct {
 	listenMu  sync.RWMutex
 	listeners []func(topic string, queueID int32, next int64)
 
-	kick      chan struct{}
-	quit      chan struct{}
+	kick chan struct{}
+	quit chan struct{}
+
+	// Puts answered when durable (TryPutThen), in sync flush mode.
+	waitMu    sync.Mutex
+	waiters   []durableWaiter // guarded by waitMu
+	waitKick  chan struct{}
 	wg        sync.WaitGroup
 	closeOnce sync.Once
 	closeErr  error
@@ -115,6 +120,7 @@ func Open(cfg conf.Store, opts Options) (*Store, error) {
 		queueNext: map[string]map[int32]int64{},
 		queues:    map[string]map[int32]*consumequeue.Queue{},
 		kick:      make(chan struct{}, 1),
+		waitKick:  make(chan struct{}, 1),
 		quit:      make(chan struct{}),
 	}
 	if err := s.open(); err != nil {
@@ -124,6 +130,10 @@ func Open(cfg conf.Store, opts Options) (*Store, error) {
 	s.wg.Add(2)
 	go s.dispatchLoop()
 	go s.checkpointLoop()
+	if cfg.SyncFlush() {
+		s.wg.Add(1)
+		go s.durableLoop()
+	}
 	return s, nil
 }
 

@@ -68,6 +68,11 @@ type Conn struct {
 	dirty   bool          // guarded by wmu: frames written but not flushed
 	kicked  bool          // guarded by wmu: the flusher has been told to flush
 	kick    chan struct{} // wakes the flusher
+	// busy counts exchanges in progress on this connection: calls waiting
+	// for a response, and requests being served. A lone exchange flushes
+	// its frame at once (lowest latency); with company, frames wait for
+	// the flusher and go out together.
+	busy atomic.Int32
 
 	mu       sync.Mutex
 	pending  map[int32]*call // guarded by mu: calls waiting for a response
@@ -213,9 +218,12 @@ func (c *Conn) write(cmd *Command) error { return c.writeMode(cmd, flushSoon) }
 type flushMode uint8
 
 const (
-	// flushSoon: by the connection's flusher, together with the frames
-	// other goroutines write meanwhile.
+	// flushSoon: at once when no other exchange is in progress on the
+	// connection, else by the connection's flusher, together with the
+	// frames other goroutines write meanwhile.
 	flushSoon flushMode = iota
+	// flushLater: by the flusher; the writer never waits for the network.
+	flushLater
 	// flushByReader: by the connection's reader, once it has served every
 	// request it has at hand (see onRequest). Only the reader may use it.
 	flushByReader
@@ -258,9 +266,12 @@ func (c *Conn) writeMode(cmd *Command, mode flushMode) error {
 		case len(body) > 0 || len(buf) > netpoll.BinaryInplaceThreshold:
 			err = w.Flush()
 			c.dirty = false
+		case mode == flushSoon && c.busy.Load() <= 1:
+			err = w.Flush()
+			c.dirty = false
 		default:
 			c.dirty = true
-			if mode == flushSoon && !c.kicked {
+			if mode != flushByReader && !c.kicked {
 				c.kicked = true
 				c.kick <- struct{}{}
 			}
@@ -420,6 +431,7 @@ func (c *Conn) take(opaque int32) *call {
 	cl := c.pending[opaque]
 	if cl != nil {
 		delete(c.pending, opaque)
+		c.busy.Add(-1)
 	}
 	c.mu.Unlock()
 	return cl
@@ -462,6 +474,7 @@ func (c *Conn) register(req *Command, cl *call) error {
 		req.Opaque = c.opaque.Add(1)
 	}
 	c.pending[req.Opaque] = cl
+	c.busy.Add(1)
 	return nil
 }
 
@@ -518,6 +531,7 @@ func (c *Conn) expire(now int64) {
 	for opaque, cl := range c.pending {
 		if cl.deadline != 0 && cl.deadline < now {
 			delete(c.pending, opaque)
+			c.busy.Add(-1)
 			late = append(late, cl)
 		}
 	}
@@ -562,6 +576,7 @@ func (c *Conn) InvokeAsync(ctx context.Context, req *Command, cb func(*Command, 
 	}
 	req.Opaque = opaque
 	c.pending[opaque] = cl
+	c.busy.Add(1)
 	// NB: set under mu, so finish (which runs after take) sees it.
 	cl.stop = context.AfterFunc(ctx, func() {
 		if cl := c.take(opaque); cl != nil {

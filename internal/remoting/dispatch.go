@@ -32,6 +32,10 @@ type ResponseWriter interface {
 	// safe to call from any goroutine; it returns when the frame has
 	// been handed to the kernel (resp.Body may be reused after that).
 	Write(resp *Command) error
+	// WriteSoon is Write for a goroutine that must not block on the
+	// network (one answering many requests): the frame is queued and the
+	// connection's flusher sends it.
+	WriteSoon(resp *Command) error
 	// Conn is the connection the request came on (nil in a
 	// ResponseRecorder).
 	Conn() *Conn
@@ -56,7 +60,11 @@ type responseWriter struct {
 
 func (w *responseWriter) Conn() *Conn { return w.c }
 
-func (w *responseWriter) Write(resp *Command) error {
+func (w *responseWriter) Write(resp *Command) error { return w.write(resp, flushSoon) }
+
+func (w *responseWriter) WriteSoon(resp *Command) error { return w.write(resp, flushLater) }
+
+func (w *responseWriter) write(resp *Command, mode flushMode) error {
 	if !w.done.CompareAndSwap(false, true) {
 		return ErrAlreadyReplied
 	}
@@ -66,10 +74,11 @@ func (w *responseWriter) Write(resp *Command) error {
 	resp.Opaque = w.opaque
 	resp.Flag = (resp.Flag | FlagResponse) &^ FlagOneway
 	resp.SerializeType = w.st
+	defer w.c.busy.Add(-1)
 	if w.onReader.Load() {
-		return w.c.writeMode(resp, flushByReader)
+		mode = flushByReader
 	}
-	return w.c.write(resp)
+	return w.c.writeMode(resp, mode)
 }
 
 // dispatcher runs inbound requests on goroutines, at most cap(sem) at a
@@ -94,6 +103,9 @@ func newDispatcher(log *slog.Logger, maxInflight int) dispatcher {
 }
 
 func (d *dispatcher) dispatch(c *Conn, req *Command) {
+	if !req.IsOneway() {
+		c.busy.Add(1) // until the answer is written (responseWriter.Write)
+	}
 	if d.closing.Load() {
 		d.reject(c, req, protocol.SystemBusy, "remoting: shutting down; retry on another node")
 		return
@@ -141,6 +153,7 @@ func (d *dispatcher) reject(c *Conn, req *Command, code int16, remark string) {
 	if req.IsOneway() {
 		return
 	}
+	defer c.busy.Add(-1)
 	_ = c.write(NewResponse(req, code, remark))
 }
 

@@ -32,6 +32,9 @@ func (r *ResponseRecorder) Write(resp *Command) error {
 }
 
 // Conn returns nil.
+// WriteSoon is Write.
+func (r *ResponseRecorder) WriteSoon(resp *Command) error { return r.Write(resp) }
+
 func (r *ResponseRecorder) Conn() *Conn { return nil }
 
 // Response returns the recorded response, or nil.

@@ -1,0 +1,123 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/sluicemq/sluice/commitlog"
+	"github.com/sluicemq/sluice/internal/message"
+)
+
+// durableWaiter is a put answered once its bytes are on disk.
+type durableWaiter struct {
+	end      commitlog.Offset
+	deadline time.Time
+	res      PutResult
+	done     func(PutResult)
+}
+
+// durableTick bounds how late a FLUSH_DISK_TIMEOUT answer can be.
+const durableTick = 10 * time.Millisecond
+
+// TryPutThen is TryPut that, in sync flush mode, calls done once the
+// message is on disk (or with PutFlushDiskTimeout after the sync flush
+// timeout), from the store's notifier goroutine: no goroutine waits per
+// put. In async mode, or when the put failed, done runs before TryPutThen
+// returns. When the put lock is busy it stores nothing, does not call done
+// and returns false. done must not block.
+func (s *Store) TryPutThen(m *message.Message, done func(PutResult)) bool {
+	res, ok := s.put(context.Background(), m, false, true)
+	if !ok {
+		return false
+	}
+	s.thenDurable(res, done)
+	return true
+}
+
+// TryPutBatchThen is TryPutThen for a batch.
+func (s *Store) TryPutBatchThen(b *Batch, done func(PutResult)) bool {
+	res, ok := s.putBatch(context.Background(), b, false, true)
+	if !ok {
+		return false
+	}
+	s.thenDurable(res, done)
+	return true
+}
+
+func (s *Store) thenDurable(res PutResult, done func(PutResult)) {
+	end := commitlog.Offset(res.Pos + int64(res.Size))
+	if res.Status != PutOK || !s.cfg.SyncFlush() || s.log.Durable() >= end {
+		done(res)
+		return
+	}
+	s.waitMu.Lock()
+	s.waiters = append(s.waiters, durableWaiter{end: end, deadline: time.Now().Add(s.cfg.SyncFlushTimeout), res: res, done: done})
+	s.waitMu.Unlock()
+	s.log.Kick()
+	select {
+	case s.waitKick <- struct{}{}:
+	default:
+	}
+}
+
+// durableLoop answers the waiters of TryPutThen as the log becomes durable.
+func (s *Store) durableLoop() {
+	defer s.wg.Done()
+	tick := time.NewTicker(durableTick)
+	defer tick.Stop()
+	for {
+		changed := s.log.DurableChanged()
+		s.answerWaiters(false)
+		select {
+		case <-changed:
+		case <-s.waitKick:
+		case <-tick.C:
+		case <-s.quit:
+			// Close synced the log before quit: answer what that achieved.
+			s.answerWaiters(true)
+			return
+		}
+	}
+}
+
+// answerWaiters calls done for every waiter that is durable, past its
+// deadline, or (closing, or the log failed for good) never will be.
+func (s *Store) answerWaiters(closing bool) {
+	s.waitMu.Lock()
+	if len(s.waiters) == 0 {
+		s.waitMu.Unlock()
+		return
+	}
+	durable, now := s.log.Durable(), time.Now()
+	failed := s.log.Failed()
+	var ready []durableWaiter
+	keep := s.waiters[:0]
+	for _, w := range s.waiters {
+		switch {
+		case w.end <= durable:
+		case closing || failed != nil:
+			w.res.Status, w.res.Remark = PutServiceNotAvailable, "store: not flushed to disk: "+errorString(failed, "store closing")
+		case now.After(w.deadline):
+			w.res.Status = PutFlushDiskTimeout
+			w.res.Remark = fmt.Sprintf("store: stored, but not flushed to disk within %v", s.cfg.SyncFlushTimeout)
+		default:
+			keep = append(keep, w)
+			continue
+		}
+		ready = append(ready, w)
+	}
+	clear(s.waiters[len(keep):])
+	s.waiters = keep
+	s.waitMu.Unlock()
+	for _, w := range ready {
+		w.done(w.res)
+	}
+}
+
+func errorString(err error, otherwise string) string {
+	if err == nil {
+		return otherwise
+	}
+	return err.Error()
+}
