@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"strings"
 	"testing"
@@ -264,4 +265,25 @@ func TestBroker_GarbageFrame(t *testing.T) {
 		nc.Close()
 	}
 	mustSend(t, c, b.Addr(), "t", 0, "still works", nil)
+}
+
+// TestBroker_PullMaxMessages: a pull returns what the client asks, up to
+// pull_max_messages.
+func TestBroker_PullMaxMessages(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	cfg.PullMaxMessages = 40
+	b := startBroker(t, cfg, Options{})
+	c := newClient(t, remoting.SerializeMsgpack)
+	for i := range 50 {
+		mustSend(t, c, b.Addr(), "many", 0, fmt.Sprintf("m%d", i), nil)
+	}
+	waitIndexed(t, b)
+	for _, tc := range []struct{ ask, want int32 }{{32, 32}, {100, 40}, {0, 1}} {
+		h := pullHeader("cg", "many", 0, 0, pullSubscription)
+		h.Subscription, h.MaxMsgNums = "*", tc.ask
+		resp := invoke(t, c, b.Addr(), protocol.PullMessage, h, nil)
+		require.Equal(t, protocol.Success, int(resp.Code), resp.Remark)
+		require.Len(t, decodeRecords(t, resp.Body), int(tc.want), "asked %d", tc.ask)
+		require.Equal(t, int64(tc.want), pullExt(t, resp).NextBeginOffset)
+	}
 }

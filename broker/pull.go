@@ -19,9 +19,6 @@ const (
 	pullSubscription = 0x4
 )
 
-// maxPullMsgs caps maxMsgNums (RocketMQ: 32 messages in memory).
-const maxPullMsgs = 32
-
 // handlePull serves PULL_MESSAGE (11). A pull that finds nothing new and
 // allows suspension is parked (never blocking the connection) and answered
 // when a message arrives in its queue or its suspend time runs out.
@@ -72,7 +69,7 @@ func (b *Broker) pull(w remoting.ResponseWriter, req *remoting.Command, h *proto
 		b.offsets.Commit(h.ConsumerGroup, h.Topic, h.QueueID, h.CommitOffset)
 	}
 	res, err := b.store.Get(context.Background(), store.GetRequest{Topic: h.Topic, QueueID: h.QueueID,
-		Offset: h.QueueOffset, MaxMsgs: min(max(int(h.MaxMsgNums), 1), maxPullMsgs), TagCodes: sub.Codes})
+		Offset: h.QueueOffset, MaxMsgs: min(max(int(h.MaxMsgNums), 1), int(b.cfg.PullMaxMessages)), TagCodes: sub.Codes})
 	if err != nil {
 		b.logger.Error("broker: pull", "topic", h.Topic, "queue_id", h.QueueID, "offset", h.QueueOffset, "err", err)
 		reply(w, req, protocol.SystemError, "broker: read failed: "+err.Error())

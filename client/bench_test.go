@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -76,8 +77,15 @@ func BenchmarkProduce(b *testing.B) {
 }
 
 // BenchmarkReplay: a push consumer reads back b.N stored 1 KiB messages
-// from the first offset.
+// from the first offset, with RocketMQ's default pull batch (32) and a
+// larger one.
 func BenchmarkReplay(b *testing.B) {
+	for _, pull := range []int{32, 128} {
+		b.Run(fmt.Sprintf("pull=%d", pull), func(b *testing.B) { benchReplay(b, pull) })
+	}
+}
+
+func benchReplay(b *testing.B, pullBatch int) {
 	c := benchCluster(b)
 	p := c.producer()
 	body := make([]byte, 1024)
@@ -94,12 +102,12 @@ func BenchmarkReplay(b *testing.B) {
 	var got atomic.Int64
 	done := make(chan struct{})
 	cons, err := NewPushConsumer("replay", c.opts(WithConsumeFrom(ConsumeFromFirst),
-		WithConsumeBatchSize(32), WithPullBatchSize(32))...)
+		WithConsumeBatchSize(32), WithPullBatchSize(pullBatch))...)
 	if err != nil {
 		b.Fatal(err)
 	}
 	err = cons.Subscribe("bench", "*", func(_ context.Context, msgs []*Message) ConsumeResult {
-		if got.Add(int64(len(msgs))) >= int64(b.N) && got.Load()-int64(len(msgs)) < int64(b.N) {
+		if n := got.Add(int64(len(msgs))); n >= int64(b.N) && n-int64(len(msgs)) < int64(b.N) {
 			close(done)
 		}
 		return ConsumeSuccess

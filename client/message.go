@@ -3,6 +3,7 @@ package client
 import (
 	"fmt"
 	"maps"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -128,34 +129,44 @@ func (m *Message) sendProperties(id string) (string, error) {
 
 // fromRecord builds a delivered message from a stored record, inflating a
 // compressed body. The message owns its memory.
-func fromRecord(rec message.Record, brokerName string, maxBody int) (*Message, error) {
+//
+// With own, rec's bytes belong to the caller's buffer, which the message
+// may keep referencing (no copy of the body); otherwise the body is copied.
+func fromRecord(rec message.Record, brokerName string, maxBody int, own bool, names *recordNames) (*Message, error) {
 	props := message.ParseProperties(string(rec.Properties))
 	body := rec.Body
-	if rec.SysFlag&message.FlagCompressed != 0 {
+	switch {
+	case rec.SysFlag&message.FlagCompressed != 0:
 		b, err := message.Decompress(body, maxBody)
 		if err != nil {
 			return nil, err
 		}
 		body = b
-	} else {
+	case own:
+		body = body[:len(body):len(body)] // NB: an append must not run into the next record
+	default:
 		body = append([]byte(nil), body...)
 	}
+	if names == nil {
+		names = &recordNames{}
+	}
+	topic := names.topic(rec.Topic)
 	m := &Message{
-		Topic:           string(rec.Topic),
+		Topic:           topic,
 		Body:            body,
 		Tags:            props[message.PropTags],
 		ShardingKey:     props[message.PropShardingKey],
 		Flag:            rec.Flag,
 		Properties:      props,
-		Queue:           MessageQueue{Topic: string(rec.Topic), BrokerName: brokerName, QueueID: int(rec.QueueID)},
+		Queue:           MessageQueue{Topic: topic, BrokerName: brokerName, QueueID: int(rec.QueueID)},
 		OffsetMsgID:     message.OffsetMsgID(rec.StoreHost, rec.PhysicalOffset),
 		QueueOffset:     rec.QueueOffset,
 		CommitLogOffset: rec.PhysicalOffset,
 		ReconsumeTimes:  int(rec.ReconsumeTimes),
 		StoreTimestamp:  time.UnixMilli(rec.StoreTimestamp),
 		BornTimestamp:   time.UnixMilli(rec.BornTimestamp),
-		BornHost:        rec.BornHost.String(),
-		StoreHost:       rec.StoreHost.String(),
+		BornHost:        names.host(0, rec.BornHost),
+		StoreHost:       names.host(1, rec.StoreHost),
 	}
 	if k := props[message.PropKeys]; k != "" {
 		m.Keys = strings.Fields(k)
@@ -167,15 +178,39 @@ func fromRecord(rec message.Record, brokerName string, maxBody int) (*Message, e
 	return m, nil
 }
 
-// decodeRecords splits a pull or query body into messages.
+// recordNames remembers the strings of the last topic and hosts decoded:
+// the records of one pull mostly share them.
+type recordNames struct {
+	topicS string
+	hosts  [2]netip.AddrPort
+	hostS  [2]string
+}
+
+func (n *recordNames) topic(b []byte) string {
+	if n.topicS == "" || string(b) != n.topicS {
+		n.topicS = string(b)
+	}
+	return n.topicS
+}
+
+func (n *recordNames) host(i int, a netip.AddrPort) string {
+	if n.hostS[i] == "" || n.hosts[i] != a {
+		n.hosts[i], n.hostS[i] = a, a.String()
+	}
+	return n.hostS[i]
+}
+
+// decodeRecords splits a pull or query body into messages. The messages'
+// bodies reference body, which must not be reused.
 func decodeRecords(body []byte, brokerName string, maxBody int) ([]*Message, error) {
 	var out []*Message
+	var names recordNames
 	for len(body) > 0 {
 		rec, err := message.Decode(body)
 		if err != nil {
 			return out, fmt.Errorf("client: decode message %d of a %d-byte body: %w", len(out), len(body), err)
 		}
-		m, err := fromRecord(rec, brokerName, maxBody)
+		m, err := fromRecord(rec, brokerName, maxBody, true, &names)
 		if err != nil {
 			return out, fmt.Errorf("client: message %s: %w", message.OffsetMsgID(rec.StoreHost, rec.PhysicalOffset), err)
 		}

@@ -51,6 +51,9 @@ type Broker struct {
 	Remoting Remoting `mapstructure:"remoting"`
 	// LongPoll configures parked pull requests.
 	LongPoll LongPoll `mapstructure:"long_poll"`
+	// PullMaxMessages caps the messages one pull returns, whatever the
+	// client asks (RocketMQ's maxTransferCountOnMessageInMemory; 1..4096).
+	PullMaxMessages int32 `mapstructure:"pull_max_messages"`
 	// EmbeddedNamesrv configures the nameserver the broker runs in-process
 	// when NamesrvAddr is empty; ignored otherwise.
 	EmbeddedNamesrv Nameserver `mapstructure:"embedded_namesrv"`
@@ -156,6 +159,7 @@ func DefaultBroker() Broker {
 		},
 		Remoting:        defaultRemoting(),
 		LongPoll:        LongPoll{Enabled: true, MaxSuspend: 30 * time.Second, ShortPollWait: time.Second},
+		PullMaxMessages: 256,
 		EmbeddedNamesrv: DefaultNameserver(),
 	}
 }

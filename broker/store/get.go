@@ -84,8 +84,14 @@ func (s *Store) Get(_ context.Context, req GetRequest) (GetResult, error) {
 		maxBytes = defaultMaxBytes
 	}
 	logMin := int64(s.log.Min())
-	body := req.Buf[:0]
+	// NB: entries are chosen first, then the records are read with one
+	// read per run of records adjacent in the log (a queue written in
+	// bursts or batches is mostly such runs) into one buffer of the right
+	// size.
 	var entries [entryBatch]consumequeue.Entry
+	var chosenArr [entryBatch]consumequeue.Entry
+	chosen := chosenArr[:0]
+	total := 0
 	off, scanned, removed := req.Offset, 0, 0
 scan:
 	for scanned < maxScanEntries && off < maxOff {
@@ -101,7 +107,7 @@ scan:
 			break
 		}
 		for _, e := range es {
-			if res.Count >= maxMsgs || (res.Count > 0 && len(body)+int(e.Size) > maxBytes) {
+			if len(chosen) >= maxMsgs || (len(chosen) > 0 && total+int(e.Size) > maxBytes) {
 				break scan
 			}
 			off++
@@ -113,22 +119,49 @@ scan:
 			if req.TagCodes != nil && !slices.Contains(req.TagCodes, e.TagsCode) {
 				continue
 			}
-			n := len(body)
-			body = slices.Grow(body, int(e.Size))[:n+int(e.Size)]
-			if _, err := s.log.ReadAt(body[n:], commitlog.Offset(e.Pos)); err != nil {
-				if errors.Is(err, commitlog.ErrOffsetRemoved) {
-					body = body[:n]
-					removed++
-					continue
-				}
-				return res, fmt.Errorf("store: read record at %d: %w", e.Pos, err)
-			}
-			res.Count++
+			chosen = append(chosen, e)
+			total += int(e.Size)
 			if scanned >= maxScanEntries {
 				break scan
 			}
 		}
 	}
+	body := req.Buf[:0]
+	if cap(body) < total {
+		body = make([]byte, 0, total)
+	}
+	body = body[:total]
+	n := 0
+	for i := 0; i < len(chosen); {
+		j, end := i+1, chosen[i].Pos+int64(chosen[i].Size)
+		for j < len(chosen) && chosen[j].Pos == end {
+			end += int64(chosen[j].Size)
+			j++
+		}
+		run := int(end - chosen[i].Pos)
+		if _, err := s.log.ReadAt(body[n:n+run], commitlog.Offset(chosen[i].Pos)); err == nil {
+			n += run
+			res.Count += j - i
+			i = j
+			continue
+		}
+		// NB: a run never crosses a segment end (every segment ends with
+		// a blank filler), so this is retention removing part of the run
+		// under us: read its records one by one and skip the removed.
+		for ; i < j; i++ {
+			e := chosen[i]
+			if _, err := s.log.ReadAt(body[n:n+int(e.Size)], commitlog.Offset(e.Pos)); err != nil {
+				if errors.Is(err, commitlog.ErrOffsetRemoved) {
+					removed++
+					continue
+				}
+				return res, fmt.Errorf("store: read record at %d: %w", e.Pos, err)
+			}
+			n += int(e.Size)
+			res.Count++
+		}
+	}
+	body = body[:n]
 	res.NextOffset, res.Body = off, body
 	switch {
 	case res.Count > 0:

@@ -49,6 +49,7 @@ type options struct {
 	inflight  int
 	jsonOut   bool
 	cpuprof   string
+	pullBatch int
 }
 
 // Report is mqbench's result.
@@ -69,7 +70,7 @@ func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || (args[0] != "produce" && args[0] != "consume" && args[0] != "e2e") {
-		fmt.Fprintln(stderr, "usage: mqbench produce|consume|e2e [-n NAMESRV] [-t TOPIC] [--size N] [--producers N] [--consumers N] [--batch N] [--duration D] [--rate N] [--sync] [--json]")
+		fmt.Fprintln(stderr, "usage: mqbench produce|consume|e2e [-n NAMESRV] [-t TOPIC] [--size N] [--producers N] [--consumers N] [--batch N] [--pull-batch N] [--duration D] [--rate N] [--sync] [--json] [--cpuprofile FILE]")
 		return 2
 	}
 	o := options{mode: args[0]}
@@ -82,6 +83,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.producers, "producers", 1, "producer clients")
 	fs.IntVar(&o.consumers, "consumers", 1, "consumer clients")
 	fs.IntVar(&o.batch, "batch", 1, "messages per send (batch send when > 1)")
+	fs.IntVar(&o.pullBatch, "pull-batch", 32, "messages per pull for consumers (the broker caps it at pull_max_messages)")
 	fs.DurationVar(&o.duration, "duration", 10*time.Second, "how long to run")
 	fs.IntVar(&o.rate, "rate", 0, "target messages per second over all producers (0 = flat out)")
 	fs.Int64Var(&o.count, "count", 0, "stop after this many messages (produced, or consumed in consume/e2e mode); 0 = run for --duration")
@@ -95,8 +97,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if o.count > 0 && o.duration == 10*time.Second {
 		o.duration = time.Hour // --count decides; --duration stays a safety bound if given
 	}
-	if o.size < 8 || o.producers < 1 || o.consumers < 1 || o.batch < 1 || o.duration <= 0 || o.rate < 0 || o.inflight < 1 || o.count < 0 {
-		fmt.Fprintln(stderr, "mqbench: --size must be >= 8; --producers, --consumers, --batch, --inflight >= 1; --duration > 0; --rate >= 0")
+	if o.size < 8 || o.producers < 1 || o.consumers < 1 || o.batch < 1 || o.duration <= 0 || o.rate < 0 || o.inflight < 1 || o.count < 0 || o.pullBatch < 1 {
+		fmt.Fprintln(stderr, "mqbench: --size must be >= 8; --producers, --consumers, --batch, --inflight, --pull-batch >= 1; --duration > 0; --rate >= 0")
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -333,7 +335,7 @@ func consume(ctx context.Context, o options, i int, c *counters, fail func(error
 	}
 	cons, err := client.NewPushConsumer(o.group, client.WithNameServers(nameservers(o.namesrv)...),
 		client.WithInstanceName(fmt.Sprintf("mqbench-c%d-%d", os.Getpid(), i)), client.WithConsumeFrom(from),
-		client.WithConsumeBatchSize(32), client.WithPullBatchSize(32))
+		client.WithConsumeBatchSize(32), client.WithPullBatchSize(o.pullBatch))
 	if err == nil {
 		err = cons.Subscribe(o.topic, "bench", func(_ context.Context, msgs []*client.Message) client.ConsumeResult {
 			now := time.Now()

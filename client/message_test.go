@@ -1,0 +1,46 @@
+package client
+
+import (
+	"net/netip"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicemq/sluice/internal/message"
+)
+
+// TestDecodeRecords: records decoded from one pull body keep their own
+// bodies (appending to one never touches the next), and every field comes
+// from its own record.
+func TestDecodeRecords(t *testing.T) {
+	host := netip.MustParseAddrPort("10.0.0.1:10911")
+	var body []byte
+	for i, s := range []struct{ topic, body, born string }{
+		{"a", "first", "127.0.0.1:1"}, {"a", "second", "127.0.0.1:1"}, {"b", "third", "[::1]:2"},
+	} {
+		m := &message.Message{Topic: s.topic, Body: []byte(s.body), BornHost: netip.MustParseAddrPort(s.born), StoreHost: host,
+			Properties: string(message.AppendProperties(nil, map[string]string{message.PropUniqKey: "U" + s.body}))}
+		rec := make([]byte, m.EncodedSize())
+		require.NoError(t, m.Encode(rec, int64(i), int64(len(body))))
+		body = append(body, rec...)
+	}
+	msgs, err := decodeRecords(body, "broker-a", 1<<20)
+	require.NoError(t, err)
+	require.Len(t, msgs, 3)
+	msgs[0].Body = append(msgs[0].Body, "XXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXX"...)
+	require.Equal(t, "second", string(msgs[1].Body), "appending to one body leaves the next record alone")
+	for i, want := range []struct{ topic, body, born, id string }{
+		{"a", "first", "127.0.0.1:1", "Ufirst"}, {"a", "second", "127.0.0.1:1", "Usecond"}, {"b", "third", "[::1]:2", "Uthird"},
+	} {
+		m := msgs[i]
+		require.Equal(t, want.topic, m.Topic)
+		require.Equal(t, want.topic, m.Queue.Topic)
+		require.Equal(t, want.born, m.BornHost)
+		require.Equal(t, "10.0.0.1:10911", m.StoreHost)
+		require.Equal(t, want.id, m.MsgID)
+		require.Equal(t, int64(i), m.QueueOffset)
+		if i > 0 {
+			require.Equal(t, want.body, string(m.Body))
+		}
+	}
+}
