@@ -91,9 +91,61 @@ var reserved = map[string]bool{
 	message.PropDelay: true, message.PropShardingKey: true, message.PropWait: true,
 }
 
+// fieldProperties is sendProperties for a message without user
+// properties: the pairs are written straight from the fields, in the
+// sorted order AppendProperties gives them, with no map in between.
+func (m *Message) fieldProperties(id string) (string, error) {
+	var b strings.Builder
+	add := func(k, v string) error {
+		if v == "" || strings.ContainsRune(v, '\x02') {
+			return invalidMessage("property %q=%q cannot be encoded (empty, or holds \\x01/\\x02)", k, v)
+		}
+		if b.Len() > 0 {
+			b.WriteByte(message.PropertySeparator)
+		}
+		b.WriteString(k)
+		b.WriteByte(message.NameValueSeparator)
+		b.WriteString(v)
+		return nil
+	}
+	b.Grow(len(m.Tags) + len(id) + len(m.ShardingKey) + 40)
+	var err error
+	if m.DelayLevel > 0 {
+		err = add(message.PropDelay, strconv.Itoa(m.DelayLevel))
+	}
+	if len(m.Keys) > 0 && err == nil {
+		err = add(message.PropKeys, strings.Join(m.Keys, " "))
+	}
+	if m.ShardingKey != "" && err == nil {
+		err = add(message.PropShardingKey, m.ShardingKey)
+	}
+	if m.Tags != "" && err == nil {
+		err = add(message.PropTags, m.Tags)
+	}
+	if id != "" && err == nil {
+		err = add(message.PropUniqKey, id)
+	}
+	if err != nil {
+		return "", err
+	}
+	if b.Len() > message.MaxPropertiesLen {
+		return "", invalidMessage("properties are %d bytes, the limit is %d", b.Len(), message.MaxPropertiesLen)
+	}
+	return b.String(), nil
+}
+
 // sendProperties returns m's properties string for a send, with UNIQ_KEY
 // set to id (none when id is empty).
 func (m *Message) sendProperties(id string) (string, error) {
+	if len(m.Properties) == 0 {
+		return m.fieldProperties(id)
+	}
+	return m.mapProperties(id)
+}
+
+// mapProperties is sendProperties through a map: user properties (but the
+// reserved names) and the fields.
+func (m *Message) mapProperties(id string) (string, error) {
 	props := make(map[string]string, len(m.Properties)+4)
 	for k, v := range m.Properties {
 		if !reserved[k] {

@@ -44,3 +44,28 @@ func TestDecodeRecords(t *testing.T) {
 		}
 	}
 }
+
+// TestFieldProperties: the map-free properties of a message without user
+// properties are byte for byte what the general path writes, and refuse
+// what it refuses.
+func TestFieldProperties(t *testing.T) {
+	for _, m := range []*Message{
+		{},
+		{Tags: "TagA"},
+		{Tags: "TagA", Keys: []string{"k1", "k2"}, ShardingKey: "order-7", DelayLevel: 3},
+		{Keys: []string{"only"}},
+		{ShardingKey: "s", DelayLevel: 18},
+		{Tags: "bad\x02tag"},
+		{Keys: []string{""}},
+	} {
+		for _, id := range []string{"", "7F0000010001000000000000000A0001"} {
+			fast, ferr := m.fieldProperties(id)
+			slow, serr := m.mapProperties(id)
+			require.Equal(t, slow, fast, "%+v id %q", m, id)
+			require.Equal(t, serr != nil, ferr != nil, "%+v id %q: %v / %v", m, id, serr, ferr)
+			if ferr != nil {
+				require.ErrorIs(t, ferr, ErrInvalidMessage)
+			}
+		}
+	}
+}

@@ -144,6 +144,24 @@ func (p *Producer) SendAsync(ctx context.Context, m *Message, cb func(SendResult
 		cb(SendResult{}, err)
 		return
 	}
+	p.sendAsync(ctx, o, cb)
+}
+
+// SendBatchAsync is SendBatch on a goroutine of the producer, as SendAsync
+// is Send: a batch counts as one send against WithAsyncInflight.
+func (p *Producer) SendBatchAsync(ctx context.Context, msgs []*Message, cb func(SendResult, error)) {
+	if cb == nil {
+		cb = func(SendResult, error) {}
+	}
+	o, err := p.prepareBatch(msgs)
+	if err != nil {
+		cb(SendResult{}, err)
+		return
+	}
+	p.sendAsync(ctx, o, cb)
+}
+
+func (p *Producer) sendAsync(ctx context.Context, o *outgoing, cb func(SendResult, error)) {
 	select {
 	case p.sem <- struct{}{}:
 	case <-ctx.Done():

@@ -108,6 +108,34 @@ func TestProducer_SendModes(t *testing.T) {
 		}
 	})
 
+	t.Run("batch async", func(t *testing.T) {
+		var wg sync.WaitGroup
+		results := make([]SendResult, 4)
+		errs := make([]error, 4)
+		for i := range results {
+			msgs := []*Message{{Topic: "modes", Body: fmt.Appendf(nil, "ab-%d-0", i)}, {Topic: "modes", Body: fmt.Appendf(nil, "ab-%d-1", i)}}
+			wg.Add(1)
+			p.SendBatchAsync(ctx, msgs, func(r SendResult, err error) {
+				results[i], errs[i] = r, err
+				wg.Done()
+			})
+		}
+		wg.Wait()
+		for i, r := range results {
+			require.NoError(t, errs[i])
+			offIDs := strings.Split(r.OffsetMsgID, ",")
+			require.Len(t, offIDs, 2)
+			for k, oid := range offIDs {
+				got, err := a.QueryByID(ctx, oid)
+				require.NoError(t, err)
+				require.Equal(t, fmt.Sprintf("ab-%d-%d", i, k), string(got.Body))
+			}
+		}
+		var invalid error
+		p.SendBatchAsync(ctx, nil, func(_ SendResult, err error) { invalid = err })
+		require.ErrorIs(t, invalid, ErrInvalidMessage, "an invalid batch is answered on the calling goroutine")
+	})
+
 	t.Run("compression", func(t *testing.T) {
 		big := bytes.Repeat([]byte("compress me please "), 1000) // 19 KB
 		res, err := p.Send(ctx, &Message{Topic: "modes", Body: big})
