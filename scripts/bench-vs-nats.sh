@@ -94,20 +94,22 @@ for size in 1024 128; do
 		--create --storage file --purge --no-progress 2>&1 | nats_rate)
 	row "async produce ${size} B (pipelined, 256 in flight)" "$s" "$n"
 done
-s=$("$bin/mqbench" produce -n "$ns_async" -t batch1024 --size 1024 --batch 32 --count "$N" --json 2>/dev/null | sluice_rate)
-row "Sluice batch 32 × 1 KiB vs NATS async 1 KiB" "$s" "$(echo "${rows[0]}" | awk -F'|' '{print $4}' | tr -d ' ')"
+s=$("$bin/mqbench" produce -n "$ns_async" -t batch1024 --size 1024 --batch 32 --inflight 256 --count "$N" --json 2>/dev/null | sluice_rate)
+row "Sluice batch 32 × 1 KiB (8 batches in flight) vs NATS async 1 KiB" "$s" "$(echo "${rows[0]}" | awk -F'|' '{print $4}' | tr -d ' ')"
 
 s=$("$bin/mqbench" produce -n "$ns_sync" -t durable --size 1024 --sync --producers "$SENDERS" --count "$DURABLE_N" --json 2>/dev/null | sluice_rate)
 n=$("$bin/nats" -s "$nats_sync" bench js pub sync bench.d --stream durable --size 1024 --msgs "$DURABLE_N" --clients "$SENDERS" \
 	--create --storage file --purge --no-progress 2>&1 | nats_rate)
 row "durable produce 1 KiB, $SENDERS senders (Sluice sync flush / NATS sync_interval always)" "$s" "$n"
 
-"$bin/mqbench" produce -n "$ns_async" -t replay --size 1024 --inflight 256 --count "$REPLAY" --json >/dev/null 2>&1
+"$bin/mqbench" produce -n "$ns_async" -t replay --size 1024 --batch 32 --inflight 256 --count "$REPLAY" --json >/dev/null 2>&1
 s=$("$bin/mqbench" consume -n "$ns_async" -t replay -g replay --count "$REPLAY" --json 2>/dev/null | sluice_rate)
+s128=$("$bin/mqbench" consume -n "$ns_async" -t replay -g replay128 --pull-batch 128 --count "$REPLAY" --json 2>/dev/null | sluice_rate)
 "$bin/nats" -s "$nats_async" bench js pub async bench.r --stream replay --size 1024 --msgs "$REPLAY" --batch 256 \
 	--create --storage file --purge --no-progress >/dev/null 2>&1
 n=$("$bin/nats" -s "$nats_async" bench js ordered --stream replay --msgs "$REPLAY" --no-progress 2>&1 | nats_rate)
-row "replay of $REPLAY stored 1 KiB messages" "$s" "$n"
+row "replay of $REPLAY stored 1 KiB messages (pull batch 32, RocketMQ's default)" "$s" "$n"
+row "replay of $REPLAY stored 1 KiB messages (pull batch 128)" "$s128" "$n"
 
 e2e=$("$bin/mqbench" e2e -n "$ns_async" -t e2e -g e2e --rate 10000 --duration 10s --json 2>/dev/null)
 
