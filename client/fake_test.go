@@ -303,3 +303,110 @@ func TestJSONHeaders_EndToEnd(t *testing.T) {
 		require.Equal(t, codecJSON, oc.core.tr.mode(a.Addr()))
 	}
 }
+
+// asyncSend sends m with SendAsync and waits for its callback.
+func asyncSend(t *testing.T, p *Producer, ctx context.Context, m *Message) (SendResult, error) {
+	t.Helper()
+	type outcome struct {
+		res SendResult
+		err error
+	}
+	ch := make(chan outcome, 1)
+	p.SendAsync(ctx, m, func(res SendResult, err error) { ch <- outcome{res, err} })
+	select {
+	case o := <-ch:
+		return o.res, o.err
+	case <-time.After(20 * time.Second):
+		t.Fatal("no callback")
+		return SendResult{}, nil
+	}
+}
+
+// TestProducer_AsyncInlineFirstAttempt: once the route and the connection
+// are known, SendAsync's first attempt goes out without a goroutine of its
+// own, and what follows a failed first attempt is Send's: the same retry
+// budget, busy backoff, non-retryable answers returned at once.
+func TestProducer_AsyncInlineFirstAttempt(t *testing.T) {
+	var calls atomic.Int32
+	var code atomic.Int32
+	addr := startFake(t, func(req *remoting.Command) *remoting.Command {
+		if req.Code != protocol.SendMessageV2 {
+			return remoting.NewResponse(req, protocol.Success, "")
+		}
+		calls.Add(1)
+		if c := int16(code.Load()); c != protocol.Success {
+			if c == protocol.SystemBusy {
+				code.Store(protocol.Success) // busy once
+			}
+			return remoting.NewResponse(req, c, "no")
+		}
+		return fakeSendOK(req)
+	})
+	p, err := NewProducer(WithNameServers(addr), WithLogger(quiet()), WithRetries(1),
+		WithBusyBackoff(time.Millisecond, 5*time.Millisecond))
+	require.NoError(t, err)
+	require.NoError(t, p.Start())
+	defer p.Close()
+	ctx := ctxT(t, 20*time.Second)
+	_, err = p.Send(ctx, &Message{Topic: "fast", Body: []byte("warm")}) // route, codec and connection
+	require.NoError(t, err)
+
+	calls.Store(0)
+	res, err := asyncSend(t, p, ctx, &Message{Topic: "fast", Body: []byte("x")})
+	require.NoError(t, err)
+	require.Equal(t, int64(7), res.QueueOffset)
+	require.Equal(t, int32(1), calls.Load())
+	require.Equal(t, int64(1), p.inlineFirst.Load(), "the first attempt went inline")
+
+	for _, tc := range []struct {
+		code  int16
+		calls int32
+		is    error
+	}{
+		{protocol.ServiceNotAvailable, 2, ErrServiceNotAvailable}, // retried once (WithRetries(1))
+		{protocol.MessageIllegal, 1, ErrMessageIllegal},           // not retried
+		{protocol.SystemBusy, 2, nil},                             // backoff, then sent
+	} {
+		calls.Store(0)
+		code.Store(int32(tc.code))
+		_, err := asyncSend(t, p, ctx, &Message{Topic: "fast", Body: []byte("x")})
+		if tc.is == nil {
+			require.NoError(t, err, "code %d", tc.code)
+		} else {
+			require.ErrorIs(t, err, tc.is, "code %d", tc.code)
+		}
+		require.Equal(t, tc.calls, calls.Load(), "code %d", tc.code)
+		code.Store(protocol.Success)
+	}
+}
+
+// TestProducer_AsyncCallbackSendsAgain: a callback may call SendAsync even
+// when the in-flight bound is reached (its own slot is free by then).
+func TestProducer_AsyncCallbackSendsAgain(t *testing.T) {
+	addr := startFake(t, fakeSendOK)
+	p, err := NewProducer(WithNameServers(addr), WithLogger(quiet()), WithAsyncInflight(1))
+	require.NoError(t, err)
+	require.NoError(t, p.Start())
+	defer p.Close()
+	ctx := ctxT(t, 20*time.Second)
+	_, err = p.Send(ctx, &Message{Topic: "chain", Body: []byte("warm")})
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	var send func(n int)
+	send = func(n int) {
+		p.SendAsync(ctx, &Message{Topic: "chain", Body: []byte("x")}, func(_ SendResult, err error) {
+			if err != nil || n == 50 {
+				done <- err
+				return
+			}
+			send(n + 1)
+		})
+	}
+	send(1)
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("a callback that sends again stalled")
+	}
+}

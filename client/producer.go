@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicemq/sluice/internal/message"
@@ -32,6 +33,10 @@ type Producer struct {
 	state   clientState    // guarded by mu
 	async   sync.WaitGroup // SendAsync goroutines; Add under mu.RLock while started
 	workers *workers       // run the SendAsync calls
+	// completions runs the callbacks of SendAsync calls answered on a
+	// connection's reader.
+	completions completions
+	inlineFirst atomic.Int64 // SendAsync calls whose first attempt went inline (for tests)
 }
 
 // NewProducer returns a producer configured by opts. WithNameServers is
@@ -130,11 +135,13 @@ func (p *Producer) Send(ctx context.Context, m *Message) (SendResult, error) {
 	return p.send(ctx, o, false)
 }
 
-// SendAsync sends m on a goroutine of the producer and calls cb with the
-// outcome of Send. At most WithAsyncInflight sends run at once; SendAsync
-// blocks while that many are in flight. If m is invalid, or ctx ends or the
-// producer closes before the send could start, cb runs on the calling
-// goroutine with the error. Close waits for the callbacks.
+// SendAsync sends m and calls cb with the outcome of Send. At most
+// WithAsyncInflight sends wait for their answer; SendAsync blocks while
+// that many do. If m is invalid, or ctx ends or the producer closes before
+// the send could start, cb runs on the calling goroutine with the error.
+// Otherwise cb runs on a goroutine of the producer; callbacks of sends
+// answered together run one after another on one goroutine, so a slow cb
+// delays the others (hand long work off). Close waits for the callbacks.
 func (p *Producer) SendAsync(ctx context.Context, m *Message, cb func(SendResult, error)) {
 	if cb == nil {
 		cb = func(SendResult, error) {}
@@ -183,11 +190,18 @@ func (p *Producer) sendAsync(ctx context.Context, o *outgoing, cb func(SendResul
 		}
 		return
 	}
-	p.workers.run(func() {
+	// NB: the in-flight slot is freed before cb runs, so that a callback
+	// may send again without waiting for the callbacks queued behind it.
+	done := func(res SendResult, err error) {
+		<-p.sem
 		defer p.async.Done()
-		defer func() { <-p.sem }()
-		cb(p.send(ctx, o, false))
-	})
+		cb(res, err)
+	}
+	if p.tryAsyncFirst(ctx, o, done) {
+		p.inlineFirst.Add(1)
+		return
+	}
+	p.workers.run(func() { done(p.send(ctx, o, false)) })
 }
 
 // SendOneway sends m without waiting for the broker's answer: it returns

@@ -73,93 +73,121 @@ func (p *Producer) pick(o *outgoing, r *topicRoute, lastBroker string) (MessageQ
 	return q, nil
 }
 
-// send runs the attempts of one send: retries on another queue for
-// connection failures and retryable codes, backoff for SYSTEM_BUSY.
-func (p *Producer) send(ctx context.Context, o *outgoing, oneway bool) (SendResult, error) {
-	// NB: without a caller's deadline, the send is bounded by a deadline
-	// checked between attempts and handed to each attempt, not by a
-	// context with a timer (a cost per message that showed in profiles).
+// sendState is what the attempts of one send have learned so far.
+type sendState struct {
+	deadline   time.Time
+	lastBroker string
+	lastErr    error
+	failures   int
+	backoff    time.Duration
+	refresh    bool
+}
+
+// NB: without a caller's deadline, a send is bounded by a deadline checked
+// between attempts and handed to each attempt, not by a context with a
+// timer (a cost per message that showed in profiles).
+func (p *Producer) newSendState(ctx context.Context) *sendState {
 	deadline, ok := ctx.Deadline()
 	if !ok {
 		deadline = time.Now().Add(p.cfg.sendTimeout*time.Duration(p.cfg.retries+1) + p.cfg.busyRetryDeadline)
 	}
-	var (
-		lastBroker string
-		lastErr    error
-		failures   int
-		backoff    = p.cfg.busyBackoff
-		refresh    bool
-	)
+	return &sendState{deadline: deadline, backoff: p.cfg.busyBackoff}
+}
+
+// attemptTimeout bounds the next attempt.
+func (p *Producer) attemptTimeout(st *sendState) time.Duration {
+	return min(p.cfg.sendTimeout, time.Until(st.deadline))
+}
+
+// send runs the attempts of one send: retries on another queue for
+// connection failures and retryable codes, backoff for SYSTEM_BUSY.
+func (p *Producer) send(ctx context.Context, o *outgoing, oneway bool) (SendResult, error) {
+	return p.sendFrom(ctx, o, oneway, p.newSendState(ctx))
+}
+
+// sendFrom runs the attempts of a send from state st.
+func (p *Producer) sendFrom(ctx context.Context, o *outgoing, oneway bool, st *sendState) (SendResult, error) {
 	for {
 		err := ctx.Err()
-		if err == nil && !time.Now().Before(deadline) {
+		if err == nil && !time.Now().Before(st.deadline) {
 			err = context.DeadlineExceeded
 		}
 		if err != nil {
-			if lastErr != nil {
-				return SendResult{}, fmt.Errorf("%w (gave up: %w)", lastErr, err)
+			if st.lastErr != nil {
+				return SendResult{}, fmt.Errorf("%w (gave up: %w)", st.lastErr, err)
 			}
 			return SendResult{}, err
 		}
-		target, err := p.publishRoute(ctx, o.topic, refresh)
+		target, err := p.publishRoute(ctx, o.topic, st.refresh)
 		if err != nil {
 			return SendResult{}, err
 		}
-		refresh = false
-		q, err := p.pick(o, target.route, lastBroker)
+		st.refresh = false
+		q, err := p.pick(o, target.route, st.lastBroker)
 		if err != nil {
 			return SendResult{}, err
 		}
 		addr := target.route.addrs[q.BrokerName]
 		start := time.Now()
-		res, err := p.attempt(ctx, addr, q, o, oneway, min(p.cfg.sendTimeout, time.Until(deadline)))
+		res, err := p.attempt(ctx, addr, q, o, oneway, p.attemptTimeout(st))
 		if err == nil {
 			p.faults.record(q.BrokerName, time.Since(start), false)
 			return res, nil
 		}
-		if errors.Is(err, ErrClosed) || errors.Is(err, context.Canceled) {
-			return SendResult{}, err
+		wait, final := p.failed(ctx, st, o, q, addr, start, err)
+		if final != nil {
+			return SendResult{}, final
 		}
-		if ctx.Err() != nil || !time.Now().Before(deadline) {
-			// NB: the caller's deadline cut this attempt short; that is
-			// no fault of the broker's. Report what the earlier attempts
-			// were answered (a busy broker) before the deadline.
-			if lastErr != nil {
-				return SendResult{}, fmt.Errorf("%w (gave up: %w)", lastErr, err)
-			}
-			return SendResult{}, err
-		}
-		lastErr, lastBroker = err, q.BrokerName
-		var be *BrokerError
-		switch {
-		case errors.As(err, &be) && be.Code == CodeSystemBusy:
-			// NB: busy is overload, not failure: no penalty, no retry
-			// budget; back off and prefer another broker.
-			if serr := sleepCtx(ctx, min(backoff, time.Until(deadline))); serr != nil {
+		if wait > 0 {
+			if serr := sleepCtx(ctx, wait); serr != nil {
 				return SendResult{}, fmt.Errorf("%w (gave up: %w)", err, serr)
 			}
-			backoff = min(backoff*2, p.cfg.busyMaxBackoff)
-			continue
-		case errors.As(err, &be) && !slices.Contains(retryableCodes, be.Code):
-			return SendResult{}, err
-		case errors.As(err, &be):
-			refresh = be.Code == CodeTopicNotExist
-		default:
-			p.core.connFailed(addr, err)
-		}
-		p.faults.record(q.BrokerName, time.Since(start), true)
-		failures++
-		if failures > p.cfg.retries {
-			return SendResult{}, fmt.Errorf("client: send to %s failed after %d attempts: %w", o.topic, failures, err)
 		}
 	}
 }
 
-// attempt sends o once to queue q at addr.
-func (p *Producer) attempt(ctx context.Context, addr string, q MessageQueue, o *outgoing, oneway bool, timeout time.Duration) (SendResult, error) {
-	if addr == "" {
-		return SendResult{}, fmt.Errorf("%w: no master address for broker %s", ErrNoRoute, q.BrokerName)
+// failed records the failed attempt of o on q (at addr, started at start)
+// in st. It returns the error the send ends with, or nil and how long to
+// wait before the next attempt.
+func (p *Producer) failed(ctx context.Context, st *sendState, o *outgoing, q MessageQueue, addr string, start time.Time, err error) (time.Duration, error) {
+	if errors.Is(err, ErrClosed) || errors.Is(err, context.Canceled) {
+		return 0, err
 	}
+	if ctx.Err() != nil || !time.Now().Before(st.deadline) {
+		// NB: the caller's deadline cut this attempt short; that is no
+		// fault of the broker's. Report what the earlier attempts were
+		// answered (a busy broker) before the deadline.
+		if st.lastErr != nil {
+			return 0, fmt.Errorf("%w (gave up: %w)", st.lastErr, err)
+		}
+		return 0, err
+	}
+	st.lastErr, st.lastBroker = err, q.BrokerName
+	var be *BrokerError
+	switch {
+	case errors.As(err, &be) && be.Code == CodeSystemBusy:
+		// NB: busy is overload, not failure: no penalty, no retry budget;
+		// back off and prefer another broker.
+		wait := min(st.backoff, time.Until(st.deadline))
+		st.backoff = min(st.backoff*2, p.cfg.busyMaxBackoff)
+		return max(wait, time.Nanosecond), nil
+	case errors.As(err, &be) && !slices.Contains(retryableCodes, be.Code):
+		return 0, err
+	case errors.As(err, &be):
+		st.refresh = be.Code == CodeTopicNotExist
+	default:
+		p.core.connFailed(addr, err)
+	}
+	p.faults.record(q.BrokerName, time.Since(start), true)
+	st.failures++
+	if st.failures > p.cfg.retries {
+		return 0, fmt.Errorf("client: send to %s failed after %d attempts: %w", o.topic, st.failures, err)
+	}
+	return 0, nil
+}
+
+// sendRequest is the SEND_MESSAGE_V2 (or SEND_BATCH_MESSAGE) of o to q.
+func (p *Producer) sendRequest(q MessageQueue, o *outgoing, timeout time.Duration) request {
 	h := protocol.SendMessageRequestHeader{
 		ProducerGroup: o.group, Topic: o.topic, DefaultTopic: p.cfg.createTopicKey,
 		DefaultTopicQueueNums: int32(p.cfg.defaultQueueNums), QueueID: int32(q.QueueID), SysFlag: o.sysFlag,
@@ -171,13 +199,21 @@ func (p *Producer) attempt(ctx context.Context, addr string, q MessageQueue, o *
 	if o.batch {
 		code = protocol.SendBatchMessage
 	}
-	req := request{code: code, ext: protocol.Ext(&v2), body: o.body, timeout: timeout}
+	return request{code: code, ext: protocol.Ext(&v2), body: o.body, timeout: timeout}
+}
+
+// attempt sends o once to queue q at addr.
+func (p *Producer) attempt(ctx context.Context, addr string, q MessageQueue, o *outgoing, oneway bool, timeout time.Duration) (SendResult, error) {
+	if addr == "" {
+		return SendResult{}, fmt.Errorf("%w: no master address for broker %s", ErrNoRoute, q.BrokerName)
+	}
+	req := p.sendRequest(q, o, timeout)
 	if oneway {
 		actx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
 		return SendResult{}, p.core.tr.oneway(actx, addr, req)
 	}
-	resp, err := p.core.tr.call(ctx, addr, req, protocol.FlushDiskTimeout, protocol.FlushSlaveTimeout, protocol.SlaveNotAvailable)
+	resp, err := p.core.tr.call(ctx, addr, req, sendOKCodes...)
 	if err != nil {
 		return SendResult{}, err
 	}

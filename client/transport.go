@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -160,15 +161,43 @@ func (t *transport) call(ctx context.Context, addr string, r request, ok ...int1
 	if err != nil {
 		return nil, err
 	}
-	if resp.Code == protocol.Success {
-		return resp, nil
+	return resp, checkCode(addr, r.code, resp, ok)
+}
+
+// checkCode returns a *BrokerError unless resp's code is SUCCESS or one of ok.
+func checkCode(addr string, code int16, resp *remoting.Command, ok []int16) error {
+	if resp.Code == protocol.Success || slices.Contains(ok, resp.Code) {
+		return nil
 	}
-	for _, c := range ok {
-		if resp.Code == c {
-			return resp, nil
+	return newBrokerError(addr, code, resp.Code, resp.Remark)
+}
+
+// tryInline sends r to addr and has cb called with the outcome (as call's,
+// with ok as the accepted codes) on the goroutine that completes the call:
+// cb must not block. It returns false, having sent nothing, unless addr's
+// codec is known and a connection to it is open.
+func (t *transport) tryInline(ctx context.Context, addr string, r request, ok []int16, cb func(*remoting.Command, error)) bool {
+	var c *remoting.Client
+	var st remoting.SerializeType
+	switch t.mode(addr) {
+	case codecMsgpack:
+		c, st = t.mp, remoting.SerializeMsgpack
+	case codecJSON:
+		c, st = t.js, remoting.SerializeJSON
+	default:
+		return false
+	}
+	cmd, err := t.command(st, r)
+	if err != nil {
+		return false
+	}
+	return c.TryInvokeInline(ctx, addr, cmd, r.timeout, func(resp *remoting.Command, err error) {
+		if err != nil {
+			cb(nil, wrapTransport(addr, r.code, err))
+			return
 		}
-	}
-	return resp, newBrokerError(addr, r.code, resp.Code, resp.Remark)
+		cb(resp, checkCode(addr, r.code, resp, ok))
+	})
 }
 
 // oneway sends r to addr without waiting for a reply.

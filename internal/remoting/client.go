@@ -235,6 +235,31 @@ func (c *Client) InvokeWithin(ctx context.Context, addr string, req *Command, ti
 	return conn.invoke(ctx, req, time.Now().Add(timeout).UnixNano())
 }
 
+// TryInvokeInline sends req on the open connection to addr and calls cb
+// once with the response or an error (bounded by ctx and timeout, see
+// InvokeWithin) on whichever goroutine completes the call, typically the
+// connection's reader: cb must not block. With no open connection to addr
+// it does nothing and returns false (Invoke would dial).
+func (c *Client) TryInvokeInline(ctx context.Context, addr string, req *Command, timeout time.Duration, cb func(*Command, error)) bool {
+	c.mu.Lock()
+	e := c.conns[addr]
+	c.mu.Unlock()
+	if e == nil {
+		return false
+	}
+	select {
+	case <-e.ready:
+	default:
+		return false
+	}
+	if e.conn == nil || e.conn.Closed() {
+		return false
+	}
+	c.sweepOnce.Do(c.startSweeper)
+	e.conn.invokeInline(ctx, req, time.Now().Add(timeout).UnixNano(), cb)
+	return true
+}
+
 func (c *Client) startSweeper() {
 	c.mu.Lock()
 	defer c.mu.Unlock()

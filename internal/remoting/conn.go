@@ -88,6 +88,7 @@ type call struct {
 	cb       func(*Command, error) // InvokeAsync
 	stop     func() bool           // InvokeAsync: stops the context watcher
 	deadline int64                 // unix nanos, 0 for none: see Client.InvokeWithin
+	inline   bool                  // cb runs where the call completes (Client.TryInvokeInline)
 }
 
 type result struct {
@@ -446,6 +447,10 @@ func (c *Conn) finish(cl *call, cmd *Command, err error) {
 		cl.stop()
 	}
 	cb := cl.cb
+	if cl.inline {
+		cb(cmd, err)
+		return
+	}
 	if !c.ep.background().goFunc(func() { cb(cmd, err) }) {
 		cb(cmd, err) // owner closing: run inline rather than never
 	}
@@ -583,6 +588,51 @@ func (c *Conn) InvokeAsync(ctx context.Context, req *Command, cb func(*Command, 
 			c.finish(cl, nil, ctxError(ctx))
 		}
 	})
+	c.mu.Unlock()
+	if err := c.write(req); err != nil {
+		if cl := c.take(opaque); cl != nil {
+			c.finish(cl, nil, err)
+		}
+	}
+}
+
+// invokeInline sends req and calls cb once with the response or an error,
+// on whichever goroutine completes the call (the reader, the sweeper at
+// deadline, a failed write, the close): cb must not block.
+func (c *Conn) invokeInline(ctx context.Context, req *Command, deadline int64, cb func(*Command, error)) {
+	code := req.Code
+	cl := &call{inline: true, deadline: deadline, cb: func(cmd *Command, err error) {
+		if err != nil {
+			err = fmt.Errorf("remoting: %s to %s: %w", protocol.CodeName(code), addrString(c.remote), err)
+		}
+		cb(cmd, err)
+	}}
+	if ctx.Err() != nil {
+		cl.cb(nil, ctxError(ctx))
+		return
+	}
+	c.prepare(req, false)
+	c.mu.Lock()
+	if c.closed {
+		err := c.closeErr
+		c.mu.Unlock()
+		cl.cb(nil, err)
+		return
+	}
+	for c.pending[req.Opaque] != nil { // NB: only after the counter wrapped
+		req.Opaque = c.opaque.Add(1)
+	}
+	opaque := req.Opaque
+	c.pending[opaque] = cl
+	c.busy.Add(1)
+	if ctx.Done() != nil {
+		// NB: set under mu, so finish (which runs after take) sees it.
+		cl.stop = context.AfterFunc(ctx, func() {
+			if cl := c.take(opaque); cl != nil {
+				c.finish(cl, nil, ctxError(ctx))
+			}
+		})
+	}
 	c.mu.Unlock()
 	if err := c.write(req); err != nil {
 		if cl := c.take(opaque); cl != nil {
