@@ -98,9 +98,11 @@ s=$("$bin/mqbench" produce -n "$ns_async" -t batch1024 --size 1024 --batch 32 --
 row "Sluice batch 32 × 1 KiB (8 batches in flight) vs NATS async 1 KiB" "$s" "$(echo "${rows[0]}" | awk -F'|' '{print $4}' | tr -d ' ')"
 
 s=$("$bin/mqbench" produce -n "$ns_sync" -t durable --size 1024 --sync --producers "$SENDERS" --count "$DURABLE_N" --json 2>/dev/null | sluice_rate)
+s1=$("$bin/mqbench" produce -n "$ns_sync" -t durable --size 1024 --sync --senders "$SENDERS" --count "$DURABLE_N" --json 2>/dev/null | sluice_rate)
 n=$("$bin/nats" -s "$nats_sync" bench js pub sync bench.d --stream durable --size 1024 --msgs "$DURABLE_N" --clients "$SENDERS" \
 	--create --storage file --purge --no-progress 2>&1 | nats_rate)
-row "durable produce 1 KiB, $SENDERS senders (Sluice sync flush / NATS sync_interval always)" "$s" "$n"
+row "durable produce 1 KiB, $SENDERS senders with a connection each (Sluice sync flush / NATS sync_interval always)" "$s" "$n"
+row "durable produce 1 KiB, $SENDERS sending goroutines sharing one Sluice producer, vs the NATS row above" "$s1" "$n"
 
 "$bin/mqbench" produce -n "$ns_async" -t replay --size 1024 --batch 32 --inflight 256 --count "$REPLAY" --json >/dev/null 2>&1
 s=$("$bin/mqbench" consume -n "$ns_async" -t replay -g replay --count "$REPLAY" --json 2>/dev/null | sluice_rate)

@@ -51,6 +51,7 @@ type options struct {
 	jsonOut   bool
 	cpuprof   string
 	pullBatch int
+	senders   int
 }
 
 // Report is mqbench's result.
@@ -91,6 +92,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.producers, "producers", 1, "producer clients")
 	fs.IntVar(&o.consumers, "consumers", 1, "consumer clients")
 	fs.IntVar(&o.batch, "batch", 1, "messages per send (batch send when > 1)")
+	fs.IntVar(&o.senders, "senders", 1, "with --sync: goroutines sending concurrently through each producer")
 	fs.IntVar(&o.pullBatch, "pull-batch", 32, "messages per pull for consumers (the broker caps it at pull_max_messages)")
 	fs.DurationVar(&o.duration, "duration", 10*time.Second, "how long to run")
 	fs.IntVar(&o.rate, "rate", 0, "target messages per second over all producers (0 = flat out)")
@@ -105,8 +107,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if o.count > 0 && o.duration == 10*time.Second {
 		o.duration = time.Hour // --count decides; --duration stays a safety bound if given
 	}
-	if o.size < 8 || o.producers < 1 || o.consumers < 1 || o.batch < 1 || o.duration <= 0 || o.rate < 0 || o.inflight < 1 || o.count < 0 || o.pullBatch < 1 {
-		fmt.Fprintln(stderr, "mqbench: --size must be >= 8; --producers, --consumers, --batch, --inflight, --pull-batch >= 1; --duration > 0; --rate >= 0")
+	if o.size < 8 || o.producers < 1 || o.consumers < 1 || o.batch < 1 || o.duration <= 0 || o.rate < 0 || o.inflight < 1 || o.count < 0 || o.pullBatch < 1 || o.senders < 1 {
+		fmt.Fprintln(stderr, "mqbench: --size must be >= 8; --producers, --consumers, --batch, --inflight, --pull-batch, --senders >= 1; --duration > 0; --rate >= 0")
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -261,11 +263,28 @@ func produce(ctx context.Context, o options, i int, c *counters, fail func(error
 		return
 	}
 	defer p.Close()
+	start := time.Now()
+	var inflight sync.WaitGroup
+	defer inflight.Wait()
+	if o.sync && o.senders > 1 {
+		// NB: each sender paces itself at its share of the rate.
+		so := o
+		so.senders, so.producers = 1, o.producers*o.senders
+		for range o.senders {
+			inflight.Add(1)
+			go func() { defer inflight.Done(); sendLoop(ctx, so, p, c, start) }()
+		}
+		return
+	}
+	sendLoop(ctx, o, p, c, start)
+}
+
+// sendLoop sends through p until ctx ends or the count is reached.
+func sendLoop(ctx context.Context, o options, p *client.Producer, c *counters, start time.Time) {
 	var interval time.Duration
 	if o.rate > 0 {
 		interval = time.Second * time.Duration(o.producers*o.batch) / time.Duration(o.rate)
 	}
-	start := time.Now()
 	var inflight sync.WaitGroup
 	defer inflight.Wait()
 	for n := 0; ctx.Err() == nil; n++ {

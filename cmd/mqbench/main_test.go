@@ -59,9 +59,14 @@ func TestMQBench(t *testing.T) {
 	require.Equal(t, int64(200), b.Messages)
 	require.Zero(t, b.Messages%8, "batches of 8")
 
-	c := runJSON(t, "consume", "-n", ns, "-t", "bench", "-g", "g1", "--count", strconv.FormatInt(p.Messages+b.Messages, 10),
+	s := runJSON(t, "produce", "-n", ns, "-t", "bench", "--sync", "--senders", "4", "--count", "100", "--duration", "60s", "--json")
+	require.Equal(t, int64(100), s.Messages)
+	require.Zero(t, s.Errors)
+
+	total := p.Messages + b.Messages + s.Messages
+	c := runJSON(t, "consume", "-n", ns, "-t", "bench", "-g", "g1", "--pull-batch", "64", "--count", strconv.FormatInt(total, 10),
 		"--duration", "60s", "--json")
-	require.Equal(t, p.Messages+b.Messages, c.Messages, "a new group from the first offset reads everything produced")
+	require.Equal(t, total, c.Messages, "a new group from the first offset reads everything produced")
 
 	e := runJSON(t, "e2e", "-n", ns, "-t", "e2e", "-g", "g2", "--rate", "200", "--count", "100", "--duration", "60s", "--json")
 	require.Greater(t, e.Messages, int64(0))
@@ -70,5 +75,6 @@ func TestMQBench(t *testing.T) {
 	var out, errb strings.Builder
 	require.Equal(t, 2, run([]string{"nope"}, &out, &errb))
 	require.Equal(t, 2, run([]string{"produce", "--size", "1"}, &out, &errb))
+	require.Equal(t, 2, run([]string{"produce", "--senders", "0"}, &out, &errb))
 	require.Equal(t, 1, run([]string{"produce", "-n", "127.0.0.1:1", "--duration", "500ms"}, &out, &errb), "no nameserver: an error, not a hang")
 }
