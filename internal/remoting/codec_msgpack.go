@@ -1,6 +1,7 @@
 package remoting
 
 import (
+	"encoding/binary"
 	"errors"
 	"io"
 	"math"
@@ -19,7 +20,7 @@ import (
 // most msgpackMaxDepth deep); an empty remark and empty extFields are
 // omitted on output.
 //
-// Encoders and decoders are pooled and reused. The decoder keeps msgpack's
+// The encoder appends by hand; decoders are pooled and reused. The decoder keeps msgpack's
 // allocation limits on and, before reading any string or container, checks
 // its claimed length against the bytes left, so a hostile length never
 // allocates more than the header itself.
@@ -27,41 +28,7 @@ type msgpackCodec struct{}
 
 const msgpackMaxDepth = 16
 
-// appendWriter lets a msgpack.Encoder append to a caller's slice.
-type appendWriter struct{ b []byte }
-
-func (w *appendWriter) Write(p []byte) (int, error) { w.b = append(w.b, p...); return len(p), nil }
-func (w *appendWriter) WriteByte(c byte) error      { w.b = append(w.b, c); return nil }
-func (w *appendWriter) WriteString(s string) (int, error) {
-	w.b = append(w.b, s...)
-	return len(s), nil
-}
-
-type msgpackEncoder struct {
-	w   appendWriter
-	enc *msgpack.Encoder
-}
-
-var msgpackEncoders = sync.Pool{New: func() any {
-	e := &msgpackEncoder{}
-	e.enc = msgpack.NewEncoder(&e.w)
-	return e
-}}
-
 func (msgpackCodec) AppendHeader(dst []byte, h *Header) ([]byte, error) {
-	e := msgpackEncoders.Get().(*msgpackEncoder)
-	e.w.b = dst
-	err := encodeMsgpackHeader(e.enc, h)
-	dst = e.w.b
-	e.w.b = nil
-	msgpackEncoders.Put(e)
-	if err != nil {
-		return dst, badHeader("msgpack: %v", err)
-	}
-	return dst, nil
-}
-
-func encodeMsgpackHeader(enc *msgpack.Encoder, h *Header) error {
 	n := 5
 	if h.Remark != "" {
 		n++
@@ -69,31 +36,86 @@ func encodeMsgpackHeader(enc *msgpack.Encoder, h *Header) error {
 	if len(h.ExtFields) > 0 {
 		n++
 	}
-	// NB: the writer never fails, so only the last error is checked.
-	_ = enc.EncodeMapLen(n)
-	_ = enc.EncodeString("code")
-	_ = enc.EncodeInt(int64(h.Code))
-	_ = enc.EncodeString("language")
-	_ = enc.EncodeString(languageName(h.Language))
-	_ = enc.EncodeString("version")
-	_ = enc.EncodeInt(int64(h.Version))
-	_ = enc.EncodeString("opaque")
-	_ = enc.EncodeInt(int64(h.Opaque))
-	_ = enc.EncodeString("flag")
-	err := enc.EncodeInt(int64(h.Flag))
+	// NB: written by hand, byte for byte what msgpack.Encoder writes
+	// (smallest int and length forms; TestMsgpack_EncoderMatchesLibrary),
+	// without its per-value interface calls.
+	dst = mpMapLen(dst, n)
+	dst = mpStr(dst, "code")
+	dst = mpInt(dst, int64(h.Code))
+	dst = mpStr(dst, "language")
+	dst = mpStr(dst, languageName(h.Language))
+	dst = mpStr(dst, "version")
+	dst = mpInt(dst, int64(h.Version))
+	dst = mpStr(dst, "opaque")
+	dst = mpInt(dst, int64(h.Opaque))
+	dst = mpStr(dst, "flag")
+	dst = mpInt(dst, int64(h.Flag))
 	if h.Remark != "" {
-		_ = enc.EncodeString("remark")
-		err = enc.EncodeString(h.Remark)
+		dst = mpStr(dst, "remark")
+		dst = mpStr(dst, h.Remark)
 	}
 	if len(h.ExtFields) > 0 {
-		_ = enc.EncodeString("extFields")
-		_ = enc.EncodeMapLen(len(h.ExtFields))
+		dst = mpStr(dst, "extFields")
+		dst = mpMapLen(dst, len(h.ExtFields))
 		for k, v := range h.ExtFields {
-			_ = enc.EncodeString(k)
-			err = enc.EncodeString(v)
+			dst = mpStr(dst, k)
+			dst = mpStr(dst, v)
 		}
 	}
-	return err
+	return dst, nil
+}
+
+func mpMapLen(dst []byte, n int) []byte {
+	switch {
+	case n < 16:
+		return append(dst, msgpcode.FixedMapLow|byte(n))
+	case n <= math.MaxUint16:
+		return append(dst, msgpcode.Map16, byte(n>>8), byte(n))
+	}
+	return append(dst, msgpcode.Map32, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
+}
+
+func mpStr(dst []byte, s string) []byte {
+	n := len(s)
+	switch {
+	case n < 32:
+		dst = append(dst, msgpcode.FixedStrLow|byte(n))
+	case n < 256:
+		dst = append(dst, msgpcode.Str8, byte(n))
+	case n <= math.MaxUint16:
+		dst = append(dst, msgpcode.Str16, byte(n>>8), byte(n))
+	default:
+		dst = append(dst, msgpcode.Str32, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
+	}
+	return append(dst, s...)
+}
+
+func mpInt(dst []byte, v int64) []byte {
+	if v >= 0 {
+		switch u := uint64(v); {
+		case u <= math.MaxInt8:
+			return append(dst, byte(u))
+		case u <= math.MaxUint8:
+			return append(dst, msgpcode.Uint8, byte(u))
+		case u <= math.MaxUint16:
+			return append(dst, msgpcode.Uint16, byte(u>>8), byte(u))
+		case u <= math.MaxUint32:
+			return append(dst, msgpcode.Uint32, byte(u>>24), byte(u>>16), byte(u>>8), byte(u))
+		default:
+			return binary.BigEndian.AppendUint64(append(dst, msgpcode.Uint64), u)
+		}
+	}
+	switch {
+	case v >= int64(int8(msgpcode.NegFixedNumLow)):
+		return append(dst, byte(v))
+	case v >= math.MinInt8:
+		return append(dst, msgpcode.Int8, byte(v))
+	case v >= math.MinInt16:
+		return append(dst, msgpcode.Int16, byte(v>>8), byte(v))
+	case v >= math.MinInt32:
+		return append(dst, msgpcode.Int32, byte(v>>24), byte(v>>16), byte(v>>8), byte(v))
+	}
+	return binary.BigEndian.AppendUint64(append(dst, msgpcode.Int64), uint64(v))
 }
 
 // sliceReader is the decoder's input: an io.Reader and io.ByteScanner over
@@ -289,15 +311,15 @@ func (d *msgpackDecoder) extFields() (map[string]string, error) {
 	}
 	m := make(map[string]string, n)
 	for i := 0; i < n; i++ {
-		k, err := d.str()
+		k, err := d.bytes()
 		if err != nil {
 			return nil, err
 		}
-		v, err := d.str()
+		v, err := d.bytes()
 		if err != nil {
 			return nil, err
 		}
-		m[k] = v
+		m[intern(k)] = intern(v)
 	}
 	if len(m) == 0 {
 		return nil, nil

@@ -1,8 +1,10 @@
 package remoting
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"math"
 	"strings"
 	"testing"
 
@@ -317,4 +319,71 @@ func TestJSON_AgainstEncodingJSON(t *testing.T) {
 	for _, in := range reject {
 		require.ErrorIs(t, JSONCodec.DecodeHeader([]byte(in), new(Header)), ErrBadHeader, in)
 	}
+}
+
+// TestMsgpack_EncoderMatchesLibrary: the hand-written header encoder writes
+// byte for byte what msgpack.Encoder writes, at every int and length
+// boundary (one ext field, so that map order cannot differ).
+func TestMsgpack_EncoderMatchesLibrary(t *testing.T) {
+	library := func(h *Header) []byte {
+		var buf bytes.Buffer
+		enc := msgpack.NewEncoder(&buf)
+		n := 5
+		if h.Remark != "" {
+			n++
+		}
+		if len(h.ExtFields) > 0 {
+			n++
+		}
+		require.NoError(t, enc.EncodeMapLen(n))
+		for _, kv := range []struct {
+			k string
+			v int64
+		}{{"code", int64(h.Code)}} {
+			require.NoError(t, enc.EncodeString(kv.k))
+			require.NoError(t, enc.EncodeInt(kv.v))
+		}
+		require.NoError(t, enc.EncodeString("language"))
+		require.NoError(t, enc.EncodeString(languageName(h.Language)))
+		for _, kv := range []struct {
+			k string
+			v int64
+		}{{"version", int64(h.Version)}, {"opaque", int64(h.Opaque)}, {"flag", int64(h.Flag)}} {
+			require.NoError(t, enc.EncodeString(kv.k))
+			require.NoError(t, enc.EncodeInt(kv.v))
+		}
+		if h.Remark != "" {
+			require.NoError(t, enc.EncodeString("remark"))
+			require.NoError(t, enc.EncodeString(h.Remark))
+		}
+		if len(h.ExtFields) > 0 {
+			require.NoError(t, enc.EncodeString("extFields"))
+			require.NoError(t, enc.EncodeMapLen(len(h.ExtFields)))
+			for k, v := range h.ExtFields {
+				require.NoError(t, enc.EncodeString(k))
+				require.NoError(t, enc.EncodeString(v))
+			}
+		}
+		return buf.Bytes()
+	}
+	ints := []int32{0, 1, 127, 128, 255, 256, 65535, 65536, math.MaxInt32, -1, -32, -33, -128, -129, -32768, -32769, math.MinInt32}
+	lens := []int{0, 1, 31, 32, 255, 256, 65535, 65536}
+	for i, v := range ints {
+		l := lens[i%len(lens)]
+		h := &Header{Code: int16(v), Version: int16(-v), Opaque: v, Flag: -v, Language: protocol.LanguageGo,
+			Remark: strings.Repeat("r", l), ExtFields: map[string]string{strings.Repeat("k", lens[(i+3)%len(lens)]+1): strings.Repeat("v", l)}}
+		got, err := MsgpackCodec.AppendHeader([]byte("prefix"), h)
+		require.NoError(t, err)
+		require.Equal(t, library(h), got[len("prefix"):], "value %d, length %d", v, l)
+		var back Header
+		require.NoError(t, MsgpackCodec.DecodeHeader(got[len("prefix"):], &back))
+		require.Equal(t, *h, back)
+	}
+	// Many ext fields (map16) round-trip.
+	many := manyExt(40)
+	b, err := MsgpackCodec.AppendHeader(nil, &many)
+	require.NoError(t, err)
+	var back Header
+	require.NoError(t, MsgpackCodec.DecodeHeader(b, &back))
+	require.Equal(t, many.ExtFields, back.ExtFields)
 }
