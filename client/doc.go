@@ -49,6 +49,16 @@
 // (sysFlag 1). Every message, batch members included, gets a UNIQ_KEY id
 // unless Message.MsgID is set.
 //
+// SendAsync and SendBatchAsync keep up to WithAsyncInflight sends waiting
+// for their answers. Once a topic's route is cached and the connection to
+// its broker open, the first attempt of an async send takes no goroutine:
+// the request is written (several go out in one write under load), the
+// answer is handled on the connection's reader, and the callbacks of sends
+// answered together run in order on one completion goroutine. A failed
+// first attempt goes on as Send does, on a reused worker goroutine. Calls
+// carry a deadline that one sweeper per connection pool enforces, not a
+// timer each.
+//
 // # Push consumer
 //
 // Rebalance (at start, every 20 s, on NOTIFY) shares each subscribed
@@ -82,7 +92,10 @@
 //	| untilClosed watchers      | the call that made the context  | its cancel, or the quit channel        |
 //	| remoting readers, request | remoting.Client (in core)       | core stop → remoting Close             |
 //	| handlers (NOTIFY)         |                                 |                                        |
-//	| SendAsync sends           | Producer (SendAsync / Close)    | the send's end; Close waits            |
+//	| SendAsync workers         | Producer (SendAsync / Close)    | idle 10 s, or Close after the sends    |
+//	| SendAsync completions     | Producer (on the first answer)  | no callback left to run; Close waits   |
+//	| connection flushers,      | remoting.Client (in core)       | the connection's close / Client Close  |
+//	| deadline sweeper          |                                 |                                        |
 //	| rebalanceLoop, commitLoop | PushConsumer (Start / Close)    | consumer quit channel                  |
 //	| lockLoop (orderly)        | PushConsumer (Start / Close)    | consumer quit channel                  |
 //	| consumeLoop × N           | PushConsumer (Start / Close)    | consumer quit channel, after its batch |

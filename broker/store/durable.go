@@ -64,15 +64,21 @@ func (s *Store) thenDurable(res PutResult, done func(PutResult)) {
 // durableLoop answers the waiters of TryPutThen as the log becomes durable.
 func (s *Store) durableLoop() {
 	defer s.wg.Done()
-	tick := time.NewTicker(durableTick)
-	defer tick.Stop()
+	timer := time.NewTimer(durableTick)
+	defer timer.Stop()
 	for {
 		changed := s.log.DurableChanged()
-		s.answerWaiters(false)
+		// NB: the timer (for FLUSH_DISK_TIMEOUT answers) runs only while
+		// someone waits; an idle broker does not wake every tick.
+		var tick <-chan time.Time
+		if s.answerWaiters(false) > 0 {
+			timer.Reset(durableTick)
+			tick = timer.C
+		}
 		select {
 		case <-changed:
 		case <-s.waitKick:
-		case <-tick.C:
+		case <-tick:
 		case <-s.quit:
 			// Close synced the log before quit: answer what that achieved.
 			s.answerWaiters(true)
@@ -82,12 +88,13 @@ func (s *Store) durableLoop() {
 }
 
 // answerWaiters calls done for every waiter that is durable, past its
-// deadline, or (closing, or the log failed for good) never will be.
-func (s *Store) answerWaiters(closing bool) {
+// deadline, or (closing, or the log failed for good) never will be. It
+// returns how many still wait.
+func (s *Store) answerWaiters(closing bool) int {
 	s.waitMu.Lock()
 	if len(s.waiters) == 0 {
 		s.waitMu.Unlock()
-		return
+		return 0
 	}
 	durable, now := s.log.Durable(), time.Now()
 	failed := s.log.Failed()
@@ -113,6 +120,7 @@ func (s *Store) answerWaiters(closing bool) {
 	for _, w := range ready {
 		w.done(w.res)
 	}
+	return len(keep)
 }
 
 func errorString(err error, otherwise string) string {

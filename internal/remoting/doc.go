@@ -39,7 +39,11 @@
 // dispatcher.
 //
 // Dispatch: each request runs its Handler on a goroutine of its own, so a
-// slow handler never stalls the other requests of its connection. Running
+// slow handler never stalls the other requests of its connection. A code
+// may also have an InlineHandler (HandleInline), tried first on the
+// reader itself: it serves the request only if it can without blocking
+// (the broker's sends in the common case) and otherwise declines, and the
+// Handler runs as usual. Running
 // handlers are bounded by MaxInflight per Server (or Client); over the
 // bound, and during Shutdown, the reader answers SYSTEM_BUSY (2) itself.
 // Unknown codes get REQUEST_CODE_NOT_SUPPORTED (3) naming the code. A
@@ -58,13 +62,22 @@
 // the single writer: Malloc/WriteBinary/Flush on a netpoll connection are
 // not safe for concurrent use. The header is encoded into a pooled buffer
 // outside the lock. A body up to 4 KiB is copied behind the header; a
-// larger one is handed to netpoll by reference (no copy) and must not
-// change until the write returns. Flush returns once the kernel has the
-// bytes or the WriteTimeout passes; a failed write closes the connection.
+// larger one is handed to netpoll by reference (no copy) and is flushed at
+// once: it must not change until the write returns. Other frames are
+// flushed, in one sendmsg with whatever else is pending: at once when they
+// are their connection's only exchange in progress (a lone call or
+// answer); by the reader once it has no whole frame left to read, for
+// answers written by InlineHandlers (one write answers a burst); otherwise
+// by the connection's flusher goroutine (WriteSoon always goes there, for
+// writers that must not wait on one peer). Close flushes what is pending
+// first. Flush returns once the kernel has the bytes or the WriteTimeout
+// passes; a failed write closes the connection.
 //
 // Calls: Invoke registers the call under a fresh opaque from its owner's
 // counter, writes, and waits for the response, the context, or the
-// connection's end. Whoever removes the call from the pending map (the
+// connection's end. InvokeWithin and TryInvokeInline also carry a deadline
+// that the Client's sweeper (every 10 ms) enforces, instead of a timer per
+// call; TryInvokeInline's callback runs where the call completes. Whoever removes the call from the pending map (the
 // reader, the timeout, the close) completes it, exactly once; a late
 // response finds nothing and is dropped. Closing a connection fails its
 // pending calls with ErrConnClosed (ErrClosed when the Client was closed),
@@ -80,6 +93,9 @@
 //	| Server.idleLoop            | Server            | Shutdown                          |
 //	| request handlers           | Server / Client   | handler return; waited in Shutdown/Close |
 //	| OnDisconnect hooks         | Server            | hook return; waited in Shutdown   |
+//	| flusher per connection     | Conn              | the connection's close            |
+//	| deadline sweeper           | Client            | Close (started by the first       |
+//	|                            |                   | InvokeWithin/TryInvokeInline)     |
 //	| InvokeAsync callbacks      | Server / Client   | callback return; waited in Shutdown/Close |
 //
 // Locks: Conn.mu (pending calls, closed state) and Conn.wmu (the writer)
