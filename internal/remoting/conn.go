@@ -560,63 +560,41 @@ func (c *Conn) InvokeAsync(ctx context.Context, req *Command, cb func(*Command, 
 		return
 	}
 	code := req.Code
-	wrapped := func(cmd *Command, err error) {
+	c.launch(ctx, req, &call{cb: func(cmd *Command, err error) {
 		if err != nil {
 			err = fmt.Errorf("remoting: %s to %s: %w", protocol.CodeName(code), addrString(c.remote), err)
 		}
 		cb(cmd, err)
-	}
-	cl := &call{cb: wrapped}
-	c.prepare(req, false)
-	opaque := req.Opaque
-	c.mu.Lock()
-	if c.closed {
-		err := c.closeErr
-		c.mu.Unlock()
-		fail(err)
-		return
-	}
-	for c.pending[opaque] != nil {
-		opaque = c.opaque.Add(1)
-	}
-	req.Opaque = opaque
-	c.pending[opaque] = cl
-	c.busy.Add(1)
-	// NB: set under mu, so finish (which runs after take) sees it.
-	cl.stop = context.AfterFunc(ctx, func() {
-		if cl := c.take(opaque); cl != nil {
-			c.finish(cl, nil, ctxError(ctx))
-		}
-	})
-	c.mu.Unlock()
-	if err := c.write(req); err != nil {
-		if cl := c.take(opaque); cl != nil {
-			c.finish(cl, nil, err)
-		}
-	}
+	}}, fail)
 }
 
 // invokeInline sends req and calls cb once with the response or an error,
 // on whichever goroutine completes the call (the reader, the sweeper at
 // deadline, a failed write, the close): cb must not block.
 func (c *Conn) invokeInline(ctx context.Context, req *Command, deadline int64, cb func(*Command, error)) {
+	fail := func(err error) { cb(nil, c.invokeErr(req, err)) }
+	if ctx.Err() != nil {
+		fail(ctxError(ctx))
+		return
+	}
 	code := req.Code
-	cl := &call{inline: true, deadline: deadline, cb: func(cmd *Command, err error) {
+	c.launch(ctx, req, &call{inline: true, deadline: deadline, cb: func(cmd *Command, err error) {
 		if err != nil {
 			err = fmt.Errorf("remoting: %s to %s: %w", protocol.CodeName(code), addrString(c.remote), err)
 		}
 		cb(cmd, err)
-	}}
-	if ctx.Err() != nil {
-		cl.cb(nil, ctxError(ctx))
-		return
-	}
+	}}, fail)
+}
+
+// launch registers cl under req's fresh opaque, watches ctx, and writes
+// req; fail gets the error when the connection is already closed.
+func (c *Conn) launch(ctx context.Context, req *Command, cl *call, fail func(error)) {
 	c.prepare(req, false)
 	c.mu.Lock()
 	if c.closed {
 		err := c.closeErr
 		c.mu.Unlock()
-		cl.cb(nil, err)
+		fail(err)
 		return
 	}
 	for c.pending[req.Opaque] != nil { // NB: only after the counter wrapped

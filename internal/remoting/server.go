@@ -140,36 +140,32 @@ func NewServer(addr string, opts ServerOptions) *Server {
 // earlier registration.
 // REQUIRES: called before Start (it panics after).
 func (s *Server) Handle(code int16, h Handler) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.state != serverNew {
-		panic("remoting: Server.Handle called after Start")
-	}
-	s.d.handlers[code] = h
+	s.beforeStart("Handle", func() { s.d.handlers[code] = h })
 }
 
 // HandleInline registers, for code, an InlineHandler tried on the
 // connection's reader before the code's Handler runs on a goroutine.
 // REQUIRES: called before Start (it panics after).
 func (s *Server) HandleInline(code int16, h InlineHandler) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.state != serverNew {
-		panic("remoting: Server.HandleInline called after Start")
-	}
-	s.d.inline[code] = h
+	s.beforeStart("HandleInline", func() { s.d.inline[code] = h })
 }
 
 // HandleDefault registers h for codes without a handler of their own.
 // Without it they are answered with REQUEST_CODE_NOT_SUPPORTED (3).
 // REQUIRES: called before Start (it panics after).
 func (s *Server) HandleDefault(h Handler) {
+	s.beforeStart("HandleDefault", func() { s.d.fallback = h })
+}
+
+// beforeStart runs set under mu; called after Start it panics, naming
+// method: the handler tables are read without a lock once serving.
+func (s *Server) beforeStart(method string, set func()) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.state != serverNew {
-		panic("remoting: Server.HandleDefault called after Start")
+		panic("remoting: Server." + method + " called after Start")
 	}
-	s.d.fallback = h
+	set()
 }
 
 // Start binds the listener and starts serving in the background. It
