@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicemq/sluice/internal/protocol"
 	"github.com/sluicemq/sluice/internal/remoting"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -409,4 +410,55 @@ func TestProducer_AsyncCallbackSendsAgain(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("a callback that sends again stalled")
 	}
+}
+
+// TestProducer_NewTopicAsksNameServerOnceAMoment: while the name servers
+// do not know a new topic yet, its sends go through the template topic's
+// route, and a burst of them asks the name servers again once per moment,
+// not once per send.
+func TestProducer_NewTopicAsksNameServerOnceAMoment(t *testing.T) {
+	var asked atomic.Int32
+	s := remoting.NewServer("127.0.0.1:0", remoting.ServerOptions{Logger: quiet()})
+	var addr string
+	s.Handle(protocol.GetRouteInfoByTopic, func(_ context.Context, w remoting.ResponseWriter, req *remoting.Command) {
+		if req.ExtFields["topic"] == "brand-new" {
+			asked.Add(1)
+			_ = w.Write(remoting.NewResponse(req, protocol.TopicNotExist, "no route"))
+			return
+		}
+		resp := remoting.NewResponse(req, protocol.Success, "")
+		route := fakeRoute(addr)
+		route.QueueDatas[0].Perm |= protocol.PermInherit
+		resp.Body, _ = remoting.EncodeBody(req.SerializeType, route)
+		_ = w.Write(resp)
+	})
+	s.Handle(protocol.HeartBeat, func(_ context.Context, w remoting.ResponseWriter, req *remoting.Command) {
+		_ = w.Write(remoting.NewResponse(req, protocol.Success, ""))
+	})
+	s.HandleDefault(func(_ context.Context, w remoting.ResponseWriter, req *remoting.Command) { _ = w.Write(fakeSendOK(req)) })
+	require.NoError(t, s.Start())
+	addr = s.Addr().String()
+	t.Cleanup(func() { s.Shutdown(context.Background()) })
+
+	p, err := NewProducer(WithNameServers(addr), WithLogger(quiet()))
+	require.NoError(t, err)
+	require.NoError(t, p.Start())
+	defer p.Close()
+	ctx := ctxT(t, 20*time.Second)
+	start := time.Now()
+	for range 300 {
+		_, err := p.Send(ctx, &Message{Topic: "brand-new", Body: []byte("x")})
+		require.NoError(t, err)
+	}
+	var wg sync.WaitGroup
+	for range 300 {
+		wg.Add(1)
+		p.SendAsync(ctx, &Message{Topic: "brand-new", Body: []byte("x")}, func(_ SendResult, err error) {
+			assert.NoError(t, err)
+			wg.Done()
+		})
+	}
+	wg.Wait()
+	moments := int32(time.Since(start)/derivedRouteTTL) + 2
+	require.LessOrEqual(t, asked.Load(), moments, "asked %d times in %v", asked.Load(), time.Since(start))
 }

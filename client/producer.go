@@ -37,6 +37,7 @@ type Producer struct {
 	// connection's reader.
 	completions completions
 	inlineFirst atomic.Int64 // SendAsync calls whose first attempt went inline (for tests)
+	derived     sync.Map     // topic → derivedRoute: new topics sent through the template
 }
 
 // NewProducer returns a producer configured by opts. WithNameServers is

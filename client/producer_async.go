@@ -20,7 +20,9 @@ import (
 func (p *Producer) tryAsyncFirst(ctx context.Context, o *outgoing, done func(SendResult, error)) bool {
 	r := p.core.routes.cached(o.topic)
 	if r == nil || len(r.write) == 0 {
-		return false
+		if r = p.derivedRoute(o.topic); r == nil {
+			return false
+		}
 	}
 	q, err := p.pick(o, r, "")
 	if err != nil {

@@ -32,6 +32,9 @@ func (p *Producer) publishRoute(ctx context.Context, topic string, refresh bool)
 		if r := routes.cached(topic); r != nil && len(r.write) > 0 {
 			return sendTarget{route: r}, nil
 		}
+		if r := p.derivedRoute(topic); r != nil {
+			return sendTarget{route: r, template: true}, nil
+		}
 	}
 	r, err := routes.refresh(ctx, topic)
 	if err == nil && len(r.write) > 0 {
@@ -51,7 +54,35 @@ func (p *Producer) publishRoute(ctx context.Context, topic string, refresh bool)
 			derived.write = append(derived.write, MessageQueue{Topic: topic, BrokerName: q.BrokerName, QueueID: q.QueueID})
 		}
 	}
+	// NB: kept a moment, so that a burst of sends to a new topic asks the
+	// name servers again once a moment, not once per send, until the
+	// topic's own route appears.
+	p.derived.Store(topic, derivedRoute{route: derived, until: time.Now().Add(derivedRouteTTL)})
 	return sendTarget{route: derived, template: true}, nil
+}
+
+// derivedRouteTTL is how long a route borrowed from the template topic is
+// used before the name servers are asked for the topic's own again.
+const derivedRouteTTL = 500 * time.Millisecond
+
+type derivedRoute struct {
+	route *topicRoute
+	until time.Time
+}
+
+// derivedRoute returns the template-derived route of topic while it is
+// fresh, or nil.
+func (p *Producer) derivedRoute(topic string) *topicRoute {
+	v, ok := p.derived.Load(topic)
+	if !ok {
+		return nil
+	}
+	d := v.(derivedRoute)
+	if time.Now().After(d.until) {
+		p.derived.CompareAndDelete(topic, v)
+		return nil
+	}
+	return d.route
 }
 
 // pick selects the queue for an attempt. lastBroker is the broker the
