@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"time"
@@ -370,4 +371,62 @@ func (b *Broker) retryMaxTimes(g string) int32 {
 		return c.RetryMaxTimes
 	}
 	return defaultMaxReconsume
+}
+
+// handleResetOffset serves INVOKE_BROKER_TO_RESET_OFFSET (222): the
+// group's offsets on every queue of the topic here move to the first
+// message stored at or after the timestamp (-1: the end of each queue);
+// without isForce an offset only moves back. The live members of the group
+// are told with RESET_CONSUMER_CLIENT_OFFSET (220), so that they restart
+// from the new offsets instead of committing their old ones over them.
+// The answer's body is the new offset table.
+func (b *Broker) handleResetOffset(_ context.Context, w remoting.ResponseWriter, req *remoting.Command) {
+	var h protocol.ResetOffsetRequestHeader
+	if !decodeHeader(w, req, &h, "bad reset-offset header") {
+		return
+	}
+	cfg, ok := b.topics.Get(h.Topic)
+	if !ok {
+		reply(w, req, protocol.TopicNotExist, fmt.Sprintf("topic %s does not exist on broker %s", h.Topic, b.cfg.BrokerName))
+		return
+	}
+	body := protocol.ResetOffsetBody{OffsetTable: map[protocol.MessageQueue]int64{}}
+	for qid := range cfg.ReadQueueNums {
+		off := b.store.MaxOffset(h.Topic, qid)
+		if h.Timestamp >= 0 {
+			var err error
+			if off, err = b.store.OffsetByTime(h.Topic, qid, h.Timestamp); err != nil {
+				reply(w, req, protocol.SystemError, fmt.Sprintf("broker: search %s/%d by time: %v", h.Topic, qid, err))
+				return
+			}
+		}
+		if cur, ok := b.offsets.Query(h.Group, h.Topic, qid); ok && !h.IsForce && cur < off {
+			off = cur // NB: without isForce, never skip messages forward
+		}
+		b.offsets.Commit(h.Group, h.Topic, qid, off)
+		body.OffsetTable[protocol.MessageQueue{Topic: h.Topic, BrokerName: b.cfg.BrokerName, QueueID: qid}] = off
+	}
+	enc, err := json.Marshal(body)
+	if err != nil {
+		reply(w, req, protocol.SystemError, "broker: encode offset table: "+err.Error())
+		return
+	}
+	for _, id := range b.groups.ConnIDs(h.Group) {
+		c := b.conn(id)
+		if c == nil {
+			continue
+		}
+		// NB: the body is JSON whatever the header codec, as Java sends it.
+		notify := remoting.NewRequest(protocol.ResetConsumerClientOffset, protocol.Ext(&h), enc)
+		notify.Language = protocol.LanguageJava
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		if err := c.InvokeOneway(ctx, notify); err != nil {
+			b.logger.Warn("broker: tell a consumer of its reset offsets", "group", h.Group, "conn", c, "err", err)
+		}
+		cancel()
+	}
+	b.logger.Info("broker: offsets reset", "group", h.Group, "topic", h.Topic, "timestamp", h.Timestamp, "queues", len(body.OffsetTable))
+	resp := remoting.NewResponse(req, protocol.Success, "")
+	resp.Body = enc
+	_ = w.Write(resp)
 }

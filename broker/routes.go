@@ -20,6 +20,7 @@ func (b *Broker) routes() {
 	s.Handle(protocol.GetMaxOffset, b.handleMaxOffset)
 	s.Handle(protocol.GetMinOffset, b.handleMinOffset)
 	s.Handle(protocol.SearchOffsetByTimestamp, b.handleSearchOffset)
+	s.Handle(protocol.InvokeBrokerToResetOffset, b.handleResetOffset)
 	s.Handle(protocol.GetEarliestMsgStoretime, b.handleEarliestTime)
 	s.Handle(protocol.LockBatchMQ, b.handleLock)
 	s.Handle(protocol.UnlockBatchMQ, b.handleUnlock)

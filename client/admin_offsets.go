@@ -2,7 +2,9 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -86,11 +88,12 @@ func (a *Admin) ConsumeStats(ctx context.Context, group, topic string) (Consumer
 }
 
 // ResetOffsetByTime moves group's committed offset on every queue of topic
-// to the first message stored at or after t (SEARCH_OFFSET_BY_TIMESTAMP,
-// then UPDATE_CONSUMER_OFFSET), and returns the new offsets.
-//
-// NB: running consumers of the group keep their in-memory offsets and
-// overwrite these at their next commit; stop them first.
+// to the first message stored at or after t, backwards or forwards, and
+// returns the new offsets. Each broker is asked to do it
+// (INVOKE_BROKER_TO_RESET_OFFSET), which also tells the group's running
+// consumers to restart from there; a broker without that request gets
+// SEARCH_OFFSET_BY_TIMESTAMP and UPDATE_CONSUMER_OFFSET instead (running
+// consumers then keep their own offsets).
 func (a *Admin) ResetOffsetByTime(ctx context.Context, group, topic string, t time.Time) (map[MessageQueue]int64, error) {
 	if err := a.check(); err != nil {
 		return nil, err
@@ -100,21 +103,61 @@ func (a *Admin) ResetOffsetByTime(ctx context.Context, group, topic string, t ti
 		return nil, err
 	}
 	out := make(map[MessageQueue]int64, len(r.read))
-	for _, q := range r.read {
-		addr := r.addrs[q.BrokerName]
+	for broker, qs := range byBroker(r.read) {
+		addr := r.addrs[broker]
 		if addr == "" {
-			return out, fmt.Errorf("%w: no master address for broker %s", ErrNoRoute, q.BrokerName)
+			return out, fmt.Errorf("%w: no master address for broker %s", ErrNoRoute, broker)
 		}
+		offs, err := a.resetOnBroker(ctx, addr, group, topic, t)
+		if err == nil {
+			maps.Copy(out, offs)
+			continue
+		}
+		if !errors.Is(err, &BrokerError{Code: CodeRequestNotSupported}) {
+			return out, err
+		}
+		if err := a.resetByHand(ctx, addr, group, qs, t, out); err != nil {
+			return out, err
+		}
+	}
+	return out, nil
+}
+
+// resetOnBroker asks the broker at addr to reset group's offsets on topic
+// (INVOKE_BROKER_TO_RESET_OFFSET, forced) and returns the new offsets.
+func (a *Admin) resetOnBroker(ctx context.Context, addr, group, topic string, t time.Time) (map[MessageQueue]int64, error) {
+	cctx, cancel := a.core.callCtx(ctx)
+	defer cancel()
+	resp, err := a.core.tr.call(cctx, addr, request{code: protocol.InvokeBrokerToResetOffset,
+		ext: protocol.Ext(&protocol.ResetOffsetRequestHeader{Topic: topic, Group: group, Timestamp: t.UnixMilli(), IsForce: true})})
+	if err != nil {
+		return nil, err
+	}
+	var body protocol.ResetOffsetBody
+	if err := body.UnmarshalJSON(resp.Body); err != nil {
+		return nil, fmt.Errorf("client: bad INVOKE_BROKER_TO_RESET_OFFSET answer from %s: %w", addr, err)
+	}
+	out := make(map[MessageQueue]int64, len(body.OffsetTable))
+	for q, off := range body.OffsetTable {
+		out[MessageQueue{Topic: q.Topic, BrokerName: q.BrokerName, QueueID: int(q.QueueID)}] = off
+	}
+	return out, nil
+}
+
+// resetByHand moves group's offsets on qs (at addr) to the first message at
+// or after t, one queue at a time, and records them in out.
+func (a *Admin) resetByHand(ctx context.Context, addr, group string, qs []MessageQueue, t time.Time, out map[MessageQueue]int64) error {
+	for _, q := range qs {
 		off, err := searchOffset(ctx, a.core, addr, q, t)
 		if err != nil {
-			return out, err
+			return err
 		}
 		if err := commitOffset(ctx, a.core, addr, group, q, off); err != nil {
-			return out, err
+			return err
 		}
 		out[q] = off
 	}
-	return out, nil
+	return nil
 }
 
 // searchOffset asks addr for the offset of the first message of q stored at

@@ -279,6 +279,43 @@ func (c *PushConsumer) consumerData() protocol.ConsumerData {
 // groupChanged implements member: rebalance now.
 func (c *PushConsumer) groupChanged() { kick(c.rebalanceCh) }
 
+// resetOffsets implements member (RESET_CONSUMER_CLIENT_OFFSET, after an
+// admin rewound or skipped the group): the queues of topic in offsets are
+// dropped without committing their progress, their loops stop, the new
+// offsets are committed (over any older commit still in flight), and a
+// rebalance takes the queues up again from there. Batches that were being
+// handled are not acknowledged.
+func (c *PushConsumer) resetOffsets(topic string, offsets map[MessageQueue]int64) {
+	c.mu.Lock()
+	if c.state != stateStarted {
+		c.mu.Unlock()
+		return
+	}
+	var gone []*processQueue
+	mine := make(map[MessageQueue]int64)
+	for mq, off := range offsets {
+		if mq.Topic != topic {
+			continue
+		}
+		mine[mq] = off
+		if pq := c.queues[mq]; pq != nil {
+			delete(c.queues, mq)
+			pq.drop()
+			gone = append(gone, pq)
+		}
+	}
+	c.mu.Unlock()
+	for _, pq := range gone {
+		pq.loops.Wait()
+	}
+	ctx, cancel := c.core.callCtx(context.Background())
+	defer cancel()
+	if err := c.offsets.commit(ctx, mine); err != nil {
+		c.core.log.Warn("client: commit reset offsets", "group", c.group, "topic", topic, "err", err)
+	}
+	kick(c.rebalanceCh)
+}
+
 // commitLoop commits offsets every commit interval.
 func (c *PushConsumer) commitLoop() {
 	t := time.NewTicker(c.cfg.commitInterval)

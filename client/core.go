@@ -23,6 +23,9 @@ type member interface {
 	consumerData() protocol.ConsumerData
 	topics() []string // route topics whose brokers it talks to
 	groupChanged()
+	// resetOffsets restarts the queues of topic in offsets from there
+	// (RESET_CONSUMER_CLIENT_OFFSET).
+	resetOffsets(topic string, offsets map[MessageQueue]int64)
 }
 
 // core is what every client kind shares: the transport, the route cache,
@@ -255,6 +258,31 @@ func (c *core) onRequest(_ context.Context, w remoting.ResponseWriter, req *remo
 			if m != nil {
 				m.groupChanged()
 			}
+		}
+		_ = w.Write(remoting.NewResponse(req, protocol.Success, ""))
+	case protocol.ResetConsumerClientOffset:
+		var h protocol.ResetOffsetRequestHeader
+		var body protocol.ResetOffsetBody
+		err := h.FromExt(req.ExtFields)
+		if err == nil {
+			// NB: JSON whatever the header codec, as brokers send it.
+			err = body.UnmarshalJSON(req.Body)
+		}
+		if err != nil {
+			c.log.Warn("client: bad RESET_CONSUMER_CLIENT_OFFSET", "err", err)
+			_ = w.Write(remoting.NewResponse(req, protocol.SystemError, "bad reset offset request: "+err.Error()))
+			return
+		}
+		c.mu.Lock()
+		m := c.consumers[h.Group]
+		c.mu.Unlock()
+		if m != nil {
+			offsets := make(map[MessageQueue]int64, len(body.OffsetTable))
+			for q, off := range body.OffsetTable {
+				offsets[MessageQueue{Topic: q.Topic, BrokerName: q.BrokerName, QueueID: int(q.QueueID)}] = off
+			}
+			c.log.Info("client: offsets reset by the broker", "group", h.Group, "topic", h.Topic, "queues", len(offsets))
+			m.resetOffsets(h.Topic, offsets)
 		}
 		_ = w.Write(remoting.NewResponse(req, protocol.Success, ""))
 	default:

@@ -435,7 +435,9 @@ func TestProducer_NewTopicAsksNameServerOnceAMoment(t *testing.T) {
 	s.Handle(protocol.HeartBeat, func(_ context.Context, w remoting.ResponseWriter, req *remoting.Command) {
 		_ = w.Write(remoting.NewResponse(req, protocol.Success, ""))
 	})
-	s.HandleDefault(func(_ context.Context, w remoting.ResponseWriter, req *remoting.Command) { _ = w.Write(fakeSendOK(req)) })
+	s.HandleDefault(func(_ context.Context, w remoting.ResponseWriter, req *remoting.Command) {
+		_ = w.Write(fakeSendOK(req))
+	})
 	require.NoError(t, s.Start())
 	addr = s.Addr().String()
 	t.Cleanup(func() { s.Shutdown(context.Background()) })

@@ -22,7 +22,8 @@ type processQueue struct {
 	// send-backs at once when the queue is dropped or the consumer closes.
 	ctx    context.Context
 	cancel context.CancelFunc
-	ready  chan struct{} // orderly: kicked when messages arrive
+	ready  chan struct{}  // orderly: kicked when messages arrive
+	loops  sync.WaitGroup // the queue's pull (and orderly consume) loop
 
 	// offset is the offset to commit: the lowest unacknowledged offset,
 	// or the next pull offset when nothing is in flight. -1 until the

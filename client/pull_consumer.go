@@ -144,6 +144,10 @@ func (c *PullConsumer) consumerData() protocol.ConsumerData {
 // groupChanged implements member; a pull consumer asks for its assignment.
 func (c *PullConsumer) groupChanged() {}
 
+// resetOffsets implements member: a pull consumer pulls from the offsets
+// its caller gives; the broker already moved the committed ones.
+func (c *PullConsumer) resetOffsets(string, map[MessageQueue]int64) {}
+
 // Queues returns every readable queue of topic, sorted.
 func (c *PullConsumer) Queues(ctx context.Context, topic string) ([]MessageQueue, error) {
 	if err := c.check(); err != nil {

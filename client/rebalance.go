@@ -161,14 +161,18 @@ func (c *PushConsumer) updateQueues(ctx context.Context, topic string, mine []Me
 		}
 		c.queues[mq] = pq
 		c.wg.Add(1)
+		pq.loops.Add(1)
 		go func() {
 			defer c.wg.Done()
+			defer pq.loops.Done()
 			c.pullLoop(pq)
 		}()
 		if c.cfg.orderly {
 			c.wg.Add(1)
+			pq.loops.Add(1)
 			go func() {
 				defer c.wg.Done()
+				defer pq.loops.Done()
 				c.orderlyLoop(pq)
 			}()
 		}

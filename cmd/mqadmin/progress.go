@@ -169,8 +169,11 @@ func resetOffsetByTimeCmd(a *app) *cobra.Command {
 message stored at or after TIME: milliseconds since the epoch, "now", RFC 3339
 (2024-05-01T10:00:00Z) or yyyy-MM-dd#HH:mm:ss:SSS.
 
-Running consumers of the group keep their in-memory offsets and overwrite
-these at their next commit: stop them first.`,
+Each broker of the topic moves the offsets and tells the group's running
+consumers, which restart from the new offsets (Sluice's client at once, the
+official RocketMQ clients after a pause of about 10 s). A broker that does not
+know INVOKE_BROKER_TO_RESET_OFFSET gets the offsets written directly; its
+running consumers then keep their own, so stop them first.`,
 	}
 	cmd.Flags().StringVarP(&group, "group", "g", "", "consumer group")
 	cmd.Flags().StringVarP(&topic, "topic", "t", "", "topic")
@@ -186,11 +189,6 @@ these at their next commit: stop them first.`,
 		ad, err := a.adminClient()
 		if err != nil {
 			return err
-		}
-		warning := ""
-		if gc, err := a.consumerConnections(ctx, group); err == nil && len(gc.Connections) > 0 {
-			warning = fmt.Sprintf("WARNING: group %s has %d live client(s); they keep their in-memory offsets and "+
-				"overwrite these at their next commit: stop them, then reset again", group, len(gc.Connections))
 		}
 		offsets, err := ad.ResetOffsetByTime(ctx, group, topic, at)
 		if err != nil {
@@ -213,20 +211,14 @@ these at their next commit: stop them first.`,
 		})
 		if a.json {
 			return a.printJSON(map[string]any{"group": group, "topic": topic, "timestamp": at.UnixMilli(),
-				"queues": rows, "warning": warning})
+				"queues": rows})
 		}
 		fmt.Fprintf(a.stdout, "reset offsets of group %s on topic %s to %s\n", group, topic, fmtTime(at.UnixMilli()))
 		t := newTable(a.stdout, "Broker Name", "QID", "New Offset")
 		for _, r := range rows {
 			t.row(r.BrokerName, r.QueueID, r.Offset)
 		}
-		if err := t.flush(); err != nil {
-			return err
-		}
-		if warning != "" {
-			fmt.Fprintln(a.stdout, warning)
-		}
-		return nil
+		return t.flush()
 	})
 	return cmd
 }

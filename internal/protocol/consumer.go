@@ -107,7 +107,8 @@ func (h *UnregisterClientRequestHeader) FromExt(ext map[string]string) error {
 }
 
 // ResetOffsetRequestHeader is the header of RESET_CONSUMER_CLIENT_OFFSET
-// (220), broker → client, spec §4.
+// (220), broker → client, spec §4, and of INVOKE_BROKER_TO_RESET_OFFSET
+// (222), admin → broker.
 type ResetOffsetRequestHeader struct {
 	Topic     string // topic
 	Group     string // group

@@ -3,6 +3,7 @@ package compat
 import (
 	"fmt"
 	"maps"
+	"os/exec"
 	"slices"
 	"strconv"
 	"testing"
@@ -310,4 +311,45 @@ func TestConsumerRestart(t *testing.T) {
 	startPushConsumer(t, topic, "*", in2, "r2", consumerOptions(group, name(t, "r2")))
 	in2.waitIDs(t, ids(second))
 	requireExactlyOnce(t, in2.quiet(), second)
+}
+
+// TestResetWhileRunning: mqadmin resetOffsetByTime rewinds a group while
+// its official-client consumer runs; the broker tells the consumer
+// (RESET_CONSUMER_CLIENT_OFFSET, gson offset table), which consumes every
+// message again without a restart. (The client waits 10 s before it
+// resumes, and takes the queues up at its next rebalance.)
+func TestResetWhileRunning(t *testing.T) {
+	t.Parallel()
+	topic, group := name(t, "topic"), name(t, "group")
+	createTopic(t, topic, 4)
+	p := newProducer(t, "producer")
+	before := time.Now().Add(-time.Second)
+	want := map[string]sent{}
+	for i := range 12 {
+		id := fmt.Sprintf("rewind-%02d", i)
+		want[id] = sendSync(t, p, id, newMessage(topic, id, "TagW"))
+	}
+	in := newInbox()
+	c, _ := startPushConsumer(t, topic, "*", in, "w1", consumerOptions(group, name(t, "w1")))
+	in.waitIDs(t, ids(want))
+	require.Eventually(t, func() bool {
+		diff, ok := c.GetOffsetDiffMap()[topic]
+		return ok && diff == 0
+	}, patience, 50*time.Millisecond)
+
+	out, err := exec.Command(mqadmin, "-n", nameserverAddr, "resetOffsetByTime", "-g", group, "-t", topic,
+		"-s", strconv.FormatInt(before.UnixMilli(), 10)).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	in.waitFor(t, "every message twice", func(got []delivery) bool {
+		n := map[string]int{}
+		for _, d := range got {
+			n[d.msg.GetProperty(idProperty)]++
+		}
+		for id := range want {
+			if n[id] < 2 {
+				return false
+			}
+		}
+		return true
+	})
 }

@@ -29,6 +29,7 @@ const offsetDirEnv = "rocketmq.client.localOffsetStoreDir"
 var (
 	nameserverAddr string
 	brokerAddr     string
+	mqadmin        string // path of the mqadmin binary built with the servers
 	// nameservers is what applications pass to WithNameServer.
 	nameservers primitive.NamesrvAddr
 	// topicAdmin creates the tests' topics. It is the only user of the
@@ -118,12 +119,13 @@ func startServers(work string) (ns, br *process, err error) {
 		return nil, nil, err
 	}
 	build := exec.Command("go", "build", "-o", bin,
-		"github.com/sluicemq/sluice/cmd/mqnamesrv", "github.com/sluicemq/sluice/cmd/mqbroker")
+		"github.com/sluicemq/sluice/cmd/mqnamesrv", "github.com/sluicemq/sluice/cmd/mqbroker", "github.com/sluicemq/sluice/cmd/mqadmin")
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
 		return nil, nil, fmt.Errorf("building the servers in %s: %v\n%s", root, err, out)
 	}
 
+	mqadmin = filepath.Join(bin, "mqadmin")
 	ns, err = start("mqnamesrv", filepath.Join(bin, "mqnamesrv"), filepath.Join(work, "mqnamesrv.log"),
 		regexp.MustCompile(`msg="mqnamesrv: listening" addr=(\S+)`), nil,
 		"--listen", "127.0.0.1:0")

@@ -1,0 +1,120 @@
+package protocol
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+)
+
+// ResetOffsetBody is the body of RESET_CONSUMER_CLIENT_OFFSET and of the
+// answer to INVOKE_BROKER_TO_RESET_OFFSET: the new offset of each queue.
+//
+// NB: its JSON is Java's gson form, an array of [MessageQueue, offset]
+// pairs, because a map keyed by objects is not JSON; the official Go
+// client parses exactly that compact form (fields in the order topic,
+// brokerName, queueId). The fastjson form, an object with object keys,
+// is not valid JSON and is also read.
+type ResetOffsetBody struct {
+	OffsetTable map[MessageQueue]int64
+}
+
+// MarshalJSON writes the gson form, sorted for a stable output.
+func (b ResetOffsetBody) MarshalJSON() ([]byte, error) {
+	qs := make([]MessageQueue, 0, len(b.OffsetTable))
+	for q := range b.OffsetTable {
+		qs = append(qs, q)
+	}
+	sortQueues(qs)
+	var out bytes.Buffer
+	out.WriteString(`{"offsetTable":[`)
+	for i, q := range qs {
+		if i > 0 {
+			out.WriteByte(',')
+		}
+		k, err := json.Marshal(q)
+		if err != nil {
+			return nil, err
+		}
+		out.WriteByte('[')
+		out.Write(k)
+		out.WriteByte(',')
+		out.WriteString(strconv.FormatInt(b.OffsetTable[q], 10))
+		out.WriteByte(']')
+	}
+	out.WriteString("]}")
+	return out.Bytes(), nil
+}
+
+// UnmarshalJSON reads the gson form or the fastjson form.
+func (b *ResetOffsetBody) UnmarshalJSON(data []byte) error {
+	b.OffsetTable = map[MessageQueue]int64{}
+	var gson struct {
+		OffsetTable [][2]json.RawMessage `json:"offsetTable"`
+	}
+	if err := json.Unmarshal(data, &gson); err == nil {
+		for i, pair := range gson.OffsetTable {
+			var q MessageQueue
+			var off int64
+			if err := json.Unmarshal(pair[0], &q); err != nil {
+				return fmt.Errorf("protocol: offsetTable entry %d: queue: %w", i, err)
+			}
+			if err := json.Unmarshal(pair[1], &off); err != nil {
+				return fmt.Errorf("protocol: offsetTable entry %d: offset: %w", i, err)
+			}
+			b.OffsetTable[q] = off
+		}
+		return nil
+	}
+	return b.unmarshalFastjson(data)
+}
+
+// unmarshalFastjson reads {"offsetTable":{{...queue...}:offset,...}}.
+func (b *ResetOffsetBody) unmarshalFastjson(data []byte) error {
+	bad := errors.New("protocol: offsetTable is neither gson pairs nor fastjson object keys")
+	_, rest, ok := bytes.Cut(data, []byte(`"offsetTable":{`))
+	if !ok {
+		return bad
+	}
+	for {
+		rest = bytes.TrimLeft(rest, " \t\r\n,")
+		if len(rest) == 0 || rest[0] != '{' {
+			if len(rest) > 0 && rest[0] == '}' {
+				return nil
+			}
+			return bad
+		}
+		end := bytes.IndexByte(rest, '}')
+		if end < 0 {
+			return bad
+		}
+		var q MessageQueue
+		if err := json.Unmarshal(rest[:end+1], &q); err != nil {
+			return fmt.Errorf("protocol: offsetTable queue: %w", err)
+		}
+		rest = bytes.TrimLeft(rest[end+1:], " \t\r\n")
+		if len(rest) == 0 || rest[0] != ':' {
+			return bad
+		}
+		rest = bytes.TrimLeft(rest[1:], " \t\r\n")
+		n := 0
+		for n < len(rest) && (rest[n] == '-' || rest[n] >= '0' && rest[n] <= '9') {
+			n++
+		}
+		off, err := strconv.ParseInt(string(rest[:n]), 10, 64)
+		if err != nil {
+			return fmt.Errorf("protocol: offsetTable offset: %w", err)
+		}
+		b.OffsetTable[q] = off
+		rest = rest[n:]
+	}
+}
+
+func sortQueues(qs []MessageQueue) {
+	slices.SortFunc(qs, func(x, y MessageQueue) int {
+		return cmp.Or(cmp.Compare(x.Topic, y.Topic), cmp.Compare(x.BrokerName, y.BrokerName), cmp.Compare(x.QueueID, y.QueueID))
+	})
+}
