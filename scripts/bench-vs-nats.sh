@@ -17,10 +17,14 @@ REPLAY=${REPLAY:-1000000}   # messages stored, then replayed
 SENDERS=${SENDERS:-128}     # concurrent senders in the durable run
 
 work=$(mktemp -d /tmp/sluice-vs-nats.XXXXXX)
-pids=()
+# NB: the servers are started inside $(...) subshells, so their pids go to a
+# file, not to a variable the subshell would lose.
 cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
+	if [ -f "$work/pids" ]; then
+		while read -r p; do kill "$p" 2>/dev/null || true; done <"$work/pids"
+		sleep 0.5
+		while read -r p; do kill -9 "$p" 2>/dev/null || true; done <"$work/pids"
+	fi
 	rm -rf "$work"
 }
 trap cleanup EXIT
@@ -42,7 +46,7 @@ listen: 127.0.0.1:-1
 jetstream { store_dir: "$dir/store", sync_interval: $2 }
 CONF
 	"$bin/nats-server" -c "$dir/nats.conf" >"$dir/log" 2>&1 &
-	pids+=($!)
+	echo $! >>"$work/pids"
 	for _ in $(seq 100); do
 		if grep -q 'Listening for client connections' "$dir/log"; then
 			echo "nats://$(grep -oE 'client connections on [0-9.:]+' "$dir/log" | awk '{print $4}')"
@@ -60,7 +64,7 @@ start_sluice() {
 	mkdir -p "$dir"
 	SLUICE_EMBEDDED_NAMESRV_LISTEN=127.0.0.1:0 SLUICE_STORE_SEGMENT_SIZE=$((256 << 20)) \
 		"$bin/mqbroker" --listen 127.0.0.1:0 --store-dir "$dir/store" --flush "$2" >"$dir/out" 2>"$dir/log" &
-	pids+=($!)
+	echo $! >>"$work/pids"
 	for _ in $(seq 100); do
 		if grep -q 'serving on' "$dir/out"; then
 			grep -oE 'nameserver [0-9.:]+' "$dir/out" | awk '{print $2}'
