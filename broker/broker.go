@@ -57,6 +57,7 @@ type Broker struct {
 	sched     *scheduler
 	tx        *transactions
 	sendSem   chan struct{} // bounds sends waiting for the store
+	bursts    sync.Map      // *remoting.Conn → *sendBurst: inline sends of the reader's burst
 	regMu     sync.Mutex    // serialises nameserver (un)registrations
 	// started is set once Start has set nsc and addr, which registering
 	// needs; requests can arrive before that.
@@ -233,6 +234,7 @@ func (b *Broker) onConnect(c *remoting.Conn) {
 }
 
 func (b *Broker) onDisconnect(c *remoting.Conn) {
+	b.bursts.Delete(c)
 	b.connMu.Lock()
 	delete(b.conns, c.ID())
 	b.connMu.Unlock()

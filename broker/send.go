@@ -151,6 +151,10 @@ func (b *Broker) send(ctx context.Context, w remoting.ResponseWriter, req *remot
 		b.metrics.send.Observe(time.Since(start).Seconds())
 	}
 	switch {
+	case inline && !b.cfg.Store.SyncFlush() && w.Conn() != nil:
+		// NB: the put lock is taken at the end of the burst, once for all
+		// its sends; in async mode a send waits for nothing else.
+		b.queueSend(w.Conn(), queuedSend{m: m, done: done})
 	case inline && wait:
 		if !b.store.TryPutThen(m, done) {
 			release()
@@ -169,6 +173,62 @@ func (b *Broker) send(ctx context.Context, w remoting.ResponseWriter, req *remot
 		done(b.store.PutNoWait(m))
 	}
 	return true
+}
+
+// queuedSend is a send served inline, stored at the end of its burst.
+type queuedSend struct {
+	m    *message.Message
+	done func(store.PutResult)
+}
+
+// sendBurst gathers the inline sends of one connection's burst (its
+// reader's, so it needs no lock).
+type sendBurst struct {
+	sends []queuedSend
+	bytes int
+	armed bool // the end-of-burst hook is registered
+}
+
+// Bounds of one stored burst.
+const (
+	burstSends = 256
+	burstBytes = 256 << 10
+)
+
+// queueSend adds s to c's burst; the burst is stored with one append (a
+// few, past store's chunk bound) when the reader has read all it had, or
+// when it is large. REQUIRES: on c's reader (an InlineHandler).
+func (b *Broker) queueSend(c *remoting.Conn, s queuedSend) {
+	v, ok := b.bursts.Load(c)
+	if !ok {
+		v, _ = b.bursts.LoadOrStore(c, &sendBurst{})
+	}
+	burst := v.(*sendBurst)
+	if !burst.armed {
+		burst.armed = true
+		c.AtBatchEnd(func() { burst.armed = false; b.storeBurst(burst) })
+	}
+	burst.sends = append(burst.sends, s)
+	burst.bytes += len(s.m.Body) + len(s.m.Properties)
+	if len(burst.sends) >= burstSends || burst.bytes >= burstBytes {
+		b.storeBurst(burst)
+	}
+}
+
+// storeBurst stores the sends gathered and answers each.
+func (b *Broker) storeBurst(burst *sendBurst) {
+	if len(burst.sends) == 0 {
+		return
+	}
+	msgs := make([]*message.Message, len(burst.sends))
+	for i, s := range burst.sends {
+		msgs[i] = s.m
+	}
+	for i, res := range b.store.PutMany(msgs) {
+		burst.sends[i].done(res)
+	}
+	clear(burst.sends)
+	burst.sends, burst.bytes = burst.sends[:0], 0
 }
 
 // redirect applies the retry→DLQ, transaction-half and delay rules to a

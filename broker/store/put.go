@@ -223,3 +223,100 @@ func (s *Store) QueueNext(topic string, queueID int32) int64 {
 	defer s.putMu.Unlock()
 	return s.queueNext[topic][queueID]
 }
+
+// manyChunk bounds the bytes of one append of PutMany (a message larger
+// than that is appended alone).
+func (s *Store) manyChunk() int {
+	return int(min(256<<10, s.cfg.SegmentSize/4))
+}
+
+// PutMany stores msgs, in order, with as few appends as their sizes allow
+// (one write for a burst of small messages), and returns a result for
+// each. It never waits for fsync (callers use it in async flush mode, or
+// wait themselves). A message that breaks a limit gets PutMessageIllegal
+// and the others are stored. REQUIRES: no transactional prepare or
+// rollback messages (they take no queue offset).
+func (s *Store) PutMany(msgs []*message.Message) []PutResult {
+	res := make([]PutResult, len(msgs))
+	sizes := make([]int, len(msgs))
+	for i, m := range msgs {
+		if !m.StoreHost.IsValid() {
+			m.StoreHost = s.opts.StoreHost
+		}
+		if err := m.CheckLimits(int(s.cfg.MaxMessageSize)); err != nil {
+			res[i] = PutResult{Status: PutMessageIllegal, Remark: err.Error()}
+			continue
+		}
+		sizes[i] = m.EncodedSize()
+	}
+	limit := s.manyChunk()
+	s.putMu.Lock()
+	defer s.putMu.Unlock()
+	for i := 0; i < len(msgs); {
+		if sizes[i] == 0 { // illegal, answered above
+			i++
+			continue
+		}
+		// The chunk is msgs[i:j], legal ones only, within limit.
+		j, total := i, 0
+		for j < len(msgs) && (sizes[j] == 0 || j == i || total+sizes[j] <= limit) {
+			total += sizes[j]
+			j++
+		}
+		if s.putClosed {
+			for k := i; k < j; k++ {
+				if sizes[k] > 0 {
+					res[k] = PutResult{Status: PutServiceNotAvailable, Remark: "store: closing, retry on another broker"}
+				}
+			}
+			i = j
+			continue
+		}
+		now := time.Now().UnixMilli()
+		_, err := s.log.Append(total, func(at commitlog.Offset, dst []byte) error {
+			p, next := 0, map[queueKey]int64{}
+			for k := i; k < j; k++ {
+				if sizes[k] == 0 {
+					continue
+				}
+				m := msgs[k]
+				key := queueKey{m.Topic, m.QueueID}
+				qo, ok := next[key]
+				if !ok {
+					qo = s.queueNext[m.Topic][m.QueueID]
+				}
+				m.StoreTimestamp = now
+				if err := m.Encode(dst[p:p+sizes[k]], qo, int64(at)+int64(p)); err != nil {
+					return err
+				}
+				next[key] = qo + 1
+				res[k] = PutResult{Status: PutOK, Pos: int64(at) + int64(p), Size: int32(sizes[k]), QueueOffset: qo, StoreTimestamp: now}
+				p += sizes[k]
+			}
+			return nil
+		})
+		if err != nil {
+			failed := s.appendFailed(err)
+			for k := i; k < j; k++ {
+				if sizes[k] > 0 {
+					res[k] = failed
+				}
+			}
+			i = j
+			continue
+		}
+		for k := i; k < j; k++ {
+			if sizes[k] > 0 {
+				s.setNextLocked(msgs[k].Topic, msgs[k].QueueID, res[k].QueueOffset+1)
+			}
+		}
+		i = j
+	}
+	s.kickDispatcher()
+	return res
+}
+
+type queueKey struct {
+	topic string
+	id    int32
+}

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -375,4 +376,68 @@ func TestStore_GetRuns(t *testing.T) {
 		}
 		require.Equal(t, bodiesWant, got, "queue %d", q)
 	}
+}
+
+// TestStore_PutMany: a burst to several queues goes in few appends, in
+// order, with each queue's offsets contiguous and continuing Put's; an
+// illegal message is refused alone; chunks split at the size bound.
+func TestStore_PutMany(t *testing.T) {
+	c := testConf(t.TempDir())
+	c.SegmentSize = 256 << 10 // chunks of 64 KiB
+	s := mustOpen(t, c, testOpts())
+	defer s.Close()
+	mustPut(t, s, msg("a", 0, "before"))
+	var msgs []*message.Message
+	want := map[string][]string{}
+	for i := range 300 {
+		topic, q := fmt.Sprint("t", i%2), int32(i%3)
+		if i == 7 {
+			topic, q = "a", 0
+		}
+		body := fmt.Sprintf("%d-%s", i, strings.Repeat("y", i%700))
+		msgs = append(msgs, msg(topic, q, body))
+		key := fmt.Sprintf("%s/%d", topic, q)
+		want[key] = append(want[key], body)
+	}
+	msgs[100].Body = make([]byte, 8<<20) // too large
+	want["t0/1"] = slices.DeleteFunc(want["t0/1"], func(b string) bool { return strings.HasPrefix(b, "100-") })
+	res := s.PutMany(msgs)
+	require.Len(t, res, len(msgs))
+	next := map[string]int64{"a/0": 1}
+	for i, r := range res {
+		if i == 100 {
+			require.Equal(t, PutMessageIllegal, r.Status)
+			continue
+		}
+		require.Equal(t, PutOK, r.Status, "%d: %s", i, r.Remark)
+		key := fmt.Sprintf("%s/%d", msgs[i].Topic, msgs[i].QueueID)
+		require.Equal(t, next[key], r.QueueOffset, "message %d", i)
+		next[key]++
+		if i > 0 && i != 101 && res[i-1].Status == PutOK {
+			require.Greater(t, r.Pos, res[i-1].Pos, "in order")
+		}
+	}
+	waitDispatched(t, s)
+	for key, bodiesWant := range want {
+		var topic string
+		var q int32
+		_, err := fmt.Sscanf(strings.Replace(key, "/", " ", 1), "%s %d", &topic, &q)
+		require.NoError(t, err)
+		var got []string
+		for off := int64(0); ; {
+			r, err := s.Get(context.Background(), GetRequest{Topic: topic, QueueID: q, Offset: off, MaxMsgs: 64})
+			require.NoError(t, err)
+			if r.Status != GetFound {
+				break
+			}
+			got = append(got, bodies(t, r.Body)...)
+			off = r.NextOffset
+		}
+		if topic == "a" {
+			got = got[1:] // "before"
+		}
+		require.Equal(t, bodiesWant, got, key)
+	}
+	r := mustPut(t, s, msg("t0", 0, "after"))
+	require.Equal(t, next["t0/0"], r.QueueOffset, "Put continues after PutMany")
 }

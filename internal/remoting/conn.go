@@ -74,6 +74,14 @@ type Conn struct {
 	// the flusher and go out together.
 	busy atomic.Int32
 
+	// The reader's batch: hooks InlineHandlers registered to run when the
+	// reader has no whole frame left (reader-only).
+	batchEnd []func()
+	// inBatchEnd (guarded by wmu) is set while the hooks run and cleared
+	// by the flush that follows them: every frame written meanwhile, from
+	// any goroutine, is left to that flush.
+	inBatchEnd bool
+
 	mu       sync.Mutex
 	pending  map[int32]*call // guarded by mu: calls waiting for a response
 	closed   bool            // guarded by mu
@@ -253,6 +261,9 @@ func (c *Conn) writeMode(cmd *Command, mode flushMode) error {
 		framePrefixPool.Put(bp)
 		return c.err()
 	}
+	if c.inBatchEnd && mode != flushByReader {
+		mode = flushByReader // the flush after the batch-end hooks takes it
+	}
 	w := c.nc.Writer()
 	_, err = w.WriteBinary(buf)
 	if err == nil && len(body) > 0 {
@@ -317,9 +328,11 @@ func (c *Conn) flusher() {
 	}
 }
 
-// flushPending hands the frames written so far to the kernel.
+// flushPending hands the frames written so far to the kernel, and ends
+// the reader's batch-end hooks' window.
 func (c *Conn) flushPending() {
 	c.wmu.Lock()
+	c.inBatchEnd = false
 	c.flushLocked()
 }
 
@@ -378,9 +391,39 @@ func (c *Conn) onRequest(_ context.Context, nc netpoll.Connection) error {
 	// whole frame is left to read: one sendmsg for all the requests that
 	// arrived together, and never a read that blocks on unflushed answers.
 	if !wholeFrameBuffered(r) {
+		c.runBatchEnd()
 		c.flushPending()
 	}
 	return nil
+}
+
+// MoreBuffered reports whether another whole frame is already read and
+// waiting: the request being served is not the last of its burst.
+// REQUIRES: called by an InlineHandler (on the connection's reader).
+func (c *Conn) MoreBuffered() bool { return wholeFrameBuffered(c.nc.Reader()) }
+
+// AtBatchEnd registers f to run on the reader once it has no whole frame
+// left (or stops reading), before it flushes the burst's answers: answers
+// f writes go out with them. A handler uses it to finish, in one go, work
+// it gathered over a burst of requests.
+// REQUIRES: called by an InlineHandler (on the connection's reader).
+func (c *Conn) AtBatchEnd(f func()) { c.batchEnd = append(c.batchEnd, f) }
+
+// runBatchEnd runs the AtBatchEnd hooks. REQUIRES: on the reader.
+func (c *Conn) runBatchEnd() {
+	if len(c.batchEnd) == 0 {
+		return
+	}
+	hooks := c.batchEnd
+	c.batchEnd = nil
+	c.wmu.Lock()
+	c.inBatchEnd = true
+	c.wmu.Unlock()
+	// NB: the caller flushes next (flushPending clears inBatchEnd under
+	// the same lock as its flush), also if a hook panics.
+	for _, f := range hooks {
+		f()
+	}
 }
 
 // wholeFrameBuffered reports whether r holds at least one whole frame.
@@ -399,6 +442,7 @@ func isGarbage(err error) bool {
 }
 
 func (c *Conn) readFailed(err error) {
+	c.runBatchEnd() // NB: its answers will not get out; its work is finished
 	log := c.ep.logger()
 	switch {
 	case isGarbage(err):

@@ -116,3 +116,78 @@ func TestClient_InvokeWithinTimesOut(t *testing.T) {
 	require.Empty(t, conn.pending, "the timed-out call is gone")
 	conn.mu.Unlock()
 }
+
+const codeDeferred = 9102
+
+// TestServer_AtBatchEnd: an InlineHandler that answers at the end of the
+// reader's burst (AtBatchEnd) interleaves with answers from handler
+// goroutines on the same connection; every call is answered, whichever
+// goroutine writes while the hooks run.
+func TestServer_AtBatchEnd(t *testing.T) {
+	var deferred, hooks atomic.Int64
+	s := NewServer("127.0.0.1:0", ServerOptions{Logger: quietLogger()})
+	s.Handle(codeEcho, func(ctx context.Context, w ResponseWriter, req *Command) {
+		time.Sleep(time.Duration(rand.IntN(300)) * time.Microsecond)
+		echo(ctx, w, req)
+	})
+	s.Handle(codeDeferred, echo)
+	type held struct {
+		w   ResponseWriter
+		req *Command
+	}
+	var queue []held // NB: the reader's own, no lock
+	s.HandleInline(codeDeferred, func(ctx context.Context, w ResponseWriter, req *Command) bool {
+		if len(queue) == 0 {
+			w.Conn().AtBatchEnd(func() {
+				hooks.Add(1)
+				for _, h := range queue {
+					echo(ctx, h.w, h.req)
+				}
+				queue = queue[:0]
+			})
+		}
+		queue = append(queue, held{w, req})
+		deferred.Add(1)
+		return true
+	})
+	require.NoError(t, s.Start())
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		require.NoError(t, s.Shutdown(ctx))
+	})
+	c := newClient(t, SerializeMsgpack)
+	ctx := ctxTimeout(t, 60*time.Second)
+	const workers, calls = 32, 150
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range calls {
+				id := strconv.Itoa(w*calls + i)
+				code := int16(codeDeferred)
+				if (w+i)%3 == 0 {
+					code = codeEcho
+				}
+				resp, err := c.InvokeWithin(ctx, s.Addr().String(), NewRequest(code, map[string]string{"id": id}, nil), 10*time.Second)
+				if err != nil {
+					errs <- fmt.Errorf("request %s (code %d): %w", id, code, err)
+					return
+				}
+				if resp.ExtFields["id"] != id {
+					errs <- fmt.Errorf("request %s got the answer of %s", id, resp.ExtFields["id"])
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	require.NotZero(t, deferred.Load())
+	require.Less(t, hooks.Load(), deferred.Load(), "some bursts held more than one request")
+}
