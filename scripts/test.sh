@@ -36,14 +36,21 @@ for pkg in $(go list ./...); do
 	dir=$(go list -f '{{.Dir}}' "$pkg")
 	for target in $(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$dir"/*_test.go 2>/dev/null | sed 's/^func //' | sort -u); do
 		echo "-- $pkg $target"
-		# NB: a failure is shown and the target run once more: a crasher is
-		# written to testdata/fuzz and fails the second run at once, while
-		# a fuzzing engine hiccup on a loaded machine does not repeat.
-		if ! go test -run='^$' -fuzz="^${target}\$" -fuzztime="$FUZZTIME" "$pkg" >"$fuzzlog" 2>&1; then
+		# NB: Go 1.26's fuzz coordinator can fail a target with a bare
+		# "context deadline exceeded" as -fuzztime expires (golang/go#75804,
+		# fixed in Go 1.27): no input is written and nothing reproduces.
+		# Such a failure is shown and the target run again, up to 3 times;
+		# a real finding writes its input to testdata/fuzz and fails at once.
+		for attempt in 1 2 3 4; do
+			if go test -run='^$' -fuzz="^${target}\$" -fuzztime="$FUZZTIME" "$pkg" >"$fuzzlog" 2>&1; then
+				break
+			fi
 			tail -40 "$fuzzlog"
-			echo "-- $target failed; running it once more"
-			go test -run='^$' -fuzz="^${target}\$" -fuzztime="$FUZZTIME" "$pkg" >"$fuzzlog" 2>&1 || { tail -40 "$fuzzlog"; exit 1; }
-		fi
+			if grep -q 'Failing input written' "$fuzzlog" || ! grep -q 'context deadline exceeded' "$fuzzlog" || [ "$attempt" = 4 ]; then
+				exit 1
+			fi
+			echo "-- $target: the fuzz engine's deadline race (golang/go#75804), not a finding; running it again"
+		done
 	done
 done
 echo "== all checks passed"
