@@ -151,22 +151,13 @@ func (b *Broker) send(ctx context.Context, w remoting.ResponseWriter, req *remot
 		b.metrics.send.Observe(time.Since(start).Seconds())
 	}
 	switch {
-	case inline && !b.cfg.Store.SyncFlush() && w.Conn() != nil:
+	case inline && w.Conn() != nil:
 		// NB: the put lock is taken at the end of the burst, once for all
-		// its sends; in async mode a send waits for nothing else.
-		b.queueSend(w.Conn(), queuedSend{m: m, done: done})
-	case inline && wait:
-		if !b.store.TryPutThen(m, done) {
-			release()
-			return false
-		}
-	case inline:
-		res, ok := b.store.TryPut(m)
-		if !ok {
-			release()
-			return false
-		}
-		done(res)
+		// its sends; in sync mode each is then answered once durable.
+		b.queueSend(w.Conn(), queuedSend{m: m, done: done, durable: wait && b.cfg.Store.SyncFlush()})
+	case inline: // NB: no connection (a recorder): not served inline
+		release()
+		return false
 	case wait:
 		done(b.store.Put(ctx, m))
 	default:
@@ -177,8 +168,9 @@ func (b *Broker) send(ctx context.Context, w remoting.ResponseWriter, req *remot
 
 // queuedSend is a send served inline, stored at the end of its burst.
 type queuedSend struct {
-	m    *message.Message
-	done func(store.PutResult)
+	m       *message.Message
+	done    func(store.PutResult)
+	durable bool // answer once on disk (sync flush)
 }
 
 // sendBurst gathers the inline sends of one connection's burst (its
@@ -225,7 +217,11 @@ func (b *Broker) storeBurst(burst *sendBurst) {
 		msgs[i] = s.m
 	}
 	for i, res := range b.store.PutMany(msgs) {
-		burst.sends[i].done(res)
+		if s := burst.sends[i]; s.durable {
+			b.store.ThenDurable(res, s.done)
+		} else {
+			s.done(res)
+		}
 	}
 	clear(burst.sends)
 	burst.sends, burst.bytes = burst.sends[:0], 0

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/commitlog"
-	"github.com/sluicemq/sluice/internal/message"
 )
 
 // durableWaiter is a put answered once its bytes are on disk.
@@ -20,22 +19,9 @@ type durableWaiter struct {
 // durableTick bounds how late a FLUSH_DISK_TIMEOUT answer can be.
 const durableTick = 10 * time.Millisecond
 
-// TryPutThen is TryPut that, in sync flush mode, calls done once the
-// message is on disk (or with PutFlushDiskTimeout after the sync flush
-// timeout), from the store's notifier goroutine: no goroutine waits per
-// put. In async mode, or when the put failed, done runs before TryPutThen
-// returns. When the put lock is busy it stores nothing, does not call done
-// and returns false. done must not block.
-func (s *Store) TryPutThen(m *message.Message, done func(PutResult)) bool {
-	res, ok := s.put(context.Background(), m, false, true)
-	if !ok {
-		return false
-	}
-	s.thenDurable(res, done)
-	return true
-}
-
-// TryPutBatchThen is TryPutThen for a batch.
+// TryPutBatchThen stores a batch if the put lock is free at once, and
+// calls done (see ThenDurable); otherwise it stores nothing, does not call
+// done and returns false. done must not block.
 func (s *Store) TryPutBatchThen(b *Batch, done func(PutResult)) bool {
 	res, ok := s.putBatch(context.Background(), b, false, true)
 	if !ok {
@@ -44,6 +30,13 @@ func (s *Store) TryPutBatchThen(b *Batch, done func(PutResult)) bool {
 	s.thenDurable(res, done)
 	return true
 }
+
+// ThenDurable calls done with res once the put it reports is on disk, from
+// the store's notifier goroutine (PutFlushDiskTimeout after the sync flush
+// timeout; Close answers what its final sync covered): no goroutine waits
+// per put. In async mode, or when res is not PutOK, done runs at once.
+// done must not block.
+func (s *Store) ThenDurable(res PutResult, done func(PutResult)) { s.thenDurable(res, done) }
 
 func (s *Store) thenDurable(res PutResult, done func(PutResult)) {
 	end := commitlog.Offset(res.Pos + int64(res.Size))
@@ -61,7 +54,7 @@ func (s *Store) thenDurable(res PutResult, done func(PutResult)) {
 	}
 }
 
-// durableLoop answers the waiters of TryPutThen as the log becomes durable.
+// durableLoop answers the waiters of ThenDurable as the log becomes durable.
 func (s *Store) durableLoop() {
 	defer s.wg.Done()
 	timer := time.NewTimer(durableTick)

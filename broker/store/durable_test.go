@@ -76,10 +76,11 @@ func TestStore_SyncModeIndexesOnlyDurable(t *testing.T) {
 	require.Equal(t, []string{"durable", "pending"}, bodies(t, get(t, s, "t", 0, 0, 32).Body))
 }
 
-// TestStore_TryPutThen: in sync mode TryPutThen answers only once the
-// message is on disk, FLUSH_DISK_TIMEOUT after the sync flush timeout, and
-// Close answers whatever still waits; in async mode it answers at once.
-func TestStore_TryPutThen(t *testing.T) {
+// TestStore_ThenDurable: in sync mode ThenDurable (after PutMany, and in
+// TryPutBatchThen) answers only once the put is on disk,
+// FLUSH_DISK_TIMEOUT after the sync flush timeout, and Close answers
+// whatever still waits; in async mode it answers at once.
+func TestStore_ThenDurable(t *testing.T) {
 	g := newGate()
 	c := testConf(t.TempDir())
 	c.Flush = "sync"
@@ -92,11 +93,14 @@ func TestStore_TryPutThen(t *testing.T) {
 	s := mustOpen(t, c, o)
 	answers := make(chan PutResult, 4)
 	done := func(r PutResult) { answers <- r }
+	putThen := func(m *message.Message) {
+		s.ThenDurable(s.PutMany([]*message.Message{m})[0], done)
+	}
 	mustPut(t, s, msg("t", 0, "warm")) // creates the segment (which fsyncs)
 
 	// Durable: answered after the fsync, with the put's position.
 	g.block()
-	require.True(t, s.TryPutThen(msg("t", 0, "a"), done))
+	putThen(msg("t", 0, "a"))
 	select {
 	case r := <-answers:
 		t.Fatalf("answered before the fsync: %+v", r)
@@ -117,7 +121,7 @@ func TestStore_TryPutThen(t *testing.T) {
 	require.Equal(t, int64(2), r.QueueOffset)
 
 	// Close answers a waiter once the gate opens and the final sync ends.
-	require.True(t, s.TryPutThen(msg("t", 0, "c"), done))
+	putThen(msg("t", 0, "c"))
 	closed := make(chan error, 1)
 	go func() { closed <- s.Close() }()
 	time.Sleep(20 * time.Millisecond)
@@ -127,11 +131,11 @@ func TestStore_TryPutThen(t *testing.T) {
 	require.Equal(t, PutOK, r.Status, "Close synced it: %s", r.Remark)
 	require.Equal(t, int64(3), r.QueueOffset)
 
-	// Async mode: answered before TryPutThen returns.
+	// Async mode: answered before ThenDurable returns.
 	c.Flush = "async"
 	s = mustOpen(t, c, testOpts())
 	defer s.Close()
-	require.True(t, s.TryPutThen(msg("t", 0, "d"), done))
+	putThen(msg("t", 0, "d"))
 	require.Len(t, answers, 1)
 	require.Equal(t, PutOK, (<-answers).Status)
 }

@@ -30,39 +30,29 @@ type PutResult struct {
 // (PutFlushDiskTimeout after the sync flush timeout: stored all the same).
 // The store sets StoreTimestamp, and StoreHost when m has none.
 func (s *Store) Put(ctx context.Context, m *message.Message) PutResult {
-	res, _ := s.put(ctx, m, true, false)
-	return res
+	return s.put(ctx, m, true)
 }
 
 // PutNoWait stores one message without waiting for fsync in sync flush mode
 // (RocketMQ's WAIT=false).
 func (s *Store) PutNoWait(m *message.Message) PutResult {
-	res, _ := s.put(context.Background(), m, false, false)
-	return res
+	return s.put(context.Background(), m, false)
 }
 
-// TryPut is PutNoWait if the put lock is free at once; otherwise it stores
-// nothing and returns false. It never waits for a lock or for fsync.
-func (s *Store) TryPut(m *message.Message) (PutResult, bool) {
-	return s.put(context.Background(), m, false, true)
-}
-
-func (s *Store) put(ctx context.Context, m *message.Message, wait, try bool) (PutResult, bool) {
+func (s *Store) put(ctx context.Context, m *message.Message, wait bool) PutResult {
 	if !m.StoreHost.IsValid() {
 		m.StoreHost = s.opts.StoreHost
 	}
 	if err := m.CheckLimits(int(s.cfg.MaxMessageSize)); err != nil {
-		return PutResult{Status: PutMessageIllegal, Remark: err.Error()}, true
+		return PutResult{Status: PutMessageIllegal, Remark: err.Error()}
 	}
 	size := m.EncodedSize()
 	advance := advancesQueue(m.SysFlag)
 
-	if !s.lockPut(try) {
-		return PutResult{}, false
-	}
+	s.putMu.Lock()
 	if s.putClosed {
 		s.putMu.Unlock()
-		return PutResult{Status: PutServiceNotAvailable, Remark: "store: closing, retry on another broker"}, true
+		return PutResult{Status: PutServiceNotAvailable, Remark: "store: closing, retry on another broker"}
 	}
 	var qo int64
 	if advance {
@@ -77,14 +67,14 @@ func (s *Store) put(ctx context.Context, m *message.Message, wait, try bool) (Pu
 	}
 	s.putMu.Unlock()
 	if err != nil {
-		return s.appendFailed(err), true
+		return s.appendFailed(err)
 	}
 	s.kickDispatcher()
 	res := PutResult{Status: PutOK, Pos: int64(at), Size: int32(size), QueueOffset: qo, StoreTimestamp: m.StoreTimestamp}
 	if wait {
 		s.waitDurable(ctx, at+commitlog.Offset(size), &res)
 	}
-	return res, true
+	return res
 }
 
 // lockPut takes putMu; with try, only if it is free at once.
@@ -115,12 +105,6 @@ type Batch struct {
 func (s *Store) PutBatch(ctx context.Context, b *Batch) PutResult {
 	res, _ := s.putBatch(ctx, b, true, false)
 	return res
-}
-
-// TryPutBatch is PutBatch without waiting for fsync, if the put lock is
-// free at once; otherwise it stores nothing and returns false.
-func (s *Store) TryPutBatch(b *Batch) (PutResult, bool) {
-	return s.putBatch(context.Background(), b, false, true)
 }
 
 func (s *Store) putBatch(ctx context.Context, b *Batch, wait, try bool) (PutResult, bool) {

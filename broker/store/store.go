@@ -84,7 +84,7 @@ type Store struct {
 	kick chan struct{}
 	quit chan struct{}
 
-	// Puts answered when durable (TryPutThen), in sync flush mode.
+	// Puts answered when durable (ThenDurable), in sync flush mode.
 	waitMu    sync.Mutex
 	waiters   []durableWaiter // guarded by waitMu
 	waitKick  chan struct{}

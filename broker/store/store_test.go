@@ -306,32 +306,23 @@ func TestStore_TenThousandQueues(t *testing.T) {
 	require.Equal(t, []string{"4217", "14217"}, bodies(t, res.Body))
 }
 
-// TestStore_TryPut: TryPut and TryPutBatch store like PutNoWait when the
-// put lock is free, and store nothing (false) while it is held.
-func TestStore_TryPut(t *testing.T) {
+// TestStore_TryPutBatchThen: a batch is stored when the put lock is free,
+// and refused (nothing stored, done not called) while it is held.
+func TestStore_TryPutBatchThen(t *testing.T) {
 	s := mustOpen(t, testConf(t.TempDir()), testOpts())
 	defer s.Close()
-	r, ok := s.TryPut(msg("t", 0, "first"))
-	require.True(t, ok)
+	answers := make(chan PutResult, 1)
+	done := func(r PutResult) { answers <- r }
+	s.putMu.Lock()
+	require.False(t, s.TryPutBatchThen(&Batch{Template: *msg("t", 0, ""), Items: []message.BatchItem{{Body: []byte("refused")}}}, done))
+	s.putMu.Unlock()
+	require.Empty(t, answers)
+	require.True(t, s.TryPutBatchThen(&Batch{Template: *msg("t", 0, ""), Items: []message.BatchItem{{Body: []byte("b0")}, {Body: []byte("b1")}}}, done))
+	r := <-answers
 	require.Equal(t, PutOK, r.Status, r.Remark)
 	require.Equal(t, int64(0), r.QueueOffset)
-
-	s.putMu.Lock()
-	_, ok = s.TryPut(msg("t", 0, "refused"))
-	require.False(t, ok, "the put lock is held")
-	_, ok = s.TryPutBatch(&Batch{Template: *msg("t", 0, ""), Items: []message.BatchItem{{Body: []byte("refused")}}})
-	require.False(t, ok, "the put lock is held")
-	s.putMu.Unlock()
-
-	r, ok = s.TryPutBatch(&Batch{Template: *msg("t", 0, ""), Items: []message.BatchItem{{Body: []byte("b0")}, {Body: []byte("b1")}}})
-	require.True(t, ok)
-	require.Equal(t, PutOK, r.Status, r.Remark)
-	require.Equal(t, int64(1), r.QueueOffset)
-	r, ok = s.TryPut(&message.Message{Topic: "t", Body: make([]byte, 8<<20)})
-	require.True(t, ok, "an illegal message is answered, not declined")
-	require.Equal(t, PutMessageIllegal, r.Status)
 	waitDispatched(t, s)
-	require.Equal(t, []string{"first", "b0", "b1"}, bodies(t, get(t, s, "t", 0, 0, 32).Body))
+	require.Equal(t, []string{"b0", "b1"}, bodies(t, get(t, s, "t", 0, 0, 32).Body))
 }
 
 // TestStore_GetRuns: Get reads runs of adjacent records with one read;
