@@ -397,11 +397,6 @@ func (c *Conn) onRequest(_ context.Context, nc netpoll.Connection) error {
 	return nil
 }
 
-// MoreBuffered reports whether another whole frame is already read and
-// waiting: the request being served is not the last of its burst.
-// REQUIRES: called by an InlineHandler (on the connection's reader).
-func (c *Conn) MoreBuffered() bool { return wholeFrameBuffered(c.nc.Reader()) }
-
 // AtBatchEnd registers f to run on the reader once it has no whole frame
 // left (or stops reading), before it flushes the burst's answers: answers
 // f writes go out with them. A handler uses it to finish, in one go, work

@@ -43,7 +43,10 @@
 // may also have an InlineHandler (HandleInline), tried first on the
 // reader itself: it serves the request only if it can without blocking
 // (the broker's sends in the common case) and otherwise declines, and the
-// Handler runs as usual. Running
+// Handler runs as usual. An InlineHandler may defer work to the end of the
+// reader's burst (Conn.AtBatchEnd): the hooks run once no whole frame is
+// left to read, before the burst's answers are flushed, so the broker
+// stores a burst of sends with one append and answers them in one write. Running
 // handlers are bounded by MaxInflight per Server (or Client); over the
 // bound, and during Shutdown, the reader answers SYSTEM_BUSY (2) itself.
 // Unknown codes get REQUEST_CODE_NOT_SUPPORTED (3) naming the code. A
