@@ -66,7 +66,11 @@ func (h *Hold) Park(r *Request, current func() int64) {
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
-		h.wake(r, true)
+		// NB: answered here, not on a tracked goroutine: Close may be
+		// waiting for its wakes already.
+		if r.woken.CompareAndSwap(false, true) {
+			r.Wake(true)
+		}
 		return
 	}
 	k := queueKey{r.Topic, r.QueueID}
@@ -114,21 +118,26 @@ func (h *Hold) Notify(topic string, queueID int32, next int64) {
 	} else {
 		h.parked[k] = kept
 	}
+	h.wakes.Add(len(woken)) // NB: under mu, so before any Close's Wait
 	h.mu.Unlock()
 	for _, r := range woken {
 		h.wake(r, false)
 	}
 }
 
+// wake runs r.Wake once, on a goroutine of its own. REQUIRES: the caller
+// added 1 to h.wakes for it while holding mu (so that Close, which waits
+// for the wakes, never races an Add).
 func (h *Hold) wake(r *Request, expired bool) {
-	if r.woken.CompareAndSwap(false, true) {
-		h.count.Add(-1)
-		h.wakes.Add(1)
-		go func() {
-			defer h.wakes.Done()
-			r.Wake(expired)
-		}()
+	if !r.woken.CompareAndSwap(false, true) {
+		h.wakes.Done()
+		return
 	}
+	h.count.Add(-1)
+	go func() {
+		defer h.wakes.Done()
+		r.Wake(expired)
+	}()
 }
 
 // Parked returns how many requests are parked.
@@ -153,6 +162,7 @@ func (h *Hold) expireLoop() {
 		if len(h.byTime) > 0 {
 			wait = h.byTime[0].Deadline.Sub(now)
 		}
+		h.wakes.Add(len(expired))
 		h.mu.Unlock()
 		for _, r := range expired {
 			h.wake(r, true)
@@ -200,6 +210,7 @@ func (h *Hold) Close() {
 	}
 	h.parked = map[queueKey][]*Request{}
 	h.byTime = nil
+	h.wakes.Add(len(all))
 	h.mu.Unlock()
 	close(h.quit)
 	<-h.done
