@@ -148,9 +148,8 @@ func (b *Broker) handleTopicStats(_ context.Context, w remoting.ResponseWriter, 
 	if !decodeHeader(w, req, &h, "bad header") {
 		return
 	}
-	cfg, ok := b.topics.Get(h.Topic)
+	cfg, ok := b.knownTopic(w, req, h.Topic)
 	if !ok {
-		reply(w, req, protocol.TopicNotExist, fmt.Sprintf("topic %s does not exist on broker %s", h.Topic, b.cfg.BrokerName))
 		return
 	}
 	var stats protocol.TopicStats

@@ -385,9 +385,8 @@ func (b *Broker) handleResetOffset(_ context.Context, w remoting.ResponseWriter,
 	if !decodeHeader(w, req, &h, "bad reset-offset header") {
 		return
 	}
-	cfg, ok := b.topics.Get(h.Topic)
+	cfg, ok := b.knownTopic(w, req, h.Topic)
 	if !ok {
-		reply(w, req, protocol.TopicNotExist, fmt.Sprintf("topic %s does not exist on broker %s", h.Topic, b.cfg.BrokerName))
 		return
 	}
 	body := protocol.ResetOffsetBody{OffsetTable: map[protocol.MessageQueue]int64{}}

@@ -31,9 +31,8 @@ func (b *Broker) handlePull(_ context.Context, w remoting.ResponseWriter, req *r
 }
 
 func (b *Broker) pull(w remoting.ResponseWriter, req *remoting.Command, h *protocol.PullMessageRequestHeader, first bool) {
-	cfg, ok := b.topics.Get(h.Topic)
+	cfg, ok := b.knownTopic(w, req, h.Topic)
 	if !ok {
-		reply(w, req, protocol.TopicNotExist, fmt.Sprintf("topic %s does not exist on broker %s", h.Topic, b.cfg.BrokerName))
 		return
 	}
 	if !cfg.Readable() {

@@ -10,6 +10,7 @@ import (
 	"github.com/sluicemq/sluice/broker/store"
 	"github.com/sluicemq/sluice/broker/topic"
 	"github.com/sluicemq/sluice/internal/protocol"
+	"github.com/sluicemq/sluice/internal/remoting"
 )
 
 // System topics producers may not send to directly (spec 3.1).
@@ -60,6 +61,16 @@ func (b *Broker) createSystemTopics() error {
 // it from the producer's template (defaultTopic) when it is unknown and
 // auto-create allows it (spec 3.1 step 2). It returns a response code and a
 // remark when the send must be refused.
+// knownTopic returns the config of an existing topic, or answers
+// TOPIC_NOT_EXIST naming the topic and this broker.
+func (b *Broker) knownTopic(w remoting.ResponseWriter, req *remoting.Command, name string) (topic.Config, bool) {
+	cfg, ok := b.topics.Get(name)
+	if !ok {
+		reply(w, req, protocol.TopicNotExist, fmt.Sprintf("topic %s does not exist on broker %s", name, b.cfg.BrokerName))
+	}
+	return cfg, ok
+}
+
 func (b *Broker) topicForSend(name, defaultTopic string, defaultQueues int32) (topic.Config, int16, string) {
 	if c, ok := b.topics.Get(name); ok {
 		return c, protocol.Success, ""

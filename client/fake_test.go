@@ -36,12 +36,25 @@ func fakeSendOK(req *remoting.Command) *remoting.Command {
 // startFake starts a remoting server that is both name server and broker:
 // it answers routes pointing at itself, heartbeats, and sends with send.
 func startFake(t *testing.T, send func(req *remoting.Command) *remoting.Command) string {
+	return startFakeRoutes(t, func(_, addr string) (protocol.TopicRouteData, bool) { return fakeRoute(addr), true }, send)
+}
+
+// startFakeRoutes is startFake with the route of each topic from route
+// (false: TOPIC_NOT_EXIST).
+func startFakeRoutes(t *testing.T, route func(topic, addr string) (protocol.TopicRouteData, bool),
+	send func(req *remoting.Command) *remoting.Command,
+) string {
 	t.Helper()
 	s := remoting.NewServer("127.0.0.1:0", remoting.ServerOptions{Logger: quiet()})
 	var addr string
 	s.Handle(protocol.GetRouteInfoByTopic, func(_ context.Context, w remoting.ResponseWriter, req *remoting.Command) {
+		r, ok := route(req.ExtFields["topic"], addr)
+		if !ok {
+			_ = w.Write(remoting.NewResponse(req, protocol.TopicNotExist, "no route"))
+			return
+		}
 		resp := remoting.NewResponse(req, protocol.Success, "")
-		resp.Body, _ = remoting.EncodeBody(req.SerializeType, fakeRoute(addr))
+		resp.Body, _ = remoting.EncodeBody(req.SerializeType, r)
 		_ = w.Write(resp)
 	})
 	s.Handle(protocol.HeartBeat, func(_ context.Context, w remoting.ResponseWriter, req *remoting.Command) {
@@ -418,29 +431,15 @@ func TestProducer_AsyncCallbackSendsAgain(t *testing.T) {
 // not once per send.
 func TestProducer_NewTopicAsksNameServerOnceAMoment(t *testing.T) {
 	var asked atomic.Int32
-	s := remoting.NewServer("127.0.0.1:0", remoting.ServerOptions{Logger: quiet()})
-	var addr string
-	s.Handle(protocol.GetRouteInfoByTopic, func(_ context.Context, w remoting.ResponseWriter, req *remoting.Command) {
-		if req.ExtFields["topic"] == "brand-new" {
+	addr := startFakeRoutes(t, func(topic, addr string) (protocol.TopicRouteData, bool) {
+		if topic == "brand-new" {
 			asked.Add(1)
-			_ = w.Write(remoting.NewResponse(req, protocol.TopicNotExist, "no route"))
-			return
+			return protocol.TopicRouteData{}, false
 		}
-		resp := remoting.NewResponse(req, protocol.Success, "")
 		route := fakeRoute(addr)
 		route.QueueDatas[0].Perm |= protocol.PermInherit
-		resp.Body, _ = remoting.EncodeBody(req.SerializeType, route)
-		_ = w.Write(resp)
-	})
-	s.Handle(protocol.HeartBeat, func(_ context.Context, w remoting.ResponseWriter, req *remoting.Command) {
-		_ = w.Write(remoting.NewResponse(req, protocol.Success, ""))
-	})
-	s.HandleDefault(func(_ context.Context, w remoting.ResponseWriter, req *remoting.Command) {
-		_ = w.Write(fakeSendOK(req))
-	})
-	require.NoError(t, s.Start())
-	addr = s.Addr().String()
-	t.Cleanup(func() { s.Shutdown(context.Background()) })
+		return route, true
+	}, fakeSendOK)
 
 	p, err := NewProducer(WithNameServers(addr), WithLogger(quiet()))
 	require.NoError(t, err)

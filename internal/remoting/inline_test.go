@@ -42,49 +42,17 @@ func TestServer_InlineMixedWithGoroutineAnswers(t *testing.T) {
 		echo(ctx, w, req)
 		return true
 	})
-	require.NoError(t, s.Start())
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		require.NoError(t, s.Shutdown(ctx))
+	startInlineServer(t, s)
+	hammer(t, s, 32, 200, func(_, i int) (int16, int) {
+		code := int16(codeInline)
+		if i%5 == 0 {
+			code = codeEcho
+		}
+		if i%17 == 0 {
+			return code, 6000 // above netpoll's copy threshold: flushed at once
+		}
+		return code, rand.IntN(200)
 	})
-	c := newClient(t, SerializeMsgpack)
-	ctx := ctxTimeout(t, 60*time.Second)
-	const workers, calls = 32, 200
-	var wg sync.WaitGroup
-	errs := make(chan error, workers)
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range calls {
-				id := strconv.Itoa(w*calls + i)
-				code := int16(codeInline)
-				if i%5 == 0 {
-					code = codeEcho
-				}
-				size := rand.IntN(200)
-				if i%17 == 0 {
-					size = 6000 // above netpoll's copy threshold: flushed at once
-				}
-				body := make([]byte, size)
-				resp, err := c.InvokeWithin(ctx, s.Addr().String(), NewRequest(code, map[string]string{"id": id}, body), 10*time.Second)
-				if err != nil {
-					errs <- fmt.Errorf("request %s (code %d): %w", id, code, err)
-					return
-				}
-				if resp.Code != protocol.Success || resp.ExtFields["id"] != id || len(resp.Body) != size {
-					errs <- fmt.Errorf("request %s got code %d id %s, %d bytes", id, resp.Code, resp.ExtFields["id"], len(resp.Body))
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		require.NoError(t, err)
-	}
 	require.NotZero(t, inlined.Load())
 	require.NotZero(t, declined.Load())
 }
@@ -150,15 +118,36 @@ func TestServer_AtBatchEnd(t *testing.T) {
 		deferred.Add(1)
 		return true
 	})
+	startInlineServer(t, s)
+	hammer(t, s, 32, 150, func(w, i int) (int16, int) {
+		if (w+i)%3 == 0 {
+			return codeEcho, 0
+		}
+		return codeDeferred, 0
+	})
+	require.NotZero(t, deferred.Load())
+	require.Less(t, hooks.Load(), deferred.Load(), "some bursts held more than one request")
+}
+
+// startInlineServer starts s (handlers registered) and shuts it down at the
+// end of the test.
+func startInlineServer(t *testing.T, s *Server) {
+	t.Helper()
 	require.NoError(t, s.Start())
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		require.NoError(t, s.Shutdown(ctx))
 	})
+}
+
+// hammer sends workers×calls requests from concurrent goroutines over one
+// connection, each with the code and body size pick chooses, and requires
+// every one answered with its own id and body length.
+func hammer(t *testing.T, s *Server, workers, calls int, pick func(w, i int) (code int16, size int)) {
+	t.Helper()
 	c := newClient(t, SerializeMsgpack)
 	ctx := ctxTimeout(t, 60*time.Second)
-	const workers, calls = 32, 150
 	var wg sync.WaitGroup
 	errs := make(chan error, workers)
 	for w := range workers {
@@ -167,17 +156,14 @@ func TestServer_AtBatchEnd(t *testing.T) {
 			defer wg.Done()
 			for i := range calls {
 				id := strconv.Itoa(w*calls + i)
-				code := int16(codeDeferred)
-				if (w+i)%3 == 0 {
-					code = codeEcho
-				}
-				resp, err := c.InvokeWithin(ctx, s.Addr().String(), NewRequest(code, map[string]string{"id": id}, nil), 10*time.Second)
+				code, size := pick(w, i)
+				resp, err := c.InvokeWithin(ctx, s.Addr().String(), NewRequest(code, map[string]string{"id": id}, make([]byte, size)), 10*time.Second)
 				if err != nil {
 					errs <- fmt.Errorf("request %s (code %d): %w", id, code, err)
 					return
 				}
-				if resp.ExtFields["id"] != id {
-					errs <- fmt.Errorf("request %s got the answer of %s", id, resp.ExtFields["id"])
+				if resp.Code != protocol.Success || resp.ExtFields["id"] != id || len(resp.Body) != size {
+					errs <- fmt.Errorf("request %s got code %d id %s, %d bytes", id, resp.Code, resp.ExtFields["id"], len(resp.Body))
 					return
 				}
 			}
@@ -188,6 +174,4 @@ func TestServer_AtBatchEnd(t *testing.T) {
 	for err := range errs {
 		require.NoError(t, err)
 	}
-	require.NotZero(t, deferred.Load())
-	require.Less(t, hooks.Load(), deferred.Load(), "some bursts held more than one request")
 }

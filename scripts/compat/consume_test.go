@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	rocketmq "github.com/apache/rocketmq-client-go/v2"
 	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/apache/rocketmq-client-go/v2/producer"
@@ -293,12 +294,8 @@ func TestConsumerRestart(t *testing.T) {
 	in1 := newInbox()
 	c1, stop1 := startPushConsumer(t, topic, "*", in1, "r1", consumerOptions(group, name(t, "r1")))
 	in1.waitIDs(t, ids(first))
-	// Wait until the consumer has advanced its offsets past everything it
-	// consumed; Shutdown then commits them to the broker.
-	require.Eventually(t, func() bool {
-		diff, ok := c1.GetOffsetDiffMap()[topic]
-		return ok && diff == 0
-	}, patience, 50*time.Millisecond)
+	// Shutdown then commits what the consumer has acknowledged.
+	waitCaughtUp(t, c1, topic)
 	stop1()
 	requireExactlyOnce(t, in1.deliveries(), first)
 
@@ -332,10 +329,7 @@ func TestResetWhileRunning(t *testing.T) {
 	in := newInbox()
 	c, _ := startPushConsumer(t, topic, "*", in, "w1", consumerOptions(group, name(t, "w1")))
 	in.waitIDs(t, ids(want))
-	require.Eventually(t, func() bool {
-		diff, ok := c.GetOffsetDiffMap()[topic]
-		return ok && diff == 0
-	}, patience, 50*time.Millisecond)
+	waitCaughtUp(t, c, topic)
 
 	out, err := exec.Command(mqadmin, "-n", nameserverAddr, "resetOffsetByTime", "-g", group, "-t", topic,
 		"-s", strconv.FormatInt(before.UnixMilli(), 10)).CombinedOutput()
@@ -352,4 +346,14 @@ func TestResetWhileRunning(t *testing.T) {
 		}
 		return true
 	})
+}
+
+// waitCaughtUp waits until c has advanced its offsets on topic past
+// everything it consumed.
+func waitCaughtUp(t *testing.T, c rocketmq.PushConsumer, topic string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		diff, ok := c.GetOffsetDiffMap()[topic]
+		return ok && diff == 0
+	}, patience, 50*time.Millisecond)
 }
