@@ -269,16 +269,22 @@ func (b *Broker) housekeepingLoop() {
 
 // notifyConsumerIDsChanged tells every member of a group to rebalance now.
 func (b *Broker) notifyConsumerIDsChanged(g string) {
-	for _, id := range b.groups.ConnIDs(g) {
+	b.tellGroup(g, protocol.NotifyConsumerIDsChanged, &protocol.NotifyConsumerIDsChangedRequestHeader{ConsumerGroup: g}, nil)
+}
+
+// tellGroup sends every live member of group a oneway request, as Java's
+// broker does (language JAVA); failures are logged.
+func (b *Broker) tellGroup(group string, code int16, h protocol.ExtHeader, body []byte) {
+	for _, id := range b.groups.ConnIDs(group) {
 		c := b.conn(id)
 		if c == nil {
 			continue
 		}
-		req := remoting.NewRequest(protocol.NotifyConsumerIDsChanged, protocol.Ext(&protocol.NotifyConsumerIDsChangedRequestHeader{ConsumerGroup: g}), nil)
+		req := remoting.NewRequest(code, protocol.Ext(h), body)
 		req.Language = protocol.LanguageJava
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		if err := c.InvokeOneway(ctx, req); err != nil {
-			b.logger.Debug("broker: notify consumer ids changed", "group", g, "conn", c, "err", err)
+			b.logger.Debug("broker: request to a consumer", "request", protocol.CodeName(code), "group", group, "conn", c, "err", err)
 		}
 		cancel()
 	}

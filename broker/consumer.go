@@ -410,20 +410,8 @@ func (b *Broker) handleResetOffset(_ context.Context, w remoting.ResponseWriter,
 		reply(w, req, protocol.SystemError, "broker: encode offset table: "+err.Error())
 		return
 	}
-	for _, id := range b.groups.ConnIDs(h.Group) {
-		c := b.conn(id)
-		if c == nil {
-			continue
-		}
-		// NB: the body is JSON whatever the header codec, as Java sends it.
-		notify := remoting.NewRequest(protocol.ResetConsumerClientOffset, protocol.Ext(&h), enc)
-		notify.Language = protocol.LanguageJava
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		if err := c.InvokeOneway(ctx, notify); err != nil {
-			b.logger.Warn("broker: tell a consumer of its reset offsets", "group", h.Group, "conn", c, "err", err)
-		}
-		cancel()
-	}
+	// NB: the body is JSON whatever the header codec, as Java sends it.
+	b.tellGroup(h.Group, protocol.ResetConsumerClientOffset, &h, enc)
 	b.logger.Info("broker: offsets reset", "group", h.Group, "topic", h.Topic, "timestamp", h.Timestamp, "queues", len(body.OffsetTable))
 	resp := remoting.NewResponse(req, protocol.Success, "")
 	resp.Body = enc

@@ -177,6 +177,7 @@ type queuedSend struct {
 // reader's, so it needs no lock).
 type sendBurst struct {
 	sends []queuedSend
+	msgs  []*message.Message // reused by storeBurst
 	bytes int
 	armed bool // the end-of-burst hook is registered
 }
@@ -212,9 +213,9 @@ func (b *Broker) storeBurst(burst *sendBurst) {
 	if len(burst.sends) == 0 {
 		return
 	}
-	msgs := make([]*message.Message, len(burst.sends))
-	for i, s := range burst.sends {
-		msgs[i] = s.m
+	msgs := burst.msgs[:0]
+	for _, s := range burst.sends {
+		msgs = append(msgs, s.m)
 	}
 	for i, res := range b.store.PutMany(msgs) {
 		if s := burst.sends[i]; s.durable {
@@ -224,7 +225,8 @@ func (b *Broker) storeBurst(burst *sendBurst) {
 		}
 	}
 	clear(burst.sends)
-	burst.sends, burst.bytes = burst.sends[:0], 0
+	clear(msgs)
+	burst.sends, burst.msgs, burst.bytes = burst.sends[:0], msgs[:0], 0
 }
 
 // redirect applies the retry→DLQ, transaction-half and delay rules to a

@@ -182,9 +182,9 @@ func (m *Message) mapProperties(id string) (string, error) {
 // fromRecord builds a delivered message from a stored record, inflating a
 // compressed body. The message owns its memory.
 //
-// With own, rec's bytes belong to the caller's buffer, which the message
-// may keep referencing (no copy of the body); otherwise the body is copied.
-func fromRecord(rec message.Record, brokerName string, maxBody int, own bool, names *recordNames) (*Message, error) {
+// rec's bytes belong to a buffer the message may keep referencing: the
+// body is not copied. names remembers strings across a pull's records.
+func fromRecord(rec message.Record, brokerName string, maxBody int, names *recordNames) (*Message, error) {
 	props := message.ParseProperties(string(rec.Properties))
 	body := rec.Body
 	switch {
@@ -194,13 +194,8 @@ func fromRecord(rec message.Record, brokerName string, maxBody int, own bool, na
 			return nil, err
 		}
 		body = b
-	case own:
-		body = body[:len(body):len(body)] // NB: an append must not run into the next record
 	default:
-		body = append([]byte(nil), body...)
-	}
-	if names == nil {
-		names = &recordNames{}
+		body = body[:len(body):len(body)] // NB: an append must not run into the next record
 	}
 	topic := names.topic(rec.Topic)
 	m := &Message{
@@ -262,7 +257,7 @@ func decodeRecords(body []byte, brokerName string, maxBody int) ([]*Message, err
 		if err != nil {
 			return out, fmt.Errorf("client: decode message %d of a %d-byte body: %w", len(out), len(body), err)
 		}
-		m, err := fromRecord(rec, brokerName, maxBody, true, &names)
+		m, err := fromRecord(rec, brokerName, maxBody, &names)
 		if err != nil {
 			return out, fmt.Errorf("client: message %s: %w", message.OffsetMsgID(rec.StoreHost, rec.PhysicalOffset), err)
 		}

@@ -202,10 +202,9 @@ func (t *transport) tryInline(ctx context.Context, addr string, r request, ok []
 
 // oneway sends r to addr without waiting for a reply.
 func (t *transport) oneway(ctx context.Context, addr string, r request) error {
-	st := remoting.SerializeMsgpack
-	c := t.mp
+	c, st := t.mp, remoting.SerializeMsgpack
 	if t.mode(addr) == codecJSON {
-		st, c = remoting.SerializeJSON, t.js
+		c, st = t.js, remoting.SerializeJSON
 	}
 	cmd, err := t.command(st, r)
 	if err != nil {

@@ -27,7 +27,7 @@ func (s *Store) TryPutBatchThen(b *Batch, done func(PutResult)) bool {
 	if !ok {
 		return false
 	}
-	s.thenDurable(res, done)
+	s.ThenDurable(res, done)
 	return true
 }
 
@@ -36,9 +36,7 @@ func (s *Store) TryPutBatchThen(b *Batch, done func(PutResult)) bool {
 // timeout; Close answers what its final sync covered): no goroutine waits
 // per put. In async mode, or when res is not PutOK, done runs at once.
 // done must not block.
-func (s *Store) ThenDurable(res PutResult, done func(PutResult)) { s.thenDurable(res, done) }
-
-func (s *Store) thenDurable(res PutResult, done func(PutResult)) {
+func (s *Store) ThenDurable(res PutResult, done func(PutResult)) {
 	end := commitlog.Offset(res.Pos + int64(res.Size))
 	if res.Status != PutOK || !s.cfg.SyncFlush() || s.log.Durable() >= end {
 		done(res)

@@ -16,7 +16,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -32,9 +31,9 @@ import (
 )
 
 const (
-	exitOK    = 0
-	exitError = 1
-	exitUsage = 2
+	exitOK    = cli.ExitOK
+	exitError = cli.ExitError
+	exitUsage = cli.ExitUsage
 )
 
 const usage = `Usage: mqbroker [flags]
@@ -65,7 +64,6 @@ func main() {
 // broker and nameserver addresses once serving (tests).
 func run(args []string, stdout, stderr io.Writer, ready chan<- [2]string) int {
 	fs := flag.NewFlagSet("mqbroker", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
 	configPath := fs.String("c", "", "")
 	namesrv := fs.String("n", "", "")
 	listen := fs.String("listen", "", "")
@@ -74,17 +72,8 @@ func run(args []string, stdout, stderr io.Writer, ready chan<- [2]string) int {
 	brokerName := fs.String("broker-name", "", "")
 	cluster := fs.String("cluster", "", "")
 	metrics := fs.String("metrics-listen", "", "")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(stdout, usage)
-			return exitOK
-		}
-		fmt.Fprintf(stderr, "mqbroker: %v (see mqbroker -h)\n", err)
-		return exitUsage
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "mqbroker: unexpected argument %q (see mqbroker -h)\n", fs.Arg(0))
-		return exitUsage
+	if code, ok := cli.Parse(fs, args, usage, stdout, stderr); !ok {
+		return code
 	}
 	cfg, err := conf.LoadBroker(*configPath)
 	if err != nil {

@@ -14,7 +14,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -30,9 +29,9 @@ import (
 
 // Exit statuses.
 const (
-	exitOK    = 0
-	exitError = 1
-	exitUsage = 2
+	exitOK    = cli.ExitOK
+	exitError = cli.ExitError
+	exitUsage = cli.ExitUsage
 )
 
 const usage = `Usage: mqnamesrv [-c FILE] [--listen HOST:PORT] [--metrics-listen HOST:PORT]
@@ -62,22 +61,11 @@ func main() {
 // status.
 func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("mqnamesrv", flag.ContinueOnError)
-	fs.SetOutput(io.Discard) // errors are reported by us, on one line
-	fs.Usage = func() {}
 	configPath := fs.String("c", "", "")
 	listen := fs.String("listen", "", "")
 	metricsListen := fs.String("metrics-listen", "", "")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(stdout, usage)
-			return exitOK
-		}
-		fmt.Fprintf(stderr, "mqnamesrv: %v (see mqnamesrv -h)\n", err)
-		return exitUsage
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "mqnamesrv: unexpected argument %q (see mqnamesrv -h)\n", fs.Arg(0))
-		return exitUsage
+	if code, ok := cli.Parse(fs, args, usage, stdout, stderr); !ok {
+		return code
 	}
 
 	cfg, err := conf.LoadNameserver(*configPath)
