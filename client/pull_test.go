@@ -79,6 +79,8 @@ func TestStartOffset(t *testing.T) {
 			require.Equal(t, tc.want, off)
 		})
 	}
+	mu.Lock()
+	defer mu.Unlock()
 	require.Equal(t, at.UnixMilli(), searched)
 }
 
