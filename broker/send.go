@@ -382,6 +382,13 @@ func (b *Broker) sendBatch(ctx context.Context, w remoting.ResponseWriter, req *
 		b.metrics.send.Observe(time.Since(start).Seconds())
 	}
 	if inline {
+		if c := w.Conn(); c != nil {
+			// NB: the sends this connection sent before the batch are
+			// stored before it, as they arrived.
+			if v, ok := b.bursts.Load(c); ok {
+				b.storeBurst(v.(*sendBurst))
+			}
+		}
 		if !b.store.TryPutBatchThen(batch, done) {
 			release()
 			return false

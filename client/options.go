@@ -86,6 +86,8 @@ type config struct {
 	faultAvoidance    bool
 	busyMaxBackoff    time.Duration
 	busyRetryDeadline time.Duration // when ctx has none
+	autoBatchMessages int           // 0: off
+	autoBatchBytes    int
 
 	// consumer
 	model              MessageModel
@@ -243,6 +245,18 @@ func WithQueueSelector(s QueueSelector) Option { return func(c *config) { c.sele
 // WithAsyncInflight bounds the SendAsync calls in flight (default 1024);
 // SendAsync blocks while the bound is reached.
 func WithAsyncInflight(n int) Option { return func(c *config) { c.asyncInflight = n } }
+
+// WithAutoBatch makes SendAsync combine messages bound for the same queue
+// into batch requests of at most maxMessages messages and maxBytes bytes,
+// as a Kafka producer does, with no linger: a message goes out at once
+// when its queue has no batch in flight, and the messages sent meanwhile
+// wait for that answer (or until they fill a batch) and go together.
+// Each callback still gets its own result (id, offset id, queue offset).
+// Messages with a delay level, a compressed body or a retry topic are
+// sent alone. Off by default; RocketMQ 5's autoBatch is the same idea.
+func WithAutoBatch(maxMessages, maxBytes int) Option {
+	return func(c *config) { c.autoBatchMessages, c.autoBatchBytes = maxMessages, maxBytes }
+}
 
 // WithFaultAvoidance turns latency-based broker avoidance on or off
 // (default on) and sets how long a broker that failed is avoided (default

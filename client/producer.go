@@ -38,6 +38,8 @@ type Producer struct {
 	completions completions
 	inlineFirst atomic.Int64 // SendAsync calls whose first attempt went inline (for tests)
 	derived     sync.Map     // topic → derivedRoute: new topics sent through the template
+	batcher     *batcher     // WithAutoBatch; nil when off
+	autoBatches atomic.Int64 // batch requests the batcher sent (for tests)
 }
 
 // NewProducer returns a producer configured by opts. WithNameServers is
@@ -60,8 +62,15 @@ func NewProducer(opts ...Option) (*Producer, error) {
 	if sel == nil {
 		sel = RoundRobinSelector()
 	}
-	return &Producer{cfg: cfg, core: newCore(cfg), sel: sel, faults: newFaultTracker(cfg.faultIsolation),
-		sem: make(chan struct{}, cfg.asyncInflight), workers: newWorkers()}, nil
+	p := &Producer{cfg: cfg, core: newCore(cfg), sel: sel, faults: newFaultTracker(cfg.faultIsolation),
+		sem: make(chan struct{}, cfg.asyncInflight), workers: newWorkers()}
+	if cfg.autoBatchMessages != 0 {
+		if cfg.autoBatchMessages < 2 || cfg.autoBatchBytes < 1024 || cfg.autoBatchBytes > cfg.maxBodySize {
+			return nil, invalidOption("auto batch: at least 2 messages, and 1 KiB to the max body size (%d bytes)", cfg.maxBodySize)
+		}
+		p.batcher = newBatcher(cfg.autoBatchMessages, cfg.autoBatchBytes)
+	}
+	return p, nil
 }
 
 // ClientID returns the id the producer heartbeats with (ip@instance).
@@ -198,6 +207,15 @@ func (p *Producer) sendAsync(ctx context.Context, o *outgoing, cb func(SendResul
 		defer p.async.Done()
 		cb(res, err)
 	}
+	if p.batcher != nil && p.batcher.batchable(o) && p.sendAutoBatched(ctx, o, done) {
+		return
+	}
+	p.launch(ctx, o, done)
+}
+
+// launch runs the attempts of o and calls done with the outcome: the first
+// attempt inline when it can, the rest on a worker.
+func (p *Producer) launch(ctx context.Context, o *outgoing, done func(SendResult, error)) {
 	if p.tryAsyncFirst(ctx, o, done) {
 		p.inlineFirst.Add(1)
 		return
@@ -249,6 +267,7 @@ type outgoing struct {
 	group    string // producer group in the header
 	reconsum int32
 	maxRecon *int32
+	first    *MessageQueue // the queue of the first attempt, when chosen already
 }
 
 func checkTopic(topic string) error {

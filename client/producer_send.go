@@ -88,6 +88,9 @@ func (p *Producer) derivedRoute(topic string) *topicRoute {
 // pick selects the queue for an attempt. lastBroker is the broker the
 // previous attempt failed on.
 func (p *Producer) pick(o *outgoing, r *topicRoute, lastBroker string) (MessageQueue, error) {
+	if o.first != nil && lastBroker == "" && slices.Contains(r.write, *o.first) {
+		return *o.first, nil
+	}
 	qs := r.write
 	_, aware := p.sel.(faultAware)
 	if aware && (p.cfg.faultAvoidance || lastBroker != "") {

@@ -98,6 +98,8 @@ for size in 1024 128; do
 		--create --storage file --purge --no-progress 2>&1 | nats_rate)
 	row "async produce ${size} B (pipelined, 256 in flight)" "$s" "$n"
 done
+s=$("$bin/mqbench" produce -n "$ns_async" -t auto1024 --size 1024 --inflight 256 --auto-batch 32 --count "$N" --json 2>/dev/null | sluice_rate)
+row "Sluice async 1 KiB with the producer's auto-batching (--auto-batch 32) vs NATS async 1 KiB" "$s" "$(echo "${rows[0]}" | awk -F'|' '{print $4}' | tr -d ' ')"
 s=$("$bin/mqbench" produce -n "$ns_async" -t batch1024 --size 1024 --batch 32 --inflight 256 --count "$N" --json 2>/dev/null | sluice_rate)
 row "Sluice batch 32 × 1 KiB (8 batches in flight) vs NATS async 1 KiB" "$s" "$(echo "${rows[0]}" | awk -F'|' '{print $4}' | tr -d ' ')"
 

@@ -52,6 +52,7 @@ type options struct {
 	cpuprof   string
 	pullBatch int
 	senders   int
+	autoBatch int
 }
 
 // Report is mqbench's result.
@@ -99,6 +100,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.Int64Var(&o.count, "count", 0, "stop after this many messages (produced, or consumed in consume/e2e mode); 0 = run for --duration")
 	fs.BoolVar(&o.sync, "sync", false, "one synchronous send at a time per producer instead of pipelined async sends")
 	fs.IntVar(&o.inflight, "inflight", 256, "messages in flight per producer (async sends, or --inflight/--batch batches)")
+	fs.IntVar(&o.autoBatch, "auto-batch", 0, "async sends: let the producer combine up to this many messages per queue into one batch request (client.WithAutoBatch); 0 = off")
 	fs.BoolVar(&o.jsonOut, "json", false, "print the report as JSON")
 	fs.StringVar(&o.cpuprof, "cpuprofile", "", "write a CPU profile of mqbench itself to this file")
 	if err := fs.Parse(args[1:]); err != nil {
@@ -107,8 +109,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if o.count > 0 && o.duration == 10*time.Second {
 		o.duration = time.Hour // --count decides; --duration stays a safety bound if given
 	}
-	if o.size < 8 || o.producers < 1 || o.consumers < 1 || o.batch < 1 || o.duration <= 0 || o.rate < 0 || o.inflight < 1 || o.count < 0 || o.pullBatch < 1 || o.senders < 1 {
-		fmt.Fprintln(stderr, "mqbench: --size must be >= 8; --producers, --consumers, --batch, --inflight, --pull-batch, --senders >= 1; --duration > 0; --rate >= 0")
+	if o.size < 8 || o.producers < 1 || o.consumers < 1 || o.batch < 1 || o.duration <= 0 || o.rate < 0 || o.inflight < 1 || o.count < 0 || o.pullBatch < 1 || o.senders < 1 || o.autoBatch < 0 || o.autoBatch == 1 {
+		fmt.Fprintln(stderr, "mqbench: --size must be >= 8; --producers, --consumers, --batch, --inflight, --pull-batch, --senders >= 1; --auto-batch 0 or >= 2; --duration > 0; --rate >= 0")
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -253,8 +255,12 @@ func bench(ctx context.Context, o options, stderr io.Writer) (Report, error) {
 // produce sends until ctx ends, at its share of --rate when set. In e2e
 // mode the body starts with the send time, for the consumer's latency.
 func produce(ctx context.Context, o options, i int, c *counters, fail func(error)) {
-	p, err := client.NewProducer(client.WithNameServers(nameservers(o.namesrv)...), client.WithGroup("mqbench-producer"),
-		client.WithInstanceName(fmt.Sprintf("mqbench-p%d-%d", os.Getpid(), i)), client.WithAsyncInflight(max(o.inflight/o.batch, 1)))
+	opts := []client.Option{client.WithNameServers(nameservers(o.namesrv)...), client.WithGroup("mqbench-producer"),
+		client.WithInstanceName(fmt.Sprintf("mqbench-p%d-%d", os.Getpid(), i)), client.WithAsyncInflight(max(o.inflight/o.batch, 1))}
+	if o.autoBatch > 0 {
+		opts = append(opts, client.WithAutoBatch(o.autoBatch, max(o.autoBatch*(o.size+256), 1024)))
+	}
+	p, err := client.NewProducer(opts...)
 	if err == nil {
 		err = p.Start()
 	}

@@ -1,0 +1,175 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestProducer_AutoBatch: with WithAutoBatch, async sends travel in batch
+// requests, and each callback still gets its own id, offset id and queue
+// offset, which name the message as stored.
+func TestProducer_AutoBatch(t *testing.T) {
+	c := newCluster(t, 1)
+	c.createTopic("ab", 4)
+	p := c.producer(WithGroup("pg-ab"), WithAutoBatch(16, 64<<10), WithAsyncInflight(512))
+	a := c.admin()
+	ctx := ctxT(t, 60*time.Second)
+
+	const n = 1500
+	msgs := make([]*Message, n)
+	results := make([]SendResult, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range msgs {
+		m := &Message{Topic: "ab", Body: fmt.Appendf(nil, "ab-%d", i)}
+		switch i % 4 {
+		case 1:
+			m.Tags, m.Keys = "T"+strconv.Itoa(i%3), []string{"k" + strconv.Itoa(i)}
+		case 2:
+			m.Properties = map[string]string{"n": strconv.Itoa(i)}
+		case 3:
+			m.Flag = int32(i)
+		}
+		if i == 700 {
+			m.DelayLevel = 1 // NB: a delayed message goes alone: batches cannot be delayed
+		}
+		msgs[i] = m
+		wg.Add(1)
+		p.SendAsync(ctx, m, func(r SendResult, err error) {
+			results[i], errs[i] = r, err
+			wg.Done()
+		})
+	}
+	wg.Wait()
+	require.Positive(t, p.autoBatches.Load(), "no batch request was sent")
+	seen := map[MessageQueue]map[int64]bool{}
+	for i, r := range results {
+		require.NoError(t, errs[i], "message %d", i)
+		if i != 700 { // NB: the delayed message's offset is in the delay queue
+			if seen[r.Queue] == nil {
+				seen[r.Queue] = map[int64]bool{}
+			}
+			require.False(t, seen[r.Queue][r.QueueOffset], "message %d: %s offset %d given twice", i, r.Queue, r.QueueOffset)
+			seen[r.Queue][r.QueueOffset] = true
+		}
+		if i%5 != 0 && i != 700 {
+			continue // NB: every fifth message is read back, and the delayed one
+		}
+		got, err := a.QueryByID(ctx, r.OffsetMsgID)
+		require.NoError(t, err, "message %d", i)
+		require.Equal(t, string(msgs[i].Body), string(got.Body))
+		require.Equal(t, r.MsgID, got.MsgID)
+		require.Equal(t, r.Queue.QueueID, got.Queue.QueueID)
+		if i != 700 {
+			require.Equal(t, r.QueueOffset, got.QueueOffset, "message %d", i)
+		}
+		require.Equal(t, msgs[i].Tags, got.Tags)
+		require.Equal(t, msgs[i].Flag, got.Flag)
+		if msgs[i].Properties != nil {
+			require.Equal(t, msgs[i].Properties["n"], got.Properties["n"])
+		}
+	}
+	require.Less(t, p.autoBatches.Load(), int64(n), "as many batch requests as messages")
+}
+
+// TestProducer_AutoBatchKeepsKeyOrder: the queue is picked per message
+// before it joins a batch, so a hash selector's per-key order holds.
+func TestProducer_AutoBatchKeepsKeyOrder(t *testing.T) {
+	c := newCluster(t, 1)
+	c.createTopic("abo", 4)
+	p := c.producer(WithGroup("pg-abo"), WithAutoBatch(32, 64<<10), WithQueueSelector(HashSelector()))
+	ctx := ctxT(t, 60*time.Second)
+
+	// NB: async sends keep their order only once the route is known; the
+	// first sends to an unknown topic wait for it on workers, in any order.
+	_, err := p.Send(ctx, &Message{Topic: "abo", Body: []byte("warm")})
+	require.NoError(t, err)
+	const keys, per = 6, 200
+	type sent struct {
+		res SendResult
+		err error
+	}
+	results := make([][]sent, keys)
+	var wg sync.WaitGroup
+	for k := range keys {
+		results[k] = make([]sent, per)
+	}
+	for i := range per {
+		for k := range keys {
+			wg.Add(1)
+			p.SendAsync(ctx, &Message{Topic: "abo", ShardingKey: "key" + strconv.Itoa(k), Body: fmt.Appendf(nil, "%d-%d", k, i)},
+				func(r SendResult, err error) { results[k][i] = sent{r, err}; wg.Done() })
+		}
+	}
+	wg.Wait()
+	require.Positive(t, p.autoBatches.Load())
+	for k := range keys {
+		for i, s := range results[k] {
+			require.NoError(t, s.err)
+			require.Equal(t, results[k][0].res.Queue, s.res.Queue, "key %d changed queue", k)
+			if i > 0 {
+				require.Greater(t, s.res.QueueOffset, results[k][i-1].res.QueueOffset, "key %d message %d stored out of order", k, i)
+			}
+		}
+	}
+}
+
+// TestBatcher: a queue's first message leaves at once; later ones wait for
+// the answer, or leave when they fill a batch by count or by bytes.
+func TestBatcher(t *testing.T) {
+	b := newBatcher(3, 4096)
+	q := MessageQueue{Topic: "t", BrokerName: "b", QueueID: 1}
+	mem := func(size int) batchMember {
+		return batchMember{ctx: context.Background(), o: &outgoing{m: &Message{}, body: make([]byte, size), ids: []string{"x"}}}
+	}
+	require.Len(t, b.add(q, mem(10)), 1, "nothing in flight: sent at once")
+	require.Nil(t, b.add(q, mem(10)))
+	require.Nil(t, b.add(q, mem(10)))
+	require.Len(t, b.add(q, mem(10)), 3, "a full batch leaves without waiting")
+	require.Nil(t, b.add(q, mem(10)))
+	require.Len(t, b.answered(q), 0, "one batch is still in flight")
+	require.Len(t, b.answered(q), 1, "the last answer sends what waited")
+	require.Nil(t, b.answered(q))
+	require.Empty(t, b.queues, "an idle queue is forgotten")
+
+	require.Len(t, b.add(q, mem(10)), 1)
+	require.Nil(t, b.add(q, mem(1500)))
+	out := b.add(q, mem(1500))
+	require.Nil(t, out)
+	out = b.add(q, mem(1500))
+	require.Len(t, out, 2, "the waiting batch leaves when the next member would overflow its bytes")
+	require.Len(t, b.answered(q), 0)
+	require.Len(t, b.answered(q), 1)
+	require.Nil(t, b.answered(q))
+
+	require.True(t, b.batchable(&outgoing{m: &Message{}, body: make([]byte, 100)}))
+	require.False(t, b.batchable(&outgoing{m: &Message{DelayLevel: 2}, body: make([]byte, 100)}))
+	require.False(t, b.batchable(&outgoing{m: &Message{}, body: make([]byte, 3000)}), "too big to share a batch")
+	require.False(t, b.batchable(&outgoing{m: &Message{}, topic: "%RETRY%g", body: make([]byte, 100)}))
+}
+
+// TestProducer_AutoBatchCanceledWhileWaiting: a member whose context ends
+// while it waits is answered with that error and never sent.
+func TestProducer_AutoBatchCanceledWhileWaiting(t *testing.T) {
+	c := newCluster(t, 1)
+	p := c.producer(WithAutoBatch(8, 64<<10))
+	q := MessageQueue{Topic: "abc", BrokerName: "b", QueueID: 0}
+	first := batchMember{ctx: context.Background(), o: &outgoing{m: &Message{}, body: []byte("a"), ids: []string{"1"}}}
+	require.Len(t, p.batcher.add(q, first), 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	var got error
+	waiting := batchMember{ctx: ctx, o: &outgoing{m: &Message{}, body: []byte("b"), ids: []string{"2"}},
+		done: func(_ SendResult, err error) { got = err }}
+	require.Nil(t, p.batcher.add(q, waiting))
+	cancel()
+	p.batchAnswered(q) // NB: the first member's answer
+	require.ErrorIs(t, got, context.Canceled)
+	require.Empty(t, p.batcher.queues)
+	require.Zero(t, p.autoBatches.Load())
+}
