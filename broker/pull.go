@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/sluicemq/sluice/broker/group"
@@ -67,8 +68,19 @@ func (b *Broker) pull(w remoting.ResponseWriter, req *remoting.Command, h *proto
 	if first && h.SysFlag&pullCommitOffset != 0 && h.CommitOffset >= 0 {
 		b.offsets.Commit(h.ConsumerGroup, h.Topic, h.QueueID, h.CommitOffset)
 	}
+	bp := pullBufs.Get().(*[]byte)
 	res, err := b.store.Get(context.Background(), store.GetRequest{Topic: h.Topic, QueueID: h.QueueID,
-		Offset: h.QueueOffset, MaxMsgs: min(max(int(h.MaxMsgNums), 1), int(b.cfg.PullMaxMessages)), TagCodes: sub.Codes})
+		Offset: h.QueueOffset, MaxMsgs: min(max(int(h.MaxMsgNums), 1), int(b.cfg.PullMaxMessages)), TagCodes: sub.Codes,
+		Buf: *bp})
+	// NB: the body goes back to the pool once written: Write returns after
+	// a referenced body is in the kernel. After a failed write netpoll may
+	// still hold it, so it is left to the collector.
+	recycle := func(werr error) {
+		if werr == nil && cap(res.Body) <= maxPooledPull {
+			*bp = res.Body[:0]
+			pullBufs.Put(bp)
+		}
+	}
 	if err != nil {
 		b.logger.Error("broker: pull", "topic", h.Topic, "queue_id", h.QueueID, "offset", h.QueueOffset, "err", err)
 		reply(w, req, protocol.SystemError, "broker: read failed: "+err.Error())
@@ -76,6 +88,7 @@ func (b *Broker) pull(w remoting.ResponseWriter, req *remoting.Command, h *proto
 	}
 	code, next := pullCode(res, h.QueueOffset)
 	if code == protocol.PullNotFound && first && h.SysFlag&pullSuspend != 0 {
+		recycle(nil)
 		b.park(w, req, h)
 		return
 	}
@@ -86,8 +99,14 @@ func (b *Broker) pull(w remoting.ResponseWriter, req *remoting.Command, h *proto
 		resp.Body = res.Body
 		b.stats.recordGet(h.Topic, res.Count, len(res.Body))
 	}
-	_ = w.Write(resp)
+	recycle(w.Write(resp))
 }
+
+// pullBufs holds pull response bodies for reuse; bodies above
+// maxPooledPull (a pull of one huge message) are not kept.
+var pullBufs = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return &b }}
+
+const maxPooledPull = 1 << 20
 
 // pullCode maps a store result to a pull response code and nextBeginOffset
 // (the table of spec 3.2).

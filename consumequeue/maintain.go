@@ -74,6 +74,7 @@ func (q *Queue) truncateAfterPos(pos int64) error {
 		}
 	}
 	q.segs = q.segs[:cut]
+	q.first.Store(nil)
 	q.next.Store(j)
 	q.min.Store(min(q.min.Load(), j))
 	q.lastEnd.Store(lastEnd)

@@ -222,3 +222,20 @@ func TestQueue_SearchByTime(t *testing.T) {
 	_, err = q.SearchByTime(0, func(Entry) (int64, error) { return 0, boom })
 	require.ErrorIs(t, err, boom)
 }
+
+// TestQueue_EntryCacheAfterTruncate: the cached first entry does not
+// outlive a truncation that lets the same index be written again.
+func TestQueue_EntryCacheAfterTruncate(t *testing.T) {
+	s := openTest(t, t.TempDir(), 4, 1)
+	q := mustQueue(t, s, "T", 0)
+	putRange(t, q, 0, 6)
+	e, err := q.Entry(0)
+	require.NoError(t, err)
+	require.Equal(t, testEntry(0), e)
+	require.NoError(t, s.TruncateAfterPos(0))
+	again := Entry{Pos: 7, Size: 33, TagsCode: 1}
+	require.NoError(t, q.Put(0, again))
+	e, err = q.Entry(0)
+	require.NoError(t, err)
+	require.Equal(t, again, e)
+}

@@ -50,6 +50,10 @@ type Queue struct {
 	mu sync.RWMutex
 	// Guarded by mu (shared: read; exclusive + wmu: write).
 	segs []*segment // contiguous, ascending; the last one is active
+	// first caches one entry read by Entry, the queue's first as a rule
+	// (every pull asks for it); stored under mu shared, cleared under mu
+	// exclusive where entries below next can change.
+	first atomic.Pointer[indexedEntry]
 
 	bmu sync.Mutex
 	// Guarded by bmu (the writer, holding wmu, may read them without bmu).
@@ -187,6 +191,7 @@ func (q *Queue) prepareLocked(index int64) error {
 		}
 		q.mu.Lock()
 		q.segs = append(q.segs, &segment{base: index, w: f})
+		q.first.Store(nil)
 		q.min.Store(index)
 		q.next.Store(index)
 		q.mu.Unlock()
@@ -303,11 +308,23 @@ func (q *Queue) Entry(index int64) (Entry, error) {
 	if index >= q.next.Load() {
 		return Entry{}, ErrOffsetOverflow
 	}
+	if f := q.first.Load(); f != nil && f.index == index {
+		return f.e, nil
+	}
 	var one [1]Entry
 	if err := q.readLocked(index, one[:]); err != nil {
 		return Entry{}, err
 	}
+	if index == q.min.Load() {
+		q.first.Store(&indexedEntry{index: index, e: one[0]})
+	}
 	return one[0], nil
+}
+
+// indexedEntry is an entry and its index.
+type indexedEntry struct {
+	index int64
+	e     Entry
 }
 
 // readLocked fills dst with the entries [from, from+len(dst)), which must

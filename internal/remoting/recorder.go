@@ -1,6 +1,7 @@
 package remoting
 
 import (
+	"bytes"
 	"context"
 	"sync"
 )
@@ -18,13 +19,17 @@ func NewResponseRecorder() *ResponseRecorder {
 	return &ResponseRecorder{done: make(chan struct{})}
 }
 
-// Write records resp (first call only, as the real writer).
+// Write records resp (first call only, as the real writer) with a copy of
+// its body: the caller may reuse the body once Write returns.
 func (r *ResponseRecorder) Write(resp *Command) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.resp != nil {
 		return ErrAlreadyReplied
 	}
+	c := *resp
+	resp = &c
+	resp.Body = bytes.Clone(resp.Body)
 	resp.Flag |= FlagResponse
 	r.resp = resp
 	close(r.done)
