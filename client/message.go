@@ -1,6 +1,7 @@
 package client
 
 import (
+	"encoding/binary"
 	"fmt"
 	"maps"
 	"net/netip"
@@ -184,21 +185,21 @@ func (m *Message) mapProperties(id string) (string, error) {
 //
 // rec's bytes belong to a buffer the message may keep referencing: the
 // body is not copied. names remembers strings across a pull's records.
-func fromRecord(rec message.Record, brokerName string, maxBody int, names *recordNames) (*Message, error) {
+func fromRecord(m *Message, rec message.Record, brokerName string, maxBody int, names *recordNames) error {
 	props := message.ParseProperties(string(rec.Properties))
 	body := rec.Body
 	switch {
 	case rec.SysFlag&message.FlagCompressed != 0:
 		b, err := message.Decompress(body, maxBody)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		body = b
 	default:
 		body = body[:len(body):len(body)] // NB: an append must not run into the next record
 	}
 	topic := names.topic(rec.Topic)
-	m := &Message{
+	*m = Message{
 		Topic:           topic,
 		Body:            body,
 		Tags:            props[message.PropTags],
@@ -222,7 +223,7 @@ func fromRecord(rec message.Record, brokerName string, maxBody int, names *recor
 	if m.MsgID == "" {
 		m.MsgID = m.OffsetMsgID
 	}
-	return m, nil
+	return nil
 }
 
 // recordNames remembers the strings of the last topic and hosts decoded:
@@ -250,15 +251,32 @@ func (n *recordNames) host(i int, a netip.AddrPort) string {
 // decodeRecords splits a pull or query body into messages. The messages'
 // bodies reference body, which must not be reused.
 func decodeRecords(body []byte, brokerName string, maxBody int) ([]*Message, error) {
-	var out []*Message
+	// NB: the messages of a pull are allocated together (they already
+	// share the response buffer their bodies point into).
+	n := 0
+	for p := body; len(p) >= 4; n++ {
+		size := int(binary.BigEndian.Uint32(p))
+		if size <= 0 || size > len(p) {
+			n++ // NB: Decode reports it
+			break
+		}
+		p = p[size:]
+	}
+	slab := make([]Message, n)
+	out := make([]*Message, 0, n)
 	var names recordNames
 	for len(body) > 0 {
 		rec, err := message.Decode(body)
 		if err != nil {
 			return out, fmt.Errorf("client: decode message %d of a %d-byte body: %w", len(out), len(body), err)
 		}
-		m, err := fromRecord(rec, brokerName, maxBody, &names)
-		if err != nil {
+		var m *Message
+		if len(out) < len(slab) {
+			m = &slab[len(out)]
+		} else {
+			m = new(Message)
+		}
+		if err := fromRecord(m, rec, brokerName, maxBody, &names); err != nil {
 			return out, fmt.Errorf("client: message %s: %w", message.OffsetMsgID(rec.StoreHost, rec.PhysicalOffset), err)
 		}
 		out = append(out, m)
