@@ -191,12 +191,25 @@ func bench(ctx context.Context, o options, stderr io.Writer) (Report, error) {
 		errMu.Unlock()
 		cancel()
 	}
-	if o.mode == "e2e" {
-		// Create the topic first, so that the consumers find a route.
+	if o.mode != "consume" {
+		// Create the topic first, so that the consumers find a route and
+		// the producers' time is sending, not creating it.
 		if err := warmUp(ctx, o); err != nil {
 			return Report{}, err
 		}
 	}
+	// NB: the clock starts once every producer is started (connected and
+	// registered), as nats bench starts its clients before its clock.
+	var ready sync.WaitGroup
+	goSend := make(chan struct{})
+	if o.mode != "consume" {
+		for i := range o.producers {
+			wg.Add(1)
+			ready.Add(1)
+			go func() { defer wg.Done(); produce(ctx, o, i, &c, fail, ready.Done, goSend) }()
+		}
+	}
+	ready.Wait()
 	start := time.Now()
 	if o.mode != "produce" {
 		for i := range o.consumers {
@@ -204,12 +217,7 @@ func bench(ctx context.Context, o options, stderr io.Writer) (Report, error) {
 			go func() { defer wg.Done(); consume(ctx, o, i, &c, fail) }()
 		}
 	}
-	if o.mode != "consume" {
-		for i := range o.producers {
-			wg.Add(1)
-			go func() { defer wg.Done(); produce(ctx, o, i, &c, fail) }()
-		}
-	}
+	close(goSend)
 	progressDone := make(chan struct{})
 	go func() {
 		defer close(progressDone)
@@ -254,7 +262,9 @@ func bench(ctx context.Context, o options, stderr io.Writer) (Report, error) {
 
 // produce sends until ctx ends, at its share of --rate when set. In e2e
 // mode the body starts with the send time, for the consumer's latency.
-func produce(ctx context.Context, o options, i int, c *counters, fail func(error)) {
+// It calls ready once started and warmed up (or failed) and sends once
+// goSend closes.
+func produce(ctx context.Context, o options, i int, c *counters, fail func(error), ready func(), goSend <-chan struct{}) {
 	opts := []client.Option{client.WithNameServers(nameservers(o.namesrv)...), client.WithGroup("mqbench-producer"),
 		client.WithInstanceName(fmt.Sprintf("mqbench-p%d-%d", os.Getpid(), i)), client.WithAsyncInflight(max(o.inflight/o.batch, 1))}
 	if o.autoBatch > 0 {
@@ -264,11 +274,22 @@ func produce(ctx context.Context, o options, i int, c *counters, fail func(error
 	if err == nil {
 		err = p.Start()
 	}
+	if err == nil {
+		// NB: one send outside the clock opens the connection and fetches
+		// the route; consumers filter it out by its tag.
+		_, err = p.Send(ctx, &client.Message{Topic: o.topic, Body: make([]byte, 8), Tags: "warmup"})
+	}
+	ready()
 	if err != nil {
 		fail(err)
 		return
 	}
 	defer p.Close()
+	select {
+	case <-goSend:
+	case <-ctx.Done():
+		return
+	}
 	start := time.Now()
 	var inflight sync.WaitGroup
 	defer inflight.Wait()
