@@ -183,15 +183,47 @@ func (c *PullConsumer) Pull(ctx context.Context, q MessageQueue, offset int64, m
 	if err := c.check(); err != nil {
 		return PullResult{}, err
 	}
-	c.mu.Lock()
-	sub, ok := c.subs[q.Topic]
-	c.mu.Unlock()
-	if !ok {
-		sub = parseExpr(q.Topic, "*", nil)
-	}
+	sub := c.subscription(q.Topic)
 	return pull(ctx, c.core, pullRequest{group: c.group, q: q, offset: offset, max: max(maxMsgs, 1), sub: sub,
 		commit: -1, timeout: c.cfg.callTimeout})
 }
+
+// PullWait is Pull that waits when q has nothing at offset yet (long
+// polling, as RocketMQ's pullBlockIfNotFound): the broker holds the pull
+// until a message arrives, the suspend time of WithLongPolling (20 s by
+// default) passes, or ctx is about to end; then it answers PullNoNewMsg.
+func (c *PullConsumer) PullWait(ctx context.Context, q MessageQueue, offset int64, maxMsgs int) (PullResult, error) {
+	if err := c.check(); err != nil {
+		return PullResult{}, err
+	}
+	suspend := c.cfg.suspendTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		// NB: the broker answers at the end of the suspension; leave the
+		// answer time to come back before ctx ends.
+		suspend = min(suspend, time.Until(dl)-pullAnswerMargin)
+	}
+	if suspend <= 0 {
+		return c.Pull(ctx, q, offset, maxMsgs)
+	}
+	sub := c.subscription(q.Topic)
+	return pull(ctx, c.core, pullRequest{group: c.group, q: q, offset: offset, max: max(maxMsgs, 1), sub: sub,
+		commit: -1, suspend: suspend, timeout: suspend + c.cfg.callTimeout})
+}
+
+// subscription is the expression Pull filters topic with: the subscribed
+// one, or every tag.
+func (c *PullConsumer) subscription(topic string) subscription {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if sub, ok := c.subs[topic]; ok {
+		return sub
+	}
+	return parseExpr(topic, "*", nil)
+}
+
+// pullAnswerMargin is the time PullWait leaves for the broker's answer
+// before the caller's deadline.
+const pullAnswerMargin = 100 * time.Millisecond
 
 func (c *PullConsumer) addr(ctx context.Context, q MessageQueue) (string, error) {
 	return (&remoteOffsets{core: c.core, group: c.group}).addr(ctx, q)

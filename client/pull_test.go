@@ -305,3 +305,52 @@ func TestNoLeakAfterClose(t *testing.T) {
 	})
 	goleak.VerifyNone(t, testutil.LeakOptions()...)
 }
+
+// TestPullConsumer_PullWait: on an empty queue Pull answers at once while
+// PullWait waits, for the suspend time or until a message arrives.
+func TestPullConsumer_PullWait(t *testing.T) {
+	c := newCluster(t, 1)
+	topic := "plw"
+	c.createTopic(topic, 1)
+	p := c.producer()
+	q := MessageQueue{Topic: topic, BrokerName: "broker-a", QueueID: 0}
+	pc, err := NewPullConsumer("g-pullwait", c.opts(WithInstanceName("pw"), WithLongPolling(400*time.Millisecond, 5*time.Second))...)
+	require.NoError(t, err)
+	require.NoError(t, pc.Start())
+	defer pc.Close()
+	ctx := ctxT(t, 20*time.Second)
+
+	res, err := pc.Pull(ctx, q, 0, 32)
+	require.NoError(t, err)
+	require.Equal(t, PullNoNewMsg, res.Status)
+
+	start := time.Now()
+	res, err = pc.PullWait(ctx, q, 0, 32)
+	require.NoError(t, err)
+	require.Equal(t, PullNoNewMsg, res.Status)
+	require.GreaterOrEqual(t, time.Since(start), 350*time.Millisecond, "PullWait did not wait for the suspend time")
+
+	// NB: a deadline shorter than the suspend time bounds the wait.
+	short, cancel := context.WithTimeout(ctx, 250*time.Millisecond)
+	res, err = pc.PullWait(short, q, 0, 32)
+	cancel()
+	require.NoError(t, err)
+	require.Equal(t, PullNoNewMsg, res.Status)
+
+	pc2, err := NewPullConsumer("g-pullwait2", c.opts(WithInstanceName("pw2"), WithLongPolling(10*time.Second, 15*time.Second))...)
+	require.NoError(t, err)
+	require.NoError(t, pc2.Start())
+	defer pc2.Close()
+	sent := make(chan error, 1)
+	go func() {
+		time.Sleep(200 * time.Millisecond)
+		_, err := p.Send(ctx, &Message{Topic: topic, Body: []byte("woke")})
+		sent <- err
+	}()
+	res, err = pc2.PullWait(ctx, q, 0, 32)
+	require.NoError(t, err)
+	require.NoError(t, <-sent)
+	require.Equal(t, PullFound, res.Status, "the message that arrived during the wait is returned")
+	require.Len(t, res.Messages, 1)
+	require.Equal(t, "woke", string(res.Messages[0].Body))
+}
