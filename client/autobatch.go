@@ -111,14 +111,8 @@ func (b *batcher) answered(q MessageQueue) []batchMember {
 // is known; it returns false when it did not (o then takes the plain
 // path). done has the contract of sendAsync's.
 func (p *Producer) sendAutoBatched(ctx context.Context, o *outgoing, done func(SendResult, error)) bool {
-	r := p.core.routes.cached(o.topic)
-	if r == nil || len(r.write) == 0 {
-		if r = p.derivedRoute(o.topic); r == nil {
-			return false
-		}
-	}
-	q, err := p.pick(o, r, "")
-	if err != nil {
+	q, _, ok := p.pickCached(o)
+	if !ok {
 		return false
 	}
 	if out := p.batcher.add(q, batchMember{ctx: ctx, o: o, done: done}); out != nil {

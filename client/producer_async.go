@@ -18,14 +18,8 @@ import (
 // sent nothing, when the route is not cached or the connection not open:
 // the caller then sends from a worker.
 func (p *Producer) tryAsyncFirst(ctx context.Context, o *outgoing, done func(SendResult, error)) bool {
-	r := p.core.routes.cached(o.topic)
-	if r == nil || len(r.write) == 0 {
-		if r = p.derivedRoute(o.topic); r == nil {
-			return false
-		}
-	}
-	q, err := p.pick(o, r, "")
-	if err != nil {
+	q, r, ok := p.pickCached(o)
+	if !ok {
 		return false
 	}
 	addr := r.addrs[q.BrokerName]
@@ -59,6 +53,19 @@ func (p *Producer) tryAsyncFirst(ctx context.Context, o *outgoing, done func(Sen
 			done(p.sendFrom(ctx, o, false, st))
 		})
 	})
+}
+
+// pickCached picks the queue of o's first attempt when the route of its
+// topic is known without asking a name server.
+func (p *Producer) pickCached(o *outgoing) (MessageQueue, *topicRoute, bool) {
+	r := p.core.routes.cached(o.topic)
+	if r == nil || len(r.write) == 0 {
+		if r = p.derivedRoute(o.topic); r == nil {
+			return MessageQueue{}, nil, false
+		}
+	}
+	q, err := p.pick(o, r, "")
+	return q, r, err == nil
 }
 
 // sendOKCodes are the send answers that count as sent.
