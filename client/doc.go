@@ -59,6 +59,20 @@
 // carry a deadline that one sweeper per connection pool enforces, not a
 // timer each.
 //
+// WithAutoBatch (off by default; RocketMQ 5's autoBatch, a Kafka
+// producer's batching without linger) lets SendAsync combine messages
+// bound for one queue: the queue is picked per message, a message goes
+// out at once when its queue has no batch in flight, and the ones sent
+// meanwhile wait for that answer, or until they fill a batch, and go as
+// one SEND_BATCH_MESSAGE. Each callback gets its own id, offset id and
+// queue offset. Delayed, compressed and retry-topic messages go alone.
+//
+// # Pull consumer
+//
+// Pull answers at once; PullWait long-polls an empty queue (suspend time
+// of WithLongPolling, bounded by the caller's deadline), as RocketMQ's
+// pullBlockIfNotFound does.
+//
 // # Push consumer
 //
 // Rebalance (at start, every 20 s, on NOTIFY) shares each subscribed
