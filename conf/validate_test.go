@@ -100,6 +100,7 @@ func TestBroker_Validate(t *testing.T) {
 		{"max suspend", "long_poll.max_suspend", "must be >= 1ms", func(b *Broker) { b.LongPoll.MaxSuspend = 0 }},
 		{"short poll wait", "long_poll.short_poll_wait", "must be <= 1m0s", func(b *Broker) { b.LongPoll.ShortPollWait = time.Hour }},
 		{"pull max messages", "pull_max_messages", "must be <= 4096", func(b *Broker) { b.PullMaxMessages = 5000 }},
+		{"gc percent", "gc_percent", "must be >= 25", func(b *Broker) { b.GCPercent = 0 }},
 		{"embedded listen", "embedded_namesrv.listen", `must be "host:port"`, func(b *Broker) { b.EmbeddedNamesrv.Listen = "" }},
 		{"embedded frame", "embedded_namesrv.remoting.max_frame_size", "must be <= 1073741824 (1 GiB)",
 			func(b *Broker) { b.EmbeddedNamesrv.Remoting.MaxFrameSize = 1<<30 + 1 }},

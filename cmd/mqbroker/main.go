@@ -22,6 +22,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 
 	"github.com/sluicemq/sluice/broker"
@@ -106,6 +107,9 @@ func run(args []string, stdout, stderr io.Writer, ready chan<- [2]string) int {
 	if err := cfg.Validate(); err != nil {
 		fmt.Fprintf(stderr, "mqbroker: bad setting: %s (see mqbroker -h)\n", cli.OneLine(err))
 		return exitUsage
+	}
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(cfg.GCPercent)
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
 
