@@ -11,8 +11,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-N=${N:-200000}              # messages per async produce run
-DURABLE_N=${DURABLE_N:-20000} # messages per durable produce run
+N=${N:-500000}              # messages per async produce run
+DURABLE_N=${DURABLE_N:-50000} # messages per durable produce run
 REPLAY=${REPLAY:-1000000}   # messages stored, then replayed
 SENDERS=${SENDERS:-128}     # concurrent senders in the durable run
 
@@ -87,34 +87,49 @@ row() { # name sluice nats
 	echo "$1: sluice $2 msgs/s, nats $3 msgs/s, ratio $ratio" >&2
 }
 
+# settle: write back dirty pages and let background work end, so that a
+# run does not pay for the one before it (each run writes up to 1 GB).
+settle() { sync; sleep 2; }
+
 nats_async=$(start_nats nats-async 2m)
 nats_sync=$(start_nats nats-sync always)
 ns_async=$(start_sluice sluice-async async)
 ns_sync=$(start_sluice sluice-sync sync)
 
 for size in 1024 128; do
+	settle
 	s=$("$bin/mqbench" produce -n "$ns_async" -t "async$size" --size "$size" --inflight 256 --count "$N" --json 2>/dev/null | sluice_rate)
+	settle
 	n=$("$bin/nats" -s "$nats_async" bench js pub async "bench.a$size" --stream "a$size" --size "$size" --msgs "$N" --batch 256 \
 		--create --storage file --purge --no-progress 2>&1 | nats_rate)
 	row "async produce ${size} B (pipelined, 256 in flight)" "$s" "$n"
 done
+settle
 s=$("$bin/mqbench" produce -n "$ns_async" -t auto1024 --size 1024 --inflight 256 --auto-batch 32 --count "$N" --json 2>/dev/null | sluice_rate)
 row "Sluice async 1 KiB with the producer's auto-batching (--auto-batch 32) vs NATS async 1 KiB" "$s" "$(echo "${rows[0]}" | awk -F'|' '{print $4}' | tr -d ' ')"
+settle
 s=$("$bin/mqbench" produce -n "$ns_async" -t batch1024 --size 1024 --batch 32 --inflight 256 --count "$N" --json 2>/dev/null | sluice_rate)
 row "Sluice batch 32 × 1 KiB (8 batches in flight) vs NATS async 1 KiB" "$s" "$(echo "${rows[0]}" | awk -F'|' '{print $4}' | tr -d ' ')"
 
+# NB: the async runs leave GBs of dirty pages; the durable runs' fsyncs
+# would wait for their writeback. Both systems start the durable runs clean.
+settle
 s=$("$bin/mqbench" produce -n "$ns_sync" -t durable --size 1024 --sync --producers "$SENDERS" --count "$DURABLE_N" --json 2>/dev/null | sluice_rate)
+settle
 s1=$("$bin/mqbench" produce -n "$ns_sync" -t durable --size 1024 --sync --senders "$SENDERS" --count "$DURABLE_N" --json 2>/dev/null | sluice_rate)
+settle
 n=$("$bin/nats" -s "$nats_sync" bench js pub sync bench.d --stream durable --size 1024 --msgs "$DURABLE_N" --clients "$SENDERS" \
 	--create --storage file --purge --no-progress 2>&1 | nats_rate)
 row "durable produce 1 KiB, $SENDERS senders with a connection each (Sluice sync flush / NATS sync_interval always)" "$s" "$n"
 row "durable produce 1 KiB, $SENDERS sending goroutines sharing one Sluice producer, vs the NATS row above" "$s1" "$n"
 
 "$bin/mqbench" produce -n "$ns_async" -t replay --size 1024 --batch 32 --inflight 256 --count "$REPLAY" --json >/dev/null 2>&1
+settle
 s=$("$bin/mqbench" consume -n "$ns_async" -t replay -g replay --count "$REPLAY" --json 2>/dev/null | sluice_rate)
 s128=$("$bin/mqbench" consume -n "$ns_async" -t replay -g replay128 --pull-batch 128 --count "$REPLAY" --json 2>/dev/null | sluice_rate)
 "$bin/nats" -s "$nats_async" bench js pub async bench.r --stream replay --size 1024 --msgs "$REPLAY" --batch 256 \
 	--create --storage file --purge --no-progress >/dev/null 2>&1
+settle
 n=$("$bin/nats" -s "$nats_async" bench js ordered --stream replay --msgs "$REPLAY" --no-progress 2>&1 | nats_rate)
 row "replay of $REPLAY stored 1 KiB messages (pull batch 32, RocketMQ's default)" "$s" "$n"
 row "replay of $REPLAY stored 1 KiB messages (pull batch 128)" "$s128" "$n"
