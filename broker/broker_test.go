@@ -219,6 +219,14 @@ func TestBroker_Batch(t *testing.T) {
 	h.Properties = "DELAY\x012"
 	resp = invoke(t, c, b.Addr(), protocol.SendBatchMessage, func() *protocol.SendMessageRequestHeaderV2 { v := h.V2(); return &v }(), body)
 	require.Equal(t, protocol.MessageIllegal, int(resp.Code))
+	// So is a batch with a member that has a delivery time.
+	h.Properties = ""
+	timed, err := message.AppendBatch(nil, []message.BatchItem{{Body: []byte("t0")},
+		{Body: []byte("t1"), Properties: message.PropTimerDeliverMS + "\x011800000000000"}})
+	require.NoError(t, err)
+	resp = invoke(t, c, b.Addr(), protocol.SendBatchMessage, func() *protocol.SendMessageRequestHeaderV2 { v := h.V2(); return &v }(), timed)
+	require.Equal(t, protocol.MessageIllegal, int(resp.Code))
+	require.Contains(t, resp.Remark, message.PropTimerDeliverMS)
 }
 
 func TestBroker_SendErrors(t *testing.T) {

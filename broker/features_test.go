@@ -31,6 +31,59 @@ func pullAll(t *testing.T, c *remoting.Client, b *Broker, topic string, qid int3
 	return decodeRecords(t, resp.Body)
 }
 
+// TestBroker_DeliveryTime: a message with TIMER_DELIVER_MS (RocketMQ 5's
+// timer message) is delivered within timerSlack of its time, after waiting
+// in more than one delay level; a time due now goes at once; one too far
+// ahead, or not a number, is refused.
+func TestBroker_DeliveryTime(t *testing.T) {
+	b := startBroker(t, testConfig(t.TempDir()), Options{})
+	c := newClient(t, remoting.SerializeJSON)
+	at := time.Now().Add(2300 * time.Millisecond)
+	h := mustSend(t, c, b.Addr(), "tm", 0, "timed", map[string]string{message.PropTimerDeliverMS: strconv.FormatInt(at.UnixMilli(), 10)})
+	_, pos, err := message.ParseOffsetMsgID(h.MsgID)
+	require.NoError(t, err)
+	raw, err := b.store.ReadMessage(pos)
+	require.NoError(t, err)
+	sr, err := message.Decode(raw)
+	require.NoError(t, err)
+	require.Equal(t, "SCHEDULE_TOPIC_XXXX", string(sr.Topic), "stored to wait")
+	mustSend(t, c, b.Addr(), "tm", 0, "due", map[string]string{message.PropTimerDeliverMS: strconv.FormatInt(time.Now().UnixMilli(), 10)})
+
+	var recs []message.Record
+	require.Eventually(t, func() bool { recs = pullAll(t, c, b, "tm", 0); return len(recs) == 2 }, 15*time.Second, 20*time.Millisecond)
+	require.Equal(t, "due", string(recs[0].Body), "a time due now is not delayed")
+	got := recs[1]
+	require.Equal(t, "timed", string(got.Body))
+	require.GreaterOrEqual(t, got.StoreTimestamp, at.Add(-timerSlack).UnixMilli(), "delivered before its time")
+	hops := b.store.MaxOffset("SCHEDULE_TOPIC_XXXX", 0)
+	require.GreaterOrEqual(t, hops, int64(2), "2.3 s is more than one wait of level 1 (1 s)")
+	_, hasDelay := message.PropertyValueBytes(got.Properties, message.PropDelay)
+	require.False(t, hasDelay)
+
+	resp := send(t, c, b.Addr(), "tm", 0, "far", map[string]string{
+		message.PropTimerDeliverMS: strconv.FormatInt(time.Now().Add(maxTimerDelay+time.Hour).UnixMilli(), 10)})
+	require.Equal(t, protocol.MessageIllegal, int(resp.Code))
+	require.Contains(t, resp.Remark, "at most")
+	resp = send(t, c, b.Addr(), "tm", 0, "bad", map[string]string{message.PropTimerDeliverMS: "soon"})
+	require.Equal(t, protocol.MessageIllegal, int(resp.Code))
+}
+
+func TestTimerLevel(t *testing.T) {
+	for _, tc := range []struct {
+		wait  time.Duration
+		level int
+		ok    bool
+	}{
+		{0, 0, false}, {-time.Hour, 0, false}, {499 * time.Millisecond, 0, false},
+		{500 * time.Millisecond, 1, true}, {4 * time.Second, 1, true}, {5 * time.Second, 2, true},
+		{90 * time.Second, 5, true}, {3 * time.Hour, 18, true},
+	} {
+		level, ok := timerLevel(tc.wait)
+		require.Equal(t, tc.ok, ok, "%s", tc.wait)
+		require.Equal(t, tc.level, level, "%s", tc.wait)
+	}
+}
+
 // TestBroker_DelayLevel: a message with DELAY=1 is delivered to its topic no
 // earlier than one second after it was stored.
 func TestBroker_DelayLevel(t *testing.T) {

@@ -134,6 +134,21 @@ func (s *scheduler) deliver(r *message.Record) bool {
 		b.logger.Error("broker: delayed message without REAL_TOPIC; dropped", "offset", r.PhysicalOffset)
 		return true
 	}
+	if v := propOf(r.Properties, message.PropTimerDeliverMS); v != "" {
+		// NB: a delivery time waits level after level until it is near.
+		if at, err := strconv.ParseInt(v, 10, 64); err == nil {
+			if level, ok := timerLevel(time.Until(time.UnixMilli(at))); ok {
+				m.Topic, m.QueueID = store.ScheduleTopic, int32(level-1)
+				props, err := message.SetProperty(props, message.PropDelay, strconv.Itoa(level))
+				if err != nil {
+					b.logger.Error("broker: timer message: cannot set its next level; delivered now", "err", err)
+					m.Topic, m.QueueID = realTopic, int32(qid)
+				} else {
+					m.Properties = props
+				}
+			}
+		}
+	}
 	res := b.store.Put(context.Background(), m)
 	if res.Status != store.PutOK && res.Status != store.PutFlushDiskTimeout {
 		b.logger.Warn("broker: deliver delayed message", "topic", realTopic, "status", res.Status, "remark", res.Remark)

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
@@ -254,15 +255,60 @@ func (b *Broker) redirect(m *message.Message, h protocol.SendMessageRequestHeade
 		return protocol.Success, ""
 	}
 	tx := message.TxType(m.SysFlag)
-	if v, ok := message.PropertyValue(m.Properties, message.PropDelay); ok && (tx == message.TxNot || tx == message.TxCommit) {
+	if tx != message.TxNot && tx != message.TxCommit {
+		return protocol.Success, ""
+	}
+	if v, ok := message.PropertyValue(m.Properties, message.PropDelay); ok {
 		level, err := strconv.Atoi(v)
 		if err == nil && level > 0 {
 			if err := b.toSchedule(m, level); err != nil {
 				return protocol.MessageIllegal, err.Error()
 			}
 		}
+		return protocol.Success, ""
+	}
+	if v, ok := message.PropertyValue(m.Properties, message.PropTimerDeliverMS); ok {
+		at, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return protocol.MessageIllegal, fmt.Sprintf("%s %q is not a time in Unix milliseconds", message.PropTimerDeliverMS, v)
+		}
+		wait := time.Until(time.UnixMilli(at))
+		if wait > maxTimerDelay {
+			return protocol.MessageIllegal, fmt.Sprintf("%s is %s ahead; a delivery time may be at most %s ahead",
+				message.PropTimerDeliverMS, wait.Round(time.Second), maxTimerDelay)
+		}
+		if level, ok := timerLevel(wait); ok {
+			if err := b.toSchedule(m, level); err != nil {
+				return protocol.MessageIllegal, err.Error()
+			}
+		}
 	}
 	return protocol.Success, ""
+}
+
+// Delivery times (TIMER_DELIVER_MS, RocketMQ 5's timer messages) ride the
+// delay levels: a message waits in the largest level not longer than the
+// time left, again and again, until less than timerSlack is left. It is
+// delivered within timerSlack of its time, after at most a few waits per
+// level (the levels are nearly geometric, and 2 h at most).
+const (
+	maxTimerDelay = 72 * time.Hour // RocketMQ 5's timerMaxDelaySec
+	timerSlack    = 500 * time.Millisecond
+)
+
+// timerLevel is the delay level a message due in wait should wait in next;
+// false when it is due now.
+func timerLevel(wait time.Duration) (int, bool) {
+	if wait < timerSlack {
+		return 0, false
+	}
+	level := 1
+	for i, d := range store.DefaultDelayLevels {
+		if d <= wait {
+			level = i + 1
+		}
+	}
+	return level, true
 }
 
 // toSchedule moves a delayed message to SCHEDULE_TOPIC_XXXX, queue level-1,
@@ -352,6 +398,9 @@ func (b *Broker) sendBatch(ctx context.Context, w remoting.ResponseWriter, req *
 	var items []message.BatchItem
 	err := message.DecodeBatch(req.Body, func(it message.BatchItem) error {
 		p := it.Properties
+		if strings.Contains(p, message.PropTimerDeliverMS+"\x01") {
+			return errors.New("a batch member has a delivery time (" + message.PropTimerDeliverMS + "); batches cannot be delayed")
+		}
 		if p != "" && !strings.HasSuffix(p, "\x02") {
 			p += "\x02"
 		}

@@ -47,10 +47,10 @@ func newBatcher(maxMessages, maxBytes int) *batcher {
 }
 
 // batchable reports whether o may travel in a batch: batches carry no
-// delay, no compressed body and nothing for a retry topic (the broker
+// delay or delivery time, no compressed body and nothing for a retry topic (the broker
 // refuses those), and a member must leave room for others.
 func (b *batcher) batchable(o *outgoing) bool {
-	return !o.batch && o.sysFlag == 0 && o.m.DelayLevel == 0 && o.reconsum == 0 &&
+	return !o.batch && o.sysFlag == 0 && o.m.DelayLevel == 0 && o.m.DeliverAt.IsZero() && o.reconsum == 0 &&
 		!strings.HasPrefix(o.topic, retryPrefix) && batchItemSize(o) <= b.maxBytes/2
 }
 

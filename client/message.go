@@ -60,6 +60,12 @@ type Message struct {
 	DelayLevel  int               // send only: 1..18 delays delivery by the broker's level; 0 = now
 	Flag        int32             // user flag, stored as is
 
+	// DeliverAt (send only) delivers the message at this time, to within
+	// about half a second (property TIMER_DELIVER_MS, RocketMQ 5's timer
+	// message; the Go client's WithDelayTimestamp). At most 3 days ahead;
+	// the zero time is now. Not with DelayLevel, nor in a batch.
+	DeliverAt time.Time
+
 	// MsgID is the message's id (property UNIQ_KEY). A producer generates
 	// one when it is empty; a consumer sees UNIQ_KEY, or the offset id
 	// when the sender set none.
@@ -90,6 +96,7 @@ func (m *Message) String() string {
 var reserved = map[string]bool{
 	message.PropTags: true, message.PropKeys: true, message.PropUniqKey: true,
 	message.PropDelay: true, message.PropShardingKey: true, message.PropWait: true,
+	message.PropTimerDeliverMS: true,
 }
 
 // fieldProperties is sendProperties for a message without user
@@ -122,6 +129,9 @@ func (m *Message) fieldProperties(id string) (string, error) {
 	}
 	if m.Tags != "" && err == nil {
 		err = add(message.PropTags, m.Tags)
+	}
+	if !m.DeliverAt.IsZero() && err == nil {
+		err = add(message.PropTimerDeliverMS, strconv.FormatInt(m.DeliverAt.UnixMilli(), 10))
 	}
 	if id != "" && err == nil {
 		err = add(message.PropUniqKey, id)
@@ -167,6 +177,9 @@ func (m *Message) mapProperties(id string) (string, error) {
 	}
 	if m.ShardingKey != "" {
 		props[message.PropShardingKey] = m.ShardingKey
+	}
+	if !m.DeliverAt.IsZero() {
+		props[message.PropTimerDeliverMS] = strconv.FormatInt(m.DeliverAt.UnixMilli(), 10)
 	}
 	for k, v := range props {
 		if strings.ContainsAny(k, "\x01\x02") || k == "" || strings.ContainsRune(v, '\x02') || v == "" {

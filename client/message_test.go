@@ -3,6 +3,7 @@ package client
 import (
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -55,6 +56,8 @@ func TestFieldProperties(t *testing.T) {
 		{Tags: "TagA", Keys: []string{"k1", "k2"}, ShardingKey: "order-7", DelayLevel: 3},
 		{Keys: []string{"only"}},
 		{ShardingKey: "s", DelayLevel: 18},
+		{Tags: "T", DeliverAt: time.UnixMilli(1_800_000_000_123)},
+		{DeliverAt: time.UnixMilli(1_800_000_000_000), Keys: []string{"k"}},
 		{Tags: "bad\x02tag"},
 		{Keys: []string{""}},
 	} {

@@ -299,6 +299,9 @@ func (p *Producer) prepare(m *Message) (*outgoing, error) {
 	if len(m.Body) > p.cfg.maxBodySize {
 		return nil, invalidMessage("body is %d bytes, the limit is %d", len(m.Body), p.cfg.maxBodySize)
 	}
+	if m.DelayLevel > 0 && !m.DeliverAt.IsZero() {
+		return nil, invalidMessage("set a delay level or a delivery time, not both")
+	}
 	id := m.MsgID
 	if id == "" {
 		id = p.core.ids.Next()
@@ -337,8 +340,8 @@ func (p *Producer) prepareBatch(msgs []*Message) (*outgoing, error) {
 			return nil, invalidMessage("batch member %d is nil", i)
 		case m.Topic != topic:
 			return nil, invalidMessage("batch member %d has topic %q, the batch is for %q", i, m.Topic, topic)
-		case m.DelayLevel > 0:
-			return nil, invalidMessage("batch member %d has a delay level; batches cannot be delayed", i)
+		case m.DelayLevel > 0 || !m.DeliverAt.IsZero():
+			return nil, invalidMessage("batch member %d has a delay level or a delivery time; batches cannot be delayed", i)
 		case len(m.Body) == 0:
 			return nil, invalidMessage("batch member %d has an empty body", i)
 		}

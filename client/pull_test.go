@@ -354,3 +354,34 @@ func TestPullConsumer_PullWait(t *testing.T) {
 	require.Len(t, res.Messages, 1)
 	require.Equal(t, "woke", string(res.Messages[0].Body))
 }
+
+// TestProducer_DeliverAt: a message sent with DeliverAt reaches its queue
+// at that time, not before (within the broker's half-second slack).
+func TestProducer_DeliverAt(t *testing.T) {
+	c := newCluster(t, 1)
+	topic := "tmr"
+	c.createTopic(topic, 1)
+	p := c.producer()
+	ctx := ctxT(t, 30*time.Second)
+	_, err := p.Send(ctx, &Message{Topic: topic, Body: []byte("x"), DelayLevel: 1, DeliverAt: time.Now()})
+	require.ErrorIs(t, err, ErrInvalidMessage)
+
+	at := time.Now().Add(1500 * time.Millisecond)
+	res, err := p.Send(ctx, &Message{Topic: topic, Body: []byte("timed"), DeliverAt: at})
+	require.NoError(t, err)
+	pc, err := NewPullConsumer("g-tmr", c.opts(WithInstanceName("tmr"))...)
+	require.NoError(t, err)
+	require.NoError(t, pc.Start())
+	defer pc.Close()
+	q := MessageQueue{Topic: topic, BrokerName: "broker-a", QueueID: 0}
+	var got PullResult
+	require.Eventually(t, func() bool {
+		got, err = pc.PullWait(ctx, q, 0, 8)
+		return err == nil && got.Status == PullFound
+	}, 20*time.Second, 10*time.Millisecond)
+	require.Len(t, got.Messages, 1)
+	m := got.Messages[0]
+	require.Equal(t, "timed", string(m.Body))
+	require.Equal(t, res.MsgID, m.MsgID)
+	require.GreaterOrEqual(t, m.StoreTimestamp.UnixMilli(), at.Add(-500*time.Millisecond).UnixMilli(), "delivered before its time")
+}

@@ -278,6 +278,31 @@ func TestDelayLevel(t *testing.T) {
 	require.Len(t, got, len(want))
 }
 
+// TestDelayTimestamp: a message sent with WithDelayTimestamp (property
+// TIMER_DELIVER_MS, RocketMQ 5's timer message) is delivered at its time,
+// not before (within the broker's half-second slack), intact.
+func TestDelayTimestamp(t *testing.T) {
+	t.Parallel()
+	topic := name(t, "topic")
+	createTopic(t, topic, 2)
+	in := newInbox()
+	startPushConsumer(t, topic, "*", in, "c1", consumerOptions(name(t, "group"), name(t, "c1")))
+	p := newProducer(t, "producer")
+	at := time.Now().Add(2500 * time.Millisecond)
+	m := newMessage(topic, "timed", "TagT")
+	m.WithDelayTimestamp(at)
+	s := sendSync(t, p, "timed", m)
+	s.known = false // the send result describes the schedule queue
+	want := map[string]sent{"timed": s}
+	in.waitIDs(t, ids(want))
+	idx := byID(t, in.quiet(), want)
+	require.Len(t, idx["timed"], 1)
+	d := idx["timed"][0]
+	require.GreaterOrEqual(t, d.at.UnixMilli(), at.Add(-500*time.Millisecond).UnixMilli(), "delivered before its time")
+	s.after = d.at // stored again when its time came
+	requireDelivered(t, s, d)
+}
+
 // TestConsumerRestart: a consumer that committed its offsets and stopped
 // is replaced by a new process-like instance of the group, which resumes
 // after them: nothing committed is replayed, nothing new is missed.
