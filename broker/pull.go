@@ -76,10 +76,13 @@ func (b *Broker) pull(w remoting.ResponseWriter, req *remoting.Command, h *proto
 	// a referenced body is in the kernel. After a failed write netpoll may
 	// still hold it, so it is left to the collector.
 	recycle := func(werr error) {
-		if werr == nil && cap(res.Body) <= maxPooledPull {
-			*bp = res.Body[:0]
-			pullBufs.Put(bp)
+		if werr != nil {
+			return
 		}
+		if c := cap(res.Body); c > cap(*bp) && c <= maxPooledPull {
+			*bp = res.Body[:0] // NB: the store needed a larger one: keep that
+		}
+		pullBufs.Put(bp)
 	}
 	if err != nil {
 		b.logger.Error("broker: pull", "topic", h.Topic, "queue_id", h.QueueID, "offset", h.QueueOffset, "err", err)

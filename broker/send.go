@@ -66,10 +66,24 @@ func (b *Broker) handleSend(ctx context.Context, w remoting.ResponseWriter, req 
 // many sends with one write and no goroutine per send; anything else goes
 // to handleSend.
 func (b *Broker) trySendInline(ctx context.Context, w remoting.ResponseWriter, req *remoting.Command) bool {
-	if !b.cfg.Store.SyncFlush() && len(b.sendSem) > 0 {
-		return false
+	if (b.cfg.Store.SyncFlush() || len(b.sendSem) == 0) && b.send(ctx, w, req, true) {
+		return true
 	}
-	return b.send(ctx, w, req, true)
+	// NB: the request goes to a goroutine; the sends this connection sent
+	// before it are stored first, as they arrived.
+	b.storePendingBurst(w.Conn())
+	return false
+}
+
+// storePendingBurst stores the sends gathered from c so far.
+// REQUIRES: on c's reader (an InlineHandler).
+func (b *Broker) storePendingBurst(c *remoting.Conn) {
+	if c == nil {
+		return
+	}
+	if v, ok := b.bursts.Load(c); ok {
+		b.storeBurst(v.(*sendBurst))
+	}
 }
 
 // send serves SEND_MESSAGE, V2 and batch. Inline, it returns false without
@@ -431,13 +445,9 @@ func (b *Broker) sendBatch(ctx context.Context, w remoting.ResponseWriter, req *
 		b.metrics.send.Observe(time.Since(start).Seconds())
 	}
 	if inline {
-		if c := w.Conn(); c != nil {
-			// NB: the sends this connection sent before the batch are
-			// stored before it, as they arrived.
-			if v, ok := b.bursts.Load(c); ok {
-				b.storeBurst(v.(*sendBurst))
-			}
-		}
+		// NB: the sends this connection sent before the batch are stored
+		// before it, as they arrived.
+		b.storePendingBurst(w.Conn())
 		if !b.store.TryPutBatchThen(batch, done) {
 			release()
 			return false

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/sluicemq/sluice/internal/message"
 )
@@ -30,9 +31,11 @@ type batcher struct {
 
 // queueBatch is one queue's messages waiting to be sent.
 type queueBatch struct {
-	inflight int // batches of this queue sent and not yet answered
+	inflight int // batches taken and not yet answered
 	waiting  []batchMember
-	bytes    int // encoded size of waiting
+	bytes    int             // encoded size of waiting
+	ready    [][]batchMember // taken, to be written in this order
+	writing  bool            // a goroutine is writing ready (see drain)
 }
 
 // batchMember is a message waiting in a batch.
@@ -58,8 +61,9 @@ func batchItemSize(o *outgoing) int {
 	return message.BatchItemSize(message.BatchItem{Flag: o.flag, Body: o.body, Properties: o.props})
 }
 
-// add queues o for q. It returns the members to send now, or nil.
-func (b *batcher) add(q MessageQueue, mem batchMember) []batchMember {
+// add queues mem for q. It reports whether the caller must write q's
+// ready batches (drain).
+func (b *batcher) add(q MessageQueue, mem batchMember) bool {
 	size := batchItemSize(mem.o)
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -69,42 +73,71 @@ func (b *batcher) add(q MessageQueue, mem batchMember) []batchMember {
 		b.queues[q] = qb
 	}
 	if qb.bytes+size > b.maxBytes && len(qb.waiting) > 0 {
-		// NB: o would overflow the waiting batch: that one leaves now, o
-		// starts the next.
-		out := qb.take()
-		qb.waiting, qb.bytes = append(qb.waiting, mem), size
-		return out
+		// NB: mem would overflow the waiting batch: that one leaves now,
+		// mem starts the next.
+		qb.take()
 	}
 	qb.waiting = append(qb.waiting, mem)
 	qb.bytes += size
 	if qb.inflight == 0 || len(qb.waiting) >= b.maxMessages {
-		return qb.take()
+		qb.take()
 	}
-	return nil
+	return qb.claim()
 }
 
-// take empties the waiting batch, counted as in flight.
-func (qb *queueBatch) take() []batchMember {
-	out := qb.waiting
+// take moves the waiting batch to ready, counted as in flight.
+func (qb *queueBatch) take() {
+	qb.ready = append(qb.ready, qb.waiting)
 	qb.waiting, qb.bytes = nil, 0
 	qb.inflight++
+}
+
+// claim makes the caller q's writer when a batch is ready and none writes.
+// NB: one writer at a time writes a queue's batches in the order they were
+// taken, so they reach the broker in send order.
+func (qb *queueBatch) claim() bool {
+	if len(qb.ready) == 0 || qb.writing {
+		return false
+	}
+	qb.writing = true
+	return true
+}
+
+// next gives q's writer its next batch, or nil, ending its turn.
+func (b *batcher) next(q MessageQueue) []batchMember {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	qb := b.queues[q]
+	if len(qb.ready) == 0 {
+		qb.writing = false
+		b.forgetIdle(q, qb)
+		return nil
+	}
+	out := qb.ready[0]
+	qb.ready[0] = nil
+	qb.ready = qb.ready[1:]
 	return out
 }
 
-// answered records that a batch of q was answered. It returns the members
-// that waited for it, to send now, or nil.
-func (b *batcher) answered(q MessageQueue) []batchMember {
+// answered records that a batch of q was answered; the batch that waited
+// for it becomes ready. It reports whether the caller must drain q.
+func (b *batcher) answered(q MessageQueue) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	qb := b.queues[q]
 	qb.inflight--
 	if len(qb.waiting) > 0 && qb.inflight == 0 {
-		return qb.take()
+		qb.take()
 	}
-	if qb.inflight == 0 {
+	b.forgetIdle(q, qb)
+	return qb.claim()
+}
+
+// forgetIdle drops q's entry when it holds nothing. REQUIRES: b.mu held.
+func (b *batcher) forgetIdle(q MessageQueue, qb *queueBatch) {
+	if qb.inflight == 0 && len(qb.waiting) == 0 && len(qb.ready) == 0 && !qb.writing {
 		delete(b.queues, q)
 	}
-	return nil
 }
 
 // sendAutoBatched sends o through the batcher when the route of its topic
@@ -115,22 +148,29 @@ func (p *Producer) sendAutoBatched(ctx context.Context, o *outgoing, done func(S
 	if !ok {
 		return false
 	}
-	if out := p.batcher.add(q, batchMember{ctx: ctx, o: o, done: done}); out != nil {
-		p.sendMembers(q, out)
+	if p.batcher.add(q, batchMember{ctx: ctx, o: o, done: done}) {
+		p.drain(q)
 	}
 	return true
+}
+
+// drain writes q's ready batches in order until none is left.
+func (p *Producer) drain(q MessageQueue) {
+	for out := p.batcher.next(q); out != nil; out = p.batcher.next(q) {
+		p.sendMembers(q, out)
+	}
 }
 
 // sendMembers sends members (counted in flight on q) as one request: a
 // lone member as itself, more as a batch, first to q.
 func (p *Producer) sendMembers(q MessageQueue, members []batchMember) {
 	// NB: a member whose context ended while it waited leaves now, with
-	// its context's error; once sent, a batch is bounded by the producer's
-	// send timeout and retries, not by any one member's context.
+	// its context's error, on the completions goroutine (never on another
+	// caller's SendAsync).
 	live := members[:0]
 	for _, m := range members {
 		if err := m.ctx.Err(); err != nil {
-			m.done(SendResult{}, err)
+			p.completions.add(func() { m.done(SendResult{}, err) })
 			continue
 		}
 		live = append(live, m)
@@ -151,16 +191,37 @@ func (p *Producer) sendMembers(q MessageQueue, members []batchMember) {
 	}
 	o := p.joinBatch(q, live)
 	p.autoBatches.Add(1)
-	p.launch(context.Background(), o, func(res SendResult, err error) {
+	ctx, cancel := batchContext(live)
+	p.launch(ctx, o, func(res SendResult, err error) {
+		cancel()
 		p.batchAnswered(q)
 		splitBatchResult(live, res, err)
 	})
 }
 
-// batchAnswered sends what waited for q's batch in flight.
+// batchContext bounds a batch by the latest deadline of its members, when
+// each has one: no member waits past its own deadline for more than the
+// others' sake, and none is cut short by another's. Cancellation of one
+// member does not stop the others' send.
+func batchContext(members []batchMember) (context.Context, context.CancelFunc) {
+	var latest time.Time
+	for _, m := range members {
+		d, ok := m.ctx.Deadline()
+		if !ok {
+			return context.Background(), func() {}
+		}
+		if d.After(latest) {
+			latest = d
+		}
+	}
+	return context.WithDeadline(context.Background(), latest)
+}
+
+// batchAnswered makes what waited for q's batch in flight ready, and
+// writes it.
 func (p *Producer) batchAnswered(q MessageQueue) {
-	if out := p.batcher.answered(q); out != nil {
-		p.sendMembers(q, out)
+	if p.batcher.answered(q) {
+		p.drain(q)
 	}
 }
 

@@ -121,55 +121,126 @@ func TestProducer_AutoBatchKeepsKeyOrder(t *testing.T) {
 }
 
 // TestBatcher: a queue's first message leaves at once; later ones wait for
-// the answer, or leave when they fill a batch by count or by bytes.
+// the answer, or leave when they fill a batch by count or by bytes; one
+// writer at a time takes a queue's batches, in order.
 func TestBatcher(t *testing.T) {
 	b := newBatcher(3, 4096)
 	q := MessageQueue{Topic: "t", BrokerName: "b", QueueID: 1}
+	n := 0
 	mem := func(size int) batchMember {
-		return batchMember{ctx: context.Background(), o: &outgoing{m: &Message{}, body: make([]byte, size), ids: []string{"x"}}}
+		n++
+		return batchMember{ctx: context.Background(), o: &outgoing{m: &Message{}, body: make([]byte, size), ids: []string{strconv.Itoa(n)}}}
 	}
-	require.Len(t, b.add(q, mem(10)), 1, "nothing in flight: sent at once")
-	require.Nil(t, b.add(q, mem(10)))
-	require.Nil(t, b.add(q, mem(10)))
-	require.Len(t, b.add(q, mem(10)), 3, "a full batch leaves without waiting")
-	require.Nil(t, b.add(q, mem(10)))
-	require.Len(t, b.answered(q), 0, "one batch is still in flight")
-	require.Len(t, b.answered(q), 1, "the last answer sends what waited")
-	require.Nil(t, b.answered(q))
+	ids := func(ms []batchMember) (out []string) {
+		for _, m := range ms {
+			out = append(out, m.o.ids[0])
+		}
+		return out
+	}
+	require.True(t, b.add(q, mem(10)), "nothing in flight: sent at once, by this caller")
+	require.Equal(t, []string{"1"}, ids(b.next(q)))
+	require.Nil(t, b.next(q), "the writer's turn ends")
+	require.False(t, b.add(q, mem(10)))
+	require.False(t, b.add(q, mem(10)))
+	require.True(t, b.add(q, mem(10)), "a full batch leaves without waiting")
+	require.False(t, b.add(q, mem(10)))
+	require.False(t, b.add(q, mem(10)))
+	require.False(t, b.add(q, mem(10)), "a second full batch waits for the writer")
+	require.Equal(t, []string{"2", "3", "4"}, ids(b.next(q)))
+	require.Equal(t, []string{"5", "6", "7"}, ids(b.next(q)), "batches are written in the order they were taken")
+	require.Nil(t, b.next(q))
+	require.False(t, b.add(q, mem(10)))
+	require.False(t, b.answered(q), "two batches are still in flight")
+	require.False(t, b.answered(q))
+	require.True(t, b.answered(q), "the last answer makes what waited ready")
+	require.Equal(t, []string{"8"}, ids(b.next(q)))
+	require.Nil(t, b.next(q))
+	require.False(t, b.answered(q))
 	require.Empty(t, b.queues, "an idle queue is forgotten")
 
-	require.Len(t, b.add(q, mem(10)), 1)
-	require.Nil(t, b.add(q, mem(1500)))
-	out := b.add(q, mem(1500))
-	require.Nil(t, out)
-	out = b.add(q, mem(1500))
-	require.Len(t, out, 2, "the waiting batch leaves when the next member would overflow its bytes")
-	require.Len(t, b.answered(q), 0)
-	require.Len(t, b.answered(q), 1)
-	require.Nil(t, b.answered(q))
+	require.True(t, b.add(q, mem(10)))
+	require.Len(t, b.next(q), 1)
+	require.Nil(t, b.next(q))
+	require.False(t, b.add(q, mem(1500)))
+	require.False(t, b.add(q, mem(1500)))
+	require.True(t, b.add(q, mem(1500)), "the waiting batch leaves when the next member would overflow its bytes")
+	require.Len(t, b.next(q), 2)
+	require.Nil(t, b.next(q))
+	require.False(t, b.answered(q))
+	require.True(t, b.answered(q))
+	require.Len(t, b.next(q), 1)
+	require.Nil(t, b.next(q))
+	require.False(t, b.answered(q))
+	require.Empty(t, b.queues)
 
 	require.True(t, b.batchable(&outgoing{m: &Message{}, body: make([]byte, 100)}))
 	require.False(t, b.batchable(&outgoing{m: &Message{DelayLevel: 2}, body: make([]byte, 100)}))
+	require.False(t, b.batchable(&outgoing{m: &Message{DeliverAt: time.Now()}, body: make([]byte, 100)}))
 	require.False(t, b.batchable(&outgoing{m: &Message{}, body: make([]byte, 3000)}), "too big to share a batch")
 	require.False(t, b.batchable(&outgoing{m: &Message{}, topic: "%RETRY%g", body: make([]byte, 100)}))
 }
 
 // TestProducer_AutoBatchCanceledWhileWaiting: a member whose context ends
-// while it waits is answered with that error and never sent.
+// while it waits is answered with that error, on the completions
+// goroutine, and never sent.
 func TestProducer_AutoBatchCanceledWhileWaiting(t *testing.T) {
 	c := newCluster(t, 1)
 	p := c.producer(WithAutoBatch(8, 64<<10))
 	q := MessageQueue{Topic: "abc", BrokerName: "b", QueueID: 0}
 	first := batchMember{ctx: context.Background(), o: &outgoing{m: &Message{}, body: []byte("a"), ids: []string{"1"}}}
-	require.Len(t, p.batcher.add(q, first), 1)
+	require.True(t, p.batcher.add(q, first))
+	require.Len(t, p.batcher.next(q), 1) // NB: taken as if written
+	require.Nil(t, p.batcher.next(q))
 	ctx, cancel := context.WithCancel(context.Background())
-	var got error
+	got := make(chan error, 1)
 	waiting := batchMember{ctx: ctx, o: &outgoing{m: &Message{}, body: []byte("b"), ids: []string{"2"}},
-		done: func(_ SendResult, err error) { got = err }}
-	require.Nil(t, p.batcher.add(q, waiting))
+		done: func(_ SendResult, err error) { got <- err }}
+	require.False(t, p.batcher.add(q, waiting))
 	cancel()
 	p.batchAnswered(q) // NB: the first member's answer
-	require.ErrorIs(t, got, context.Canceled)
-	require.Empty(t, p.batcher.queues)
+	select {
+	case err := <-got:
+		require.ErrorIs(t, err, context.Canceled)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the canceled member was never answered")
+	}
+	require.Eventually(t, func() bool {
+		p.batcher.mu.Lock()
+		defer p.batcher.mu.Unlock()
+		return len(p.batcher.queues) == 0
+	}, 5*time.Second, 5*time.Millisecond)
 	require.Zero(t, p.autoBatches.Load())
+}
+
+// TestProducer_AutoBatchOrderOneQueue: one goroutine sending to a one-queue
+// topic gets its messages stored in send order, full batches included.
+func TestProducer_AutoBatchOrderOneQueue(t *testing.T) {
+	c := newCluster(t, 1)
+	c.createTopic("ab1", 1)
+	p := c.producer(WithGroup("pg-ab1"), WithAutoBatch(3, 64<<10))
+	ctx := ctxT(t, 60*time.Second)
+	_, err := p.Send(ctx, &Message{Topic: "ab1", Body: []byte("warm")})
+	require.NoError(t, err)
+	const n = 3000
+	offsets := make([]int64, n)
+	var wg sync.WaitGroup
+	var failed sync.Once
+	for i := range n {
+		wg.Add(1)
+		p.SendAsync(ctx, &Message{Topic: "ab1", Body: fmt.Appendf(nil, "%d", i)}, func(r SendResult, err error) {
+			if err != nil {
+				failed.Do(func() { t.Errorf("message %d: %v", i, err) })
+			}
+			offsets[i] = r.QueueOffset
+			wg.Done()
+		})
+		if i%7 == 0 {
+			time.Sleep(50 * time.Microsecond)
+		}
+	}
+	wg.Wait()
+	require.Positive(t, p.autoBatches.Load())
+	for i := 1; i < n; i++ {
+		require.Greater(t, offsets[i], offsets[i-1], "message %d stored before message %d", i, i-1)
+	}
 }

@@ -269,12 +269,15 @@ func decodeRecords(body []byte, brokerName string, maxBody int) ([]*Message, err
 	n := 0
 	for p := body; len(p) >= 4; n++ {
 		size := int(binary.BigEndian.Uint32(p))
-		if size <= 0 || size > len(p) {
+		if size < message.MinRecordSize || size > len(p) {
 			n++ // NB: Decode reports it
 			break
 		}
 		p = p[size:]
 	}
+	// NB: the count never exceeds what the body can hold, so a hostile
+	// body cannot make the slab larger than a few times itself.
+	n = min(n, len(body)/message.MinRecordSize+1)
 	slab := make([]Message, n)
 	out := make([]*Message, 0, n)
 	var names recordNames

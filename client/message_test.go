@@ -1,7 +1,9 @@
 package client
 
 import (
+	"bytes"
 	"net/netip"
+	"runtime"
 	"testing"
 	"time"
 
@@ -71,4 +73,16 @@ func TestFieldProperties(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestDecodeRecords_Hostile: a body of bogus records is an error, and the
+// messages allocated for it stay within a few times its size.
+func TestDecodeRecords_Hostile(t *testing.T) {
+	body := bytes.Repeat([]byte{0, 0, 0, 4}, 1<<16)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err := decodeRecords(body, "broker-a", 1<<20)
+	runtime.ReadMemStats(&after)
+	require.Error(t, err)
+	require.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(20*len(body)), "allocated far more than the body")
 }

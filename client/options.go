@@ -252,8 +252,13 @@ func WithAsyncInflight(n int) Option { return func(c *config) { c.asyncInflight 
 // when its queue has no batch in flight, and the messages sent meanwhile
 // wait for that answer (or until they fill a batch) and go together.
 // Each callback still gets its own result (id, offset id, queue offset).
-// Messages with a delay level, a compressed body or a retry topic are
-// sent alone. Off by default; RocketMQ 5's autoBatch is the same idea.
+// A batch's messages reach the broker in the order they were sent. A
+// message whose context ends while it waits is answered with that error;
+// once sent, a batch is bounded by the latest deadline of its messages
+// (and the send timeout and retries), not cut short by an earlier one.
+// Messages with a delay level, a delivery time, a compressed body or a
+// retry topic are sent alone. Off by default; RocketMQ 5's autoBatch is
+// the same idea.
 func WithAutoBatch(maxMessages, maxBytes int) Option {
 	return func(c *config) { c.autoBatchMessages, c.autoBatchBytes = maxMessages, maxBytes }
 }

@@ -88,11 +88,14 @@ func (p *Producer) derivedRoute(topic string) *topicRoute {
 // pick selects the queue for an attempt. lastBroker is the broker the
 // previous attempt failed on.
 func (p *Producer) pick(o *outgoing, r *topicRoute, lastBroker string) (MessageQueue, error) {
-	if o.first != nil && lastBroker == "" && slices.Contains(r.write, *o.first) {
+	_, aware := p.sel.(faultAware)
+	// NB: a queue chosen before (a batch's) is kept unless the selector
+	// avoids faulty brokers and that one has failed since.
+	if o.first != nil && lastBroker == "" && slices.Contains(r.write, *o.first) &&
+		!(aware && p.cfg.faultAvoidance && p.faults.avoided(o.first.BrokerName)) {
 		return *o.first, nil
 	}
 	qs := r.write
-	_, aware := p.sel.(faultAware)
 	if aware && (p.cfg.faultAvoidance || lastBroker != "") {
 		if p.cfg.faultAvoidance {
 			qs = p.faults.candidates(qs, lastBroker)

@@ -202,7 +202,7 @@ func (c *PullConsumer) PullWait(ctx context.Context, q MessageQueue, offset int6
 		// answer time to come back before ctx ends.
 		suspend = min(suspend, time.Until(dl)-pullAnswerMargin)
 	}
-	if suspend <= 0 {
+	if suspend < time.Millisecond { // NB: the header carries milliseconds; 0 asks for no suspension
 		return c.Pull(ctx, q, offset, maxMsgs)
 	}
 	sub := c.subscription(q.Topic)

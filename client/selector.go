@@ -113,6 +113,13 @@ func (f *faultTracker) record(broker string, latency time.Duration, failed bool)
 	f.until[broker] = time.Now().Add(avoid)
 }
 
+// avoided reports whether broker is being avoided now.
+func (f *faultTracker) avoided(broker string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return time.Now().Before(f.until[broker])
+}
+
 // candidates returns the queues of brokers not avoided and other than last;
 // failing that, the queues other than last's; failing that, all of them.
 func (f *faultTracker) candidates(queues []MessageQueue, last string) []MessageQueue {

@@ -268,7 +268,7 @@ func produce(ctx context.Context, o options, i int, c *counters, fail func(error
 	opts := []client.Option{client.WithNameServers(nameservers(o.namesrv)...), client.WithGroup("mqbench-producer"),
 		client.WithInstanceName(fmt.Sprintf("mqbench-p%d-%d", os.Getpid(), i)), client.WithAsyncInflight(max(o.inflight/o.batch, 1))}
 	if o.autoBatch > 0 {
-		opts = append(opts, client.WithAutoBatch(o.autoBatch, max(o.autoBatch*(o.size+256), 1024)))
+		opts = append(opts, client.WithAutoBatch(o.autoBatch, min(max(o.autoBatch*(o.size+256), 1024), 4<<20)))
 	}
 	p, err := client.NewProducer(opts...)
 	if err == nil {
