@@ -3,7 +3,7 @@
 # on loopback, stores under one temporary folder. Prints a table of ratios.
 #
 #   scripts/bench-vs-nats.sh                 # full scale
-#   N=20000 REPLAY=100000 scripts/bench-vs-nats.sh   # quick
+#   N=20000 DURABLE_N=2000 REPLAY=100000 ROUNDS=1 scripts/bench-vs-nats.sh   # quick
 #
 # Installs nats-server v2.15.2 and the nats CLI v0.5.0 with `go install` into
 # the temporary folder. On a 2-core machine the clients and the servers share
@@ -15,6 +15,7 @@ N=${N:-500000}              # messages per async produce run
 DURABLE_N=${DURABLE_N:-50000} # messages per durable produce run
 REPLAY=${REPLAY:-1000000}   # messages stored, then replayed
 SENDERS=${SENDERS:-128}     # concurrent senders in the durable run
+ROUNDS=${ROUNDS:-3}         # alternating rounds per row
 
 work=$(mktemp -d /tmp/sluice-vs-nats.XXXXXX)
 # NB: the servers are started inside $(...) subshells, so their pids go to a
@@ -80,12 +81,32 @@ nats_rate() { awk '/aggregated stats/ { agg = $0 } /msgs\/sec/ && !first { first
 sluice_rate() { python3 -c 'import json,sys; print(round(json.load(sys.stdin)["msgs_per_sec"]))'; }
 
 rows=()
-row() { # name sluice nats
-	local ratio
-	ratio=$(awk -v s="$2" -v n="$3" 'BEGIN { if (n > 0) printf "%.2f", s / n; else print "n/a" }')
-	rows+=("| $1 | $2 | $3 | $ratio |")
-	echo "$1: sluice $2 msgs/s, nats $3 msgs/s, ratio $ratio" >&2
+# pair NAME SLUICE NATS: runs the functions SLUICE and NATS (each given the
+# round number, each printing msgs/s) ROUNDS times, alternating, settling
+# before each run; the row gives the medians and the median of the rounds'
+# ratios with their range (the machine is shared: one round proves little).
+pair() {
+	local name=$1 sf=$2 nf=$3 ss=() nn=() rr=() s n r
+	for r in $(seq "$ROUNDS"); do
+		settle
+		s=$("$sf" "$r")
+		settle
+		n=$("$nf" "$r")
+		ss+=("$s")
+		nn+=("$n")
+		rr+=("$(awk -v s="$s" -v n="$n" 'BEGIN { if (n > 0) printf "%.2f", s / n; else print 0 }')")
+		echo "$name, round $r: sluice $s msgs/s, nats $n msgs/s" >&2
+	done
+	local sm nm rm lo hi
+	sm=$(median "${ss[@]}")
+	nm=$(median "${nn[@]}")
+	rm=$(median "${rr[@]}")
+	lo=$(printf '%s\n' "${rr[@]}" | sort -g | head -1)
+	hi=$(printf '%s\n' "${rr[@]}" | sort -g | tail -1)
+	rows+=("| $name | $sm | $nm | **$rm** ($lo–$hi) |")
+	echo "$name: median sluice $sm, nats $nm, ratio $rm ($lo–$hi)" >&2
 }
+median() { printf '%s\n' "$@" | sort -g | awk '{ a[NR] = $1 } END { print (NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2) }'; }
 
 # settle: write back dirty pages and let background work end, so that a
 # run does not pay for the one before it (each run writes up to 1 GB).
@@ -96,48 +117,47 @@ nats_sync=$(start_nats nats-sync always)
 ns_async=$(start_sluice sluice-async async)
 ns_sync=$(start_sluice sluice-sync sync)
 
+sluice_async() { "$bin/mqbench" produce -n "$ns_async" -t "async$size-$1" --size "$size" --inflight 256 --count "$N" --json 2>/dev/null | sluice_rate; }
+nats_async_pub() {
+	"$bin/nats" -s "$nats_async" bench js pub async "bench.a$size" --stream "a$size" --size "$size" --msgs "$N" --batch 256 \
+		--create --storage file --purge --no-progress 2>&1 | nats_rate
+}
+sluice_auto() { "$bin/mqbench" produce -n "$ns_async" -t "auto-$1" --size 1024 --inflight 256 --auto-batch 32 --count "$N" --json 2>/dev/null | sluice_rate; }
+sluice_batch() { "$bin/mqbench" produce -n "$ns_async" -t "batch-$1" --size 1024 --batch 32 --inflight 256 --count "$N" --json 2>/dev/null | sluice_rate; }
 for size in 1024 128; do
-	settle
-	s=$("$bin/mqbench" produce -n "$ns_async" -t "async$size" --size "$size" --inflight 256 --count "$N" --json 2>/dev/null | sluice_rate)
-	settle
-	n=$("$bin/nats" -s "$nats_async" bench js pub async "bench.a$size" --stream "a$size" --size "$size" --msgs "$N" --batch 256 \
-		--create --storage file --purge --no-progress 2>&1 | nats_rate)
-	row "async produce ${size} B (pipelined, 256 in flight)" "$s" "$n"
+	pair "async produce $size B (pipelined, 256 in flight)" sluice_async nats_async_pub
 done
-settle
-s=$("$bin/mqbench" produce -n "$ns_async" -t auto1024 --size 1024 --inflight 256 --auto-batch 32 --count "$N" --json 2>/dev/null | sluice_rate)
-row "Sluice async 1 KiB with the producer's auto-batching (--auto-batch 32) vs NATS async 1 KiB" "$s" "$(echo "${rows[0]}" | awk -F'|' '{print $4}' | tr -d ' ')"
-settle
-s=$("$bin/mqbench" produce -n "$ns_async" -t batch1024 --size 1024 --batch 32 --inflight 256 --count "$N" --json 2>/dev/null | sluice_rate)
-row "Sluice batch 32 × 1 KiB (8 batches in flight) vs NATS async 1 KiB" "$s" "$(echo "${rows[0]}" | awk -F'|' '{print $4}' | tr -d ' ')"
+size=1024
+pair "Sluice async 1 KiB with the producer's auto-batching (--auto-batch 32) vs NATS async 1 KiB" sluice_auto nats_async_pub
+pair "Sluice batch 32 × 1 KiB (8 batches in flight) vs NATS async 1 KiB" sluice_batch nats_async_pub
 
-# NB: the async runs leave GBs of dirty pages; the durable runs' fsyncs
-# would wait for their writeback. Both systems start the durable runs clean.
-settle
-s=$("$bin/mqbench" produce -n "$ns_sync" -t durable --size 1024 --sync --producers "$SENDERS" --count "$DURABLE_N" --json 2>/dev/null | sluice_rate)
-settle
-s1=$("$bin/mqbench" produce -n "$ns_sync" -t durable --size 1024 --sync --senders "$SENDERS" --count "$DURABLE_N" --json 2>/dev/null | sluice_rate)
-settle
-n=$("$bin/nats" -s "$nats_sync" bench js pub sync bench.d --stream durable --size 1024 --msgs "$DURABLE_N" --clients "$SENDERS" \
-	--create --storage file --purge --no-progress 2>&1 | nats_rate)
-row "durable produce 1 KiB, $SENDERS senders with a connection each (Sluice sync flush / NATS sync_interval always)" "$s" "$n"
-row "durable produce 1 KiB, $SENDERS sending goroutines sharing one Sluice producer, vs the NATS row above" "$s1" "$n"
+# NB: settle also matters here: the async runs leave GBs of dirty pages,
+# and the durable runs' fsyncs would wait for their writeback.
+sluice_durable() { "$bin/mqbench" produce -n "$ns_sync" -t "durable-$1" --size 1024 --sync --producers "$SENDERS" --count "$DURABLE_N" --json 2>/dev/null | sluice_rate; }
+sluice_durable_shared() { "$bin/mqbench" produce -n "$ns_sync" -t "durable-shared-$1" --size 1024 --sync --senders "$SENDERS" --count "$DURABLE_N" --json 2>/dev/null | sluice_rate; }
+nats_durable() {
+	"$bin/nats" -s "$nats_sync" bench js pub sync bench.d --stream durable --size 1024 --msgs "$DURABLE_N" --clients "$SENDERS" \
+		--create --storage file --purge --no-progress 2>&1 | nats_rate
+}
+pair "durable produce 1 KiB, $SENDERS senders with a connection each (Sluice sync flush / NATS sync_interval always)" sluice_durable nats_durable
+pair "durable produce 1 KiB, $SENDERS sending goroutines sharing one Sluice producer, vs NATS's $SENDERS connections" sluice_durable_shared nats_durable
 
 "$bin/mqbench" produce -n "$ns_async" -t replay --size 1024 --batch 32 --inflight 256 --count "$REPLAY" --json >/dev/null 2>&1
-settle
-s=$("$bin/mqbench" consume -n "$ns_async" -t replay -g replay --count "$REPLAY" --json 2>/dev/null | sluice_rate)
-s128=$("$bin/mqbench" consume -n "$ns_async" -t replay -g replay128 --pull-batch 128 --count "$REPLAY" --json 2>/dev/null | sluice_rate)
 "$bin/nats" -s "$nats_async" bench js pub async bench.r --stream replay --size 1024 --msgs "$REPLAY" --batch 256 \
 	--create --storage file --purge --no-progress >/dev/null 2>&1
-settle
-n=$("$bin/nats" -s "$nats_async" bench js ordered --stream replay --msgs "$REPLAY" --no-progress 2>&1 | nats_rate)
-row "replay of $REPLAY stored 1 KiB messages (pull batch 32, RocketMQ's default)" "$s" "$n"
-row "replay of $REPLAY stored 1 KiB messages (pull batch 128)" "$s128" "$n"
+sluice_replay() { "$bin/mqbench" consume -n "$ns_async" -t replay -g "replay$pull-$1" --pull-batch "$pull" --count "$REPLAY" --json 2>/dev/null | sluice_rate; }
+nats_replay() { "$bin/nats" -s "$nats_async" bench js ordered --stream replay --msgs "$REPLAY" --no-progress 2>&1 | nats_rate; }
+pull=32
+pair "replay of $REPLAY stored 1 KiB messages (pull batch 32, RocketMQ's default)" sluice_replay nats_replay
+pull=128
+pair "replay of $REPLAY stored 1 KiB messages (pull batch 128)" sluice_replay nats_replay
 
 e2e=$("$bin/mqbench" e2e -n "$ns_async" -t e2e -g e2e --rate 10000 --duration 10s --json 2>/dev/null)
 
 echo
 echo "Sluice vs NATS JetStream (file store), loopback, $(nproc) cores shared by clients and servers"
+echo
+echo "Medians of $ROUNDS alternating rounds; the ratio is the median of the rounds' ratios (range)."
 echo
 echo "| work | Sluice msgs/s | NATS msgs/s | Sluice / NATS |"
 echo "|---|---|---|---|"

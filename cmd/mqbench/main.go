@@ -315,8 +315,14 @@ func sendLoop(ctx context.Context, o options, p *client.Producer, c *counters, s
 	var inflight sync.WaitGroup
 	defer inflight.Wait()
 	for n := 0; ctx.Err() == nil; n++ {
-		if o.count > 0 && c.sent.Add(int64(o.batch)) > o.count {
-			return
+		size := o.batch
+		if o.count > 0 {
+			// NB: the last batch is cut to reach --count exactly.
+			after := c.sent.Add(int64(o.batch))
+			if after-int64(o.batch) >= o.count {
+				return
+			}
+			size -= int(max(after-o.count, 0))
 		}
 		if interval > 0 {
 			if d := time.Until(start.Add(time.Duration(n) * interval)); d > 0 {
@@ -327,7 +333,7 @@ func sendLoop(ctx context.Context, o options, p *client.Producer, c *counters, s
 				}
 			}
 		}
-		msgs := make([]*client.Message, o.batch)
+		msgs := make([]*client.Message, size)
 		for k := range msgs {
 			body := make([]byte, o.size)
 			binary.BigEndian.PutUint64(body, uint64(time.Now().UnixNano()))
