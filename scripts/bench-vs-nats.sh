@@ -81,16 +81,16 @@ nats_rate() { awk '/aggregated stats/ { agg = $0 } /msgs\/sec/ && !first { first
 sluice_rate() { python3 -c 'import json,sys; print(round(json.load(sys.stdin)["msgs_per_sec"]))'; }
 
 rows=()
-# pair NAME SLUICE NATS: runs the functions SLUICE and NATS (each given the
-# round number, each printing msgs/s) ROUNDS times, alternating, settling
-# before each run; the row gives the medians and the median of the rounds'
+# pair NAME SLUICE NATS KIND: runs the functions SLUICE and NATS (each
+# given the round number, each printing msgs/s) ROUNDS times, alternating,
+# settling (KIND produce or replay) before each run; the row gives the medians and the median of the rounds'
 # ratios with their range (the machine is shared: one round proves little).
 pair() {
-	local name=$1 sf=$2 nf=$3 ss=() nn=() rr=() s n r
+	local name=$1 sf=$2 nf=$3 kind=$4 ss=() nn=() rr=() s n r
 	for r in $(seq "$ROUNDS"); do
-		settle
+		settle "$kind"
 		s=$("$sf" "$r")
-		settle
+		settle "$kind"
 		n=$("$nf" "$r")
 		ss+=("$s")
 		nn+=("$n")
@@ -110,7 +110,21 @@ median() { printf '%s\n' "$@" | sort -g | awk '{ a[NR] = $1 } END { print (NR % 
 
 # settle: write back dirty pages and let background work end, so that a
 # run does not pay for the one before it (each run writes up to 1 GB).
-settle() { sync; sleep 2; }
+# Before a produce run it also drops the page cache (when root may): on a
+# virtual machine whose memory the host backs lazily (Firecracker here), a
+# page the guest never touched costs a host fault, and a run that writes
+# into such pages is several times slower. NATS's --purge frees its
+# stream's pages before each run, so its runs reuse touched memory;
+# Sluice's runs go to new topics and kept growing the cache, so without
+# the drop each Sluice run paid for all the runs before it (measured:
+# auto-batch 103k msgs/s before a drop, 138-148k after).
+settle() {
+	sync
+	if [ "${1:-}" = produce ] && [ -w /proc/sys/vm/drop_caches ]; then
+		echo 3 >/proc/sys/vm/drop_caches
+	fi
+	sleep 2
+}
 
 nats_async=$(start_nats nats-async 2m)
 nats_sync=$(start_nats nats-sync always)
@@ -125,11 +139,11 @@ nats_async_pub() {
 sluice_auto() { "$bin/mqbench" produce -n "$ns_async" -t "auto-$1" --size 1024 --inflight 256 --auto-batch 32 --count "$N" --json 2>/dev/null | sluice_rate; }
 sluice_batch() { "$bin/mqbench" produce -n "$ns_async" -t "batch-$1" --size 1024 --batch 32 --inflight 256 --count "$N" --json 2>/dev/null | sluice_rate; }
 for size in 1024 128; do
-	pair "async produce $size B (pipelined, 256 in flight)" sluice_async nats_async_pub
+	pair "async produce $size B (pipelined, 256 in flight)" sluice_async nats_async_pub produce
 done
 size=1024
-pair "Sluice async 1 KiB with the producer's auto-batching (--auto-batch 32) vs NATS async 1 KiB" sluice_auto nats_async_pub
-pair "Sluice batch 32 × 1 KiB (8 batches in flight) vs NATS async 1 KiB" sluice_batch nats_async_pub
+pair "Sluice async 1 KiB with the producer's auto-batching (--auto-batch 32) vs NATS async 1 KiB" sluice_auto nats_async_pub produce
+pair "Sluice batch 32 × 1 KiB (8 batches in flight) vs NATS async 1 KiB" sluice_batch nats_async_pub produce
 
 # NB: settle also matters here: the async runs leave GBs of dirty pages,
 # and the durable runs' fsyncs would wait for their writeback.
@@ -139,8 +153,8 @@ nats_durable() {
 	"$bin/nats" -s "$nats_sync" bench js pub sync bench.d --stream durable --size 1024 --msgs "$DURABLE_N" --clients "$SENDERS" \
 		--create --storage file --purge --no-progress 2>&1 | nats_rate
 }
-pair "durable produce 1 KiB, $SENDERS senders with a connection each (Sluice sync flush / NATS sync_interval always)" sluice_durable nats_durable
-pair "durable produce 1 KiB, $SENDERS sending goroutines sharing one Sluice producer, vs NATS's $SENDERS connections" sluice_durable_shared nats_durable
+pair "durable produce 1 KiB, $SENDERS senders with a connection each (Sluice sync flush / NATS sync_interval always)" sluice_durable nats_durable produce
+pair "durable produce 1 KiB, $SENDERS sending goroutines sharing one Sluice producer, vs NATS's $SENDERS connections" sluice_durable_shared nats_durable produce
 
 "$bin/mqbench" produce -n "$ns_async" -t replay --size 1024 --batch 32 --inflight 256 --count "$REPLAY" --json >/dev/null 2>&1
 "$bin/nats" -s "$nats_async" bench js pub async bench.r --stream replay --size 1024 --msgs "$REPLAY" --batch 256 \
@@ -148,9 +162,9 @@ pair "durable produce 1 KiB, $SENDERS sending goroutines sharing one Sluice prod
 sluice_replay() { "$bin/mqbench" consume -n "$ns_async" -t replay -g "replay$pull-$1" --pull-batch "$pull" --count "$REPLAY" --json 2>/dev/null | sluice_rate; }
 nats_replay() { "$bin/nats" -s "$nats_async" bench js ordered --stream replay --msgs "$REPLAY" --no-progress 2>&1 | nats_rate; }
 pull=32
-pair "replay of $REPLAY stored 1 KiB messages (pull batch 32, RocketMQ's default)" sluice_replay nats_replay
+pair "replay of $REPLAY stored 1 KiB messages (pull batch 32, RocketMQ's default)" sluice_replay nats_replay replay
 pull=128
-pair "replay of $REPLAY stored 1 KiB messages (pull batch 128)" sluice_replay nats_replay
+pair "replay of $REPLAY stored 1 KiB messages (pull batch 128)" sluice_replay nats_replay replay
 
 e2e=$("$bin/mqbench" e2e -n "$ns_async" -t e2e -g e2e --rate 10000 --duration 10s --json 2>/dev/null)
 
