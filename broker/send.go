@@ -410,15 +410,22 @@ func (b *Broker) sendBatch(ctx context.Context, w remoting.ResponseWriter, req *
 	}
 	cluster := string(message.AppendProperties(nil, map[string]string{message.PropCluster: b.cfg.ClusterName}))
 	var items []message.BatchItem
+	// NB: each item's properties get CLUSTER; they are written into one
+	// string for the whole batch, then sliced.
+	var props strings.Builder
+	props.Grow(len(req.Body) / 8)
+	var ends []int
 	err := message.DecodeBatch(req.Body, func(it message.BatchItem) error {
 		p := it.Properties
 		if strings.Contains(p, message.PropTimerDeliverMS+"\x01") {
 			return errors.New("a batch member has a delivery time (" + message.PropTimerDeliverMS + "); batches cannot be delayed")
 		}
+		props.WriteString(p)
 		if p != "" && !strings.HasSuffix(p, "\x02") {
-			p += "\x02"
+			props.WriteByte(message.PropertySeparator)
 		}
-		it.Properties = p + cluster
+		props.WriteString(cluster)
+		ends = append(ends, props.Len())
 		items = append(items, it)
 		return nil
 	})
@@ -426,6 +433,11 @@ func (b *Broker) sendBatch(ctx context.Context, w remoting.ResponseWriter, req *
 		release()
 		reply(w, req, protocol.MessageIllegal, "bad batch body: "+err.Error())
 		return true
+	}
+	all, from := props.String(), 0
+	for i, end := range ends {
+		items[i].Properties = all[from:end]
+		from = end
 	}
 	batch := &store.Batch{Template: message.Message{Topic: h.Topic, QueueID: h.QueueID, SysFlag: h.SysFlag,
 		BornTimestamp: h.BornTimestamp, BornHost: peerAddr(w), StoreHost: b.storeHost, ReconsumeTimes: h.ReconsumeTimes},

@@ -119,12 +119,14 @@ func (s *Store) putBatch(ctx context.Context, b *Batch, wait, try bool) (PutResu
 		return PutResult{Status: PutMessageIllegal, Remark: "store: transactional messages cannot be sent in a batch"}, true
 	}
 	total := 0
-	for _, it := range b.Items {
+	sizes := make([]int, len(b.Items))
+	for i, it := range b.Items {
 		m.Flag, m.Body, m.Properties = it.Flag, it.Body, it.Properties
 		if err := m.CheckLimits(int(s.cfg.MaxMessageSize)); err != nil {
 			return PutResult{Status: PutMessageIllegal, Remark: err.Error()}, true
 		}
-		total += m.EncodedSize()
+		sizes[i] = m.EncodedSize()
+		total += sizes[i]
 	}
 	positions := make([]int64, len(b.Items))
 
@@ -141,7 +143,7 @@ func (s *Store) putBatch(ctx context.Context, b *Batch, wait, try bool) (PutResu
 		p := 0
 		for i, it := range b.Items {
 			m.Flag, m.Body, m.Properties = it.Flag, it.Body, it.Properties
-			n := m.EncodedSize()
+			n := sizes[i]
 			positions[i] = int64(at) + int64(p)
 			if err := m.Encode(dst[p:p+n], qo+int64(i), positions[i]); err != nil {
 				return err

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 )
 
 // BatchItem is one message of a SEND_BATCH_MESSAGE body. Topic, queue,
@@ -28,21 +29,35 @@ func DecodeBatch(body []byte, fn func(BatchItem) error) error {
 	if len(body) == 0 {
 		return fmt.Errorf("%w: no items", ErrMalformedBatch)
 	}
+	propsLen := 0
 	for i, pos := 0, 0; pos < len(body); i++ {
-		size, _, err := checkBatchItem(body[pos:])
+		size, bodyEnd, err := checkBatchItem(body[pos:])
 		if err != nil {
 			return fmt.Errorf("%w: item %d at byte %d: %w", ErrMalformedBatch, i, pos, err)
 		}
+		propsLen += size - bodyEnd - LenPropsLen
 		pos += size
 	}
+	// NB: the items' properties are substrings of one string: one
+	// allocation a batch, not one an item.
+	var sb strings.Builder
+	sb.Grow(propsLen)
+	for pos := 0; pos < len(body); {
+		size, bodyEnd, _ := checkBatchItem(body[pos:])
+		sb.Write(body[pos+bodyEnd+LenPropsLen : pos+size])
+		pos += size
+	}
+	all := sb.String()
 	for pos := 0; pos < len(body); {
 		size, bodyEnd, _ := checkBatchItem(body[pos:])
 		b := body[pos : pos+size]
+		n := size - bodyEnd - LenPropsLen
 		it := BatchItem{
 			Flag:       getI32(b, batchOffFlag),
 			Body:       b[batchOffBody:bodyEnd:bodyEnd],
-			Properties: string(b[bodyEnd+LenPropsLen:]),
+			Properties: all[:n],
 		}
+		all = all[n:]
 		if err := fn(it); err != nil {
 			return err
 		}

@@ -52,3 +52,24 @@ func BenchmarkReadDispatchInfo(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkDecodeBatch: a batch of 32 items of 1 KiB with typical
+// properties; the items' properties share one allocation.
+func BenchmarkDecodeBatch(b *testing.B) {
+	items := make([]BatchItem, 32)
+	for i := range items {
+		items[i] = BatchItem{Body: make([]byte, 1024), Properties: "TAGS\x01bench\x02UNIQ_KEY\x017F0000010001000000000000000A0001"}
+	}
+	body, err := AppendBatch(nil, items)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		n := 0
+		if err := DecodeBatch(body, func(it BatchItem) error { n += len(it.Properties); return nil }); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

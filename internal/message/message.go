@@ -42,8 +42,10 @@ func (m *Message) StoredSysFlag() int32 {
 
 // EncodedSize returns the TOTALSIZE of the record Encode writes:
 // 91 + body + topic + properties, plus 12 per IPv6 host.
-func (m *Message) EncodedSize() int {
-	return layoutFor(m.StoredSysFlag()).minSize() + len(m.Body) + len(m.Topic) + len(m.Properties)
+func (m *Message) EncodedSize() int { return m.encodedSize(layoutFor(m.StoredSysFlag())) }
+
+func (m *Message) encodedSize(f fields) int {
+	return f.minSize() + len(m.Body) + len(m.Topic) + len(m.Properties)
 }
 
 // CheckLimits reports whether m can be stored: a topic of 1..MaxTopicLen
@@ -65,7 +67,10 @@ func (m *Message) CheckLimits(maxBody int) error {
 }
 
 // checkEncodable checks what the v1 layout itself can represent.
-func (m *Message) checkEncodable() error {
+func (m *Message) checkEncodable() error { return m.checkEncodableSize(m.EncodedSize()) }
+
+// checkEncodableSize is checkEncodable for a message of EncodedSize size.
+func (m *Message) checkEncodableSize(size int) error {
 	switch {
 	case len(m.Topic) == 0:
 		return ErrTopicEmpty
@@ -79,8 +84,8 @@ func (m *Message) checkEncodable() error {
 		return fmt.Errorf("%w: store host %v", ErrInvalidHost, m.StoreHost)
 	}
 	// NB: compare as int64 so the check also holds where int is 32 bits.
-	if size := int64(m.EncodedSize()); size > MaxRecordSize {
-		return fmt.Errorf("%w: %d bytes, limit %d", ErrRecordTooLarge, size, int64(MaxRecordSize))
+	if int64(size) > MaxRecordSize {
+		return fmt.Errorf("%w: %d bytes, limit %d", ErrRecordTooLarge, int64(size), int64(MaxRecordSize))
 	}
 	return nil
 }
@@ -95,15 +100,15 @@ func (m *Message) checkEncodable() error {
 // An IPv4-mapped IPv6 host (::ffff:a.b.c.d, as a dual-stack socket reports
 // IPv4 peers) is stored as IPv4, as Java does. IPv6 zones are dropped.
 func (m *Message) Encode(dst []byte, queueOffset, physOffset int64) error {
-	if err := m.checkEncodable(); err != nil {
+	sysFlag := m.StoredSysFlag()
+	f := layoutFor(sysFlag)
+	size := m.encodedSize(f)
+	if err := m.checkEncodableSize(size); err != nil {
 		return err
 	}
-	size := m.EncodedSize()
 	if len(dst) != size {
 		return fmt.Errorf("%w: len(dst) %d, record needs %d", ErrBufferSize, len(dst), size)
 	}
-	sysFlag := m.StoredSysFlag()
-	f := layoutFor(sysFlag)
 
 	putI32(dst, OffTotalSize, int32(size))
 	putI32(dst, OffMagic, MagicV1)
