@@ -244,3 +244,47 @@ func TestProducer_AutoBatchOrderOneQueue(t *testing.T) {
 		require.Greater(t, offsets[i], offsets[i-1], "message %d stored before message %d", i, i-1)
 	}
 }
+
+// TestBatchContext: a batch is bounded by the latest deadline of its
+// members, and by none when one member has none.
+func TestBatchContext(t *testing.T) {
+	now := time.Now()
+	member := func(d time.Duration) batchMember {
+		if d == 0 {
+			return batchMember{ctx: context.Background()}
+		}
+		ctx, cancel := context.WithDeadline(context.Background(), now.Add(d))
+		t.Cleanup(cancel)
+		return batchMember{ctx: ctx}
+	}
+	ctx, cancel := batchContext([]batchMember{member(time.Second), member(3 * time.Second), member(2 * time.Second)})
+	dl, ok := ctx.Deadline()
+	cancel()
+	require.True(t, ok)
+	require.Equal(t, now.Add(3*time.Second), dl)
+	ctx, cancel = batchContext([]batchMember{member(time.Second), member(0)})
+	_, ok = ctx.Deadline()
+	cancel()
+	require.False(t, ok, "a member without a deadline: none for the batch")
+}
+
+// TestPick_FirstYieldsToFaultAvoidance: a batch's queue, chosen before,
+// is kept unless its broker is being avoided since.
+func TestPick_FirstYieldsToFaultAvoidance(t *testing.T) {
+	p := &Producer{cfg: defaultConfig(), sel: RoundRobinSelector(), faults: newFaultTracker(time.Minute)}
+	a := MessageQueue{Topic: "t", BrokerName: "a", QueueID: 0}
+	b := MessageQueue{Topic: "t", BrokerName: "b", QueueID: 0}
+	r := &topicRoute{write: []MessageQueue{a, b}}
+	o := &outgoing{m: &Message{}, topic: "t", first: &a}
+	for range 4 {
+		q, err := p.pick(o, r, "")
+		require.NoError(t, err)
+		require.Equal(t, a, q)
+	}
+	p.faults.record("a", 0, true)
+	for range 4 {
+		q, err := p.pick(o, r, "")
+		require.NoError(t, err)
+		require.Equal(t, b, q, "broker a failed: the pinned queue is not used")
+	}
+}
