@@ -18,6 +18,7 @@ import (
 	"github.com/sluicemq/sluice/broker/store"
 	"github.com/sluicemq/sluice/broker/topic"
 	"github.com/sluicemq/sluice/conf"
+	"github.com/sluicemq/sluice/internal/message"
 	"github.com/sluicemq/sluice/internal/protocol"
 	"github.com/sluicemq/sluice/internal/remoting"
 )
@@ -65,6 +66,8 @@ type Broker struct {
 
 	addr      string         // advertised ip:port
 	storeHost netip.AddrPort // in every stored record
+	// clusterProp is the CLUSTER property every batch member gets.
+	clusterProp string
 
 	connMu sync.RWMutex
 	conns  map[uint64]*remoting.Conn // guarded by connMu
@@ -100,7 +103,8 @@ func New(cfg conf.Broker, opts Options) (*Broker, error) {
 	}
 	b := &Broker{cfg: cfg, opts: opts, logger: opts.Logger, groups: group.New(),
 		conns: map[uint64]*remoting.Conn{}, quit: make(chan struct{}),
-		sendSem: make(chan struct{}, max(cfg.Store.SendQueueSize, 1))}
+		sendSem:     make(chan struct{}, max(cfg.Store.SendQueueSize, 1)),
+		clusterProp: string(message.AppendProperties(nil, map[string]string{message.PropCluster: cfg.ClusterName}))}
 	b.metrics = newMetrics()
 	so := opts.Store
 	so.Logger = opts.Logger

@@ -408,7 +408,6 @@ func (b *Broker) sendBatch(ctx context.Context, w remoting.ResponseWriter, req *
 		reply(w, req, protocol.MessageIllegal, "batch messages cannot be sent to a retry topic")
 		return true
 	}
-	cluster := string(message.AppendProperties(nil, map[string]string{message.PropCluster: b.cfg.ClusterName}))
 	var items []message.BatchItem
 	// NB: each item's properties get CLUSTER; they are written into one
 	// string for the whole batch, then sliced.
@@ -424,7 +423,7 @@ func (b *Broker) sendBatch(ctx context.Context, w remoting.ResponseWriter, req *
 		if p != "" && !strings.HasSuffix(p, "\x02") {
 			props.WriteByte(message.PropertySeparator)
 		}
-		props.WriteString(cluster)
+		props.WriteString(b.clusterProp)
 		ends = append(ends, props.Len())
 		items = append(items, it)
 		return nil
@@ -449,11 +448,14 @@ func (b *Broker) sendBatch(ctx context.Context, w remoting.ResponseWriter, req *
 			bytes += len(it.Body)
 		}
 		b.stats.recordPut(h.Topic, len(items), bytes)
-		ids := make([]string, len(res.Positions))
+		ids := make([]byte, 0, len(res.Positions)*(message.OffsetMsgIDLenV6+1))
 		for i, p := range res.Positions {
-			ids[i] = message.OffsetMsgID(b.storeHost, p)
+			if i > 0 {
+				ids = append(ids, ',')
+			}
+			ids = message.AppendOffsetMsgID(ids, b.storeHost, p)
 		}
-		b.answerPut(w, req, res, h.QueueID, strings.Join(ids, ","), inline)
+		b.answerPut(w, req, res, h.QueueID, string(ids), inline)
 		b.metrics.send.Observe(time.Since(start).Seconds())
 	}
 	if inline {

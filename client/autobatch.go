@@ -57,9 +57,7 @@ func (b *batcher) batchable(o *outgoing) bool {
 		!strings.HasPrefix(o.topic, retryPrefix) && batchItemSize(o) <= b.maxBytes/2
 }
 
-func batchItemSize(o *outgoing) int {
-	return message.BatchItemSize(message.BatchItem{Flag: o.flag, Body: o.body, Properties: o.props})
-}
+func batchItemSize(o *outgoing) int { return message.BatchItemSize(o.batchItem()) }
 
 // add queues mem for q. It reports whether the caller must write q's
 // ready batches (drain).
@@ -170,7 +168,7 @@ func (p *Producer) sendMembers(q MessageQueue, members []batchMember) {
 	live := members[:0]
 	for _, m := range members {
 		if err := m.ctx.Err(); err != nil {
-			p.completions.add(func() { m.done(SendResult{}, err) })
+			p.completions.add(m.done, SendResult{}, err)
 			continue
 		}
 		live = append(live, m)
@@ -181,9 +179,8 @@ func (p *Producer) sendMembers(q MessageQueue, members []batchMember) {
 	}
 	if len(live) == 1 {
 		m := live[0]
-		o := *m.o
-		o.first = &q
-		p.launch(m.ctx, &o, func(res SendResult, err error) {
+		m.o.first = &q // NB: the member's own outgoing, sent once
+		p.launch(m.ctx, m.o, func(res SendResult, err error) {
 			p.batchAnswered(q)
 			m.done(res, err)
 		})
@@ -227,17 +224,15 @@ func (p *Producer) batchAnswered(q MessageQueue) {
 
 // joinBatch encodes members (all of q's topic) as one batch outgoing.
 func (p *Producer) joinBatch(q MessageQueue, members []batchMember) *outgoing {
-	size := 0
-	for _, m := range members {
-		size += batchItemSize(m.o)
-	}
-	body := make([]byte, 0, size)
+	items := make([]message.BatchItem, len(members))
 	ids := make([]string, len(members))
 	for i, m := range members {
-		// NB: every member passed prepare, so its item encodes.
-		body, _ = message.AppendBatch(body, []message.BatchItem{{Flag: m.o.flag, Body: m.o.body, Properties: m.o.props}})
+		items[i] = m.o.batchItem()
 		ids[i] = m.o.ids[0]
 	}
+	// NB: every member passed prepare and the batcher's size bound, so the
+	// batch encodes.
+	body, _ := batchBody(items)
 	return &outgoing{m: members[0].o.m, topic: q.Topic, body: body, ids: ids, batch: true, group: members[0].o.group, first: &q}
 }
 

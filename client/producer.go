@@ -270,6 +270,20 @@ type outgoing struct {
 	first    *MessageQueue // the queue of the first attempt, when chosen already
 }
 
+// batchItem is o (a single message) as a member of a batch body.
+func (o *outgoing) batchItem() message.BatchItem {
+	return message.BatchItem{Flag: o.flag, Body: o.body, Properties: o.props}
+}
+
+// batchBody encodes items as a SEND_BATCH_MESSAGE body, in one allocation.
+func batchBody(items []message.BatchItem) ([]byte, error) {
+	size := 0
+	for _, it := range items {
+		size += message.BatchItemSize(it)
+	}
+	return message.AppendBatch(make([]byte, 0, size), items)
+}
+
 func checkTopic(topic string) error {
 	if topic == "" {
 		return invalidMessage("empty topic")
@@ -333,7 +347,6 @@ func (p *Producer) prepareBatch(msgs []*Message) (*outgoing, error) {
 	}
 	items := make([]message.BatchItem, len(msgs))
 	ids := make([]string, len(msgs))
-	size := 0
 	for i, m := range msgs {
 		switch {
 		case m == nil:
@@ -354,14 +367,13 @@ func (p *Producer) prepareBatch(msgs []*Message) (*outgoing, error) {
 			return nil, fmt.Errorf("batch member %d: %w", i, err)
 		}
 		items[i] = message.BatchItem{Flag: m.Flag, Body: m.Body, Properties: props}
-		size += message.BatchItemSize(items[i])
 	}
-	if size > p.cfg.maxBodySize {
-		return nil, invalidMessage("batch body is %d bytes, the limit is %d", size, p.cfg.maxBodySize)
-	}
-	body, err := message.AppendBatch(make([]byte, 0, size), items)
+	body, err := batchBody(items)
 	if err != nil {
 		return nil, invalidMessage("%v", err)
+	}
+	if len(body) > p.cfg.maxBodySize {
+		return nil, invalidMessage("batch body is %d bytes, the limit is %d", len(body), p.cfg.maxBodySize)
 	}
 	return &outgoing{m: msgs[0], topic: topic, body: body, ids: ids, batch: true, group: p.cfg.group}, nil
 }

@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"time"
 
@@ -26,29 +25,25 @@ func (p *Producer) tryAsyncFirst(ctx context.Context, o *outgoing, done func(Sen
 	if addr == "" {
 		return false
 	}
-	st := p.newSendState(ctx)
-	req := p.sendRequest(q, o, p.attemptTimeout(st))
+	// NB: the send state is made only if the attempt fails: an answered
+	// send needs no more than its deadline.
+	deadline := p.sendDeadline(ctx)
+	req := p.sendRequest(q, o, min(p.cfg.sendTimeout, time.Until(deadline)))
 	start := time.Now()
 	return p.core.tr.tryInline(ctx, addr, req, sendOKCodes, func(resp *remoting.Command, err error) {
 		if err == nil {
 			var res SendResult
 			if res, err = sendResult(resp, q, o); err == nil {
 				p.faults.record(q.BrokerName, time.Since(start), false)
-				p.completions.add(func() { done(res, nil) })
+				p.completions.add(done, res, nil)
 				return
 			}
 		}
 		p.workers.run(func() {
-			wait, final := p.failed(ctx, st, o, q, addr, start, err)
-			if final != nil {
+			st := &sendState{deadline: deadline, backoff: p.cfg.busyBackoff}
+			if final := p.afterFailure(ctx, st, o, q, addr, start, err); final != nil {
 				done(SendResult{}, final)
 				return
-			}
-			if wait > 0 {
-				if serr := sleepCtx(ctx, wait); serr != nil {
-					done(SendResult{}, fmt.Errorf("%w (gave up: %w)", err, serr))
-					return
-				}
 			}
 			done(p.sendFrom(ctx, o, false, st))
 		})
@@ -71,18 +66,25 @@ func (p *Producer) pickCached(o *outgoing) (MessageQueue, *topicRoute, bool) {
 // sendOKCodes are the send answers that count as sent.
 var sendOKCodes = []int16{protocol.FlushDiskTimeout, protocol.FlushSlaveTimeout, protocol.SlaveNotAvailable}
 
-// completions runs functions in order on one goroutine, started when there
+// completions runs callbacks in order on one goroutine, started when there
 // is work and ending when there is none: answers that arrive together cost
 // one goroutine wake-up, not one each.
 type completions struct {
 	mu      sync.Mutex
-	queue   []func() // guarded by mu
-	running bool     // guarded by mu
+	queue   []completion // guarded by mu
+	running bool         // guarded by mu
 }
 
-func (c *completions) add(f func()) {
+// completion is a callback and its outcome (no closure per answer).
+type completion struct {
+	done func(SendResult, error)
+	res  SendResult
+	err  error
+}
+
+func (c *completions) add(done func(SendResult, error), res SendResult, err error) {
 	c.mu.Lock()
-	c.queue = append(c.queue, f)
+	c.queue = append(c.queue, completion{done: done, res: res, err: err})
 	if c.running {
 		c.mu.Unlock()
 		return
@@ -93,7 +95,7 @@ func (c *completions) add(f func()) {
 }
 
 func (c *completions) run() {
-	var batch []func()
+	var batch []completion
 	for {
 		c.mu.Lock()
 		if len(c.queue) == 0 {
@@ -103,9 +105,9 @@ func (c *completions) run() {
 		}
 		batch, c.queue = c.queue, batch[:0]
 		c.mu.Unlock()
-		for i, f := range batch {
-			f()
-			batch[i] = nil
+		for i := range batch {
+			batch[i].done(batch[i].res, batch[i].err)
+			batch[i] = completion{}
 		}
 	}
 }

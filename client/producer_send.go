@@ -124,11 +124,15 @@ type sendState struct {
 // between attempts and handed to each attempt, not by a context with a
 // timer (a cost per message that showed in profiles).
 func (p *Producer) newSendState(ctx context.Context) *sendState {
-	deadline, ok := ctx.Deadline()
-	if !ok {
-		deadline = time.Now().Add(p.cfg.sendTimeout*time.Duration(p.cfg.retries+1) + p.cfg.busyRetryDeadline)
+	return &sendState{deadline: p.sendDeadline(ctx), backoff: p.cfg.busyBackoff}
+}
+
+// sendDeadline is ctx's deadline, or the producer's bound on a send.
+func (p *Producer) sendDeadline(ctx context.Context) time.Time {
+	if deadline, ok := ctx.Deadline(); ok {
+		return deadline
 	}
-	return &sendState{deadline: deadline, backoff: p.cfg.busyBackoff}
+	return time.Now().Add(p.cfg.sendTimeout*time.Duration(p.cfg.retries+1) + p.cfg.busyRetryDeadline)
 }
 
 // attemptTimeout bounds the next attempt.
@@ -171,16 +175,26 @@ func (p *Producer) sendFrom(ctx context.Context, o *outgoing, oneway bool, st *s
 			p.faults.record(q.BrokerName, time.Since(start), false)
 			return res, nil
 		}
-		wait, final := p.failed(ctx, st, o, q, addr, start, err)
-		if final != nil {
+		if final := p.afterFailure(ctx, st, o, q, addr, start, err); final != nil {
 			return SendResult{}, final
 		}
-		if wait > 0 {
-			if serr := sleepCtx(ctx, wait); serr != nil {
-				return SendResult{}, fmt.Errorf("%w (gave up: %w)", err, serr)
-			}
+	}
+}
+
+// afterFailure records the failed attempt (see failed) and waits the
+// backoff it asks for. It returns the error the send ends with, or nil when
+// the next attempt may go.
+func (p *Producer) afterFailure(ctx context.Context, st *sendState, o *outgoing, q MessageQueue, addr string, start time.Time, err error) error {
+	wait, final := p.failed(ctx, st, o, q, addr, start, err)
+	if final != nil {
+		return final
+	}
+	if wait > 0 {
+		if serr := sleepCtx(ctx, wait); serr != nil {
+			return fmt.Errorf("%w (gave up: %w)", err, serr)
 		}
 	}
+	return nil
 }
 
 // failed records the failed attempt of o on q (at addr, started at start)

@@ -204,18 +204,7 @@ func TestRetryLater(t *testing.T) {
 		return consumer.ConsumeSuccess
 	}
 	startPushConsumer(t, topic, "*", in, "c1", consumerOptions(group, name(t, "c1")))
-	in.waitFor(t, "each message twice", func(got []delivery) bool {
-		n := map[string]int{}
-		for _, d := range got {
-			n[d.msg.GetProperty(idProperty)]++
-		}
-		for id := range want {
-			if n[id] < 2 {
-				return false
-			}
-		}
-		return true
-	})
+	in.waitFor(t, "each message twice", eachTwice(want))
 	idx := byID(t, in.quiet(), want)
 	for id, s := range want {
 		require.Len(t, idx[id], 2, "deliveries of %s", id)
@@ -359,18 +348,7 @@ func TestResetWhileRunning(t *testing.T) {
 	out, err := exec.Command(mqadmin, "-n", nameserverAddr, "resetOffsetByTime", "-g", group, "-t", topic,
 		"-s", strconv.FormatInt(before.UnixMilli(), 10)).CombinedOutput()
 	require.NoError(t, err, "%s", out)
-	in.waitFor(t, "every message twice", func(got []delivery) bool {
-		n := map[string]int{}
-		for _, d := range got {
-			n[d.msg.GetProperty(idProperty)]++
-		}
-		for id := range want {
-			if n[id] < 2 {
-				return false
-			}
-		}
-		return true
-	})
+	in.waitFor(t, "every message twice", eachTwice(want))
 }
 
 // waitCaughtUp waits until c has advanced its offsets on topic past
@@ -381,4 +359,21 @@ func waitCaughtUp(t *testing.T, c rocketmq.PushConsumer, topic string) {
 		diff, ok := c.GetOffsetDiffMap()[topic]
 		return ok && diff == 0
 	}, patience, 50*time.Millisecond)
+}
+
+// eachTwice is a waitFor condition: every message of want delivered at
+// least twice.
+func eachTwice(want map[string]sent) func([]delivery) bool {
+	return func(got []delivery) bool {
+		n := map[string]int{}
+		for _, d := range got {
+			n[d.msg.GetProperty(idProperty)]++
+		}
+		for id := range want {
+			if n[id] < 2 {
+				return false
+			}
+		}
+		return true
+	}
 }
