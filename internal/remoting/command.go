@@ -52,12 +52,24 @@ type Header struct {
 //
 // Body is referenced, not copied, on the write path: a body above 4 KiB is
 // handed to the connection by reference and must not change until the
-// write returns. On the read path Body is a fresh slice owned by the
-// receiver.
+// write returns. On the read path Body is owned by the receiver, except
+// in a request an InlineHandler serves: there it may be a view of the
+// connection's input buffer, valid until the reader's burst ends (see
+// InlineHandler).
 type Command struct {
 	Header
 	SerializeType SerializeType
 	Body          []byte
+	borrowed      bool // Body is a view of the reader's input buffer
+}
+
+// own makes Body the command's own copy if it was a view of the reader's
+// input buffer; the request can then leave the reader.
+func (c *Command) own() {
+	if c.borrowed {
+		c.Body = append([]byte(nil), c.Body...)
+		c.borrowed = false
+	}
 }
 
 // IsResponse reports whether c is a response (flag bit 0).

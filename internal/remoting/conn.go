@@ -77,6 +77,7 @@ type Conn struct {
 	// The reader's batch: hooks InlineHandlers registered to run when the
 	// reader has no whole frame left (reader-only).
 	batchEnd []func()
+	held     int // bytes of borrowed bodies read since the last release (reader-only)
 	// inBatchEnd (guarded by wmu) is set while the hooks run and cleared
 	// by the flush that follows them: every frame written meanwhile, from
 	// any goroutine, is left to that flush.
@@ -372,30 +373,46 @@ func (c *Conn) onRequest(_ context.Context, nc netpoll.Connection) error {
 		}
 	}()
 	r := nc.Reader()
-	cmd, err := readFrame(r, c.maxFrame)
-	_ = r.Release()
+	cmd, err := readFrame(r, c.maxFrame, true)
 	if err != nil {
-		c.readFailed(err)
+		c.readFailed(err) // NB: before the release: its hooks may read borrowed bodies
+		_ = r.Release()
 		return nil
 	}
 	c.lastRead.Store(time.Now().UnixNano())
 	if cmd.IsResponse() {
 		c.deliver(cmd)
-		return nil
+	} else {
+		if c.followPeer {
+			c.reqType.Store(uint32(cmd.SerializeType))
+		}
+		if cmd.borrowed {
+			c.held += len(cmd.Body)
+		}
+		c.ep.dispatch(c, cmd)
 	}
-	if c.followPeer {
-		c.reqType.Store(uint32(cmd.SerializeType))
-	}
-	c.ep.dispatch(c, cmd)
 	// NB: answers written on the reader (flushByReader) go out when no
 	// whole frame is left to read: one sendmsg for all the requests that
 	// arrived together, and never a read that blocks on unflushed answers.
-	if !wholeFrameBuffered(r) {
+	// The input buffer (which borrowed request bodies are views of) is
+	// released once no batch-end hook can read them, and at the latest
+	// after maxHeld bytes: then the burst ends early.
+	switch {
+	case !wholeFrameBuffered(r) || c.held >= maxHeld:
 		c.runBatchEnd()
 		c.flushPending()
+		_ = r.Release()
+		c.held = 0
+	case len(c.batchEnd) == 0:
+		_ = r.Release()
+		c.held = 0
 	}
 	return nil
 }
+
+// maxHeld bounds the borrowed request bodies a reader holds unreleased
+// while batch-end hooks are pending.
+const maxHeld = 4 << 20
 
 // AtBatchEnd registers f to run on the reader once it has no whole frame
 // left (or stops reading), before it flushes the burst's answers: answers

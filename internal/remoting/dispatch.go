@@ -47,6 +47,11 @@ type ResponseWriter interface {
 // the code's Handler on a goroutine as usual. Answers written while it runs
 // are flushed together with the answers to the other requests that arrived
 // with it: under load, one write for many.
+//
+// req.Body may be a view of the connection's input buffer: it stays valid
+// while the handler runs and until the hooks it registered with
+// Conn.AtBatchEnd have run, no longer. A handler that keeps the body past
+// that (or hands it to another goroutine) copies it.
 type InlineHandler func(ctx context.Context, w ResponseWriter, req *Command) bool
 
 type responseWriter struct {
@@ -113,6 +118,7 @@ func (d *dispatcher) dispatch(c *Conn, req *Command) {
 	if ih := d.inline[req.Code]; ih != nil && d.serveInline(ih, c, req) {
 		return
 	}
+	req.own() // NB: it leaves the reader
 	select {
 	case d.sem <- struct{}{}:
 	default:

@@ -108,7 +108,7 @@ func checkHeaderWord(word uint32, length int32) (SerializeType, HeaderCodec, int
 //
 // Errors wrapping ErrBadFrame, ErrFrameTooLarge, ErrUnknownSerializeType or
 // ErrBadHeader mean the stream is garbage; other errors come from src.
-func readFrame(src frameSource, maxFrame int) (*Command, error) {
+func readFrame(src frameSource, maxFrame int, borrow bool) (*Command, error) {
 	p, err := src.Peek(4)
 	if err != nil {
 		return nil, err
@@ -137,7 +137,13 @@ func readFrame(src frameSource, maxFrame int) (*Command, error) {
 		return nil, err
 	}
 	if bodyLen := int(length) - 4 - hl; bodyLen > 0 {
-		if cmd.Body, err = src.ReadBinary(bodyLen); err != nil {
+		if borrow && !cmd.IsResponse() {
+			cmd.Body, err = src.Next(bodyLen)
+			cmd.borrowed = true
+		} else {
+			cmd.Body, err = src.ReadBinary(bodyLen)
+		}
+		if err != nil {
 			return nil, err
 		}
 	}
@@ -170,7 +176,7 @@ func DecodeFrame(buf []byte, maxFrameSize int) (*Command, int, error) {
 	if len(buf) < n {
 		return nil, 0, ErrShortFrame
 	}
-	cmd, err := readFrame(&bytesSource{b: buf[:n]}, maxFrameSize)
+	cmd, err := readFrame(&bytesSource{b: buf[:n]}, maxFrameSize, false)
 	if err != nil {
 		return nil, 0, err
 	}

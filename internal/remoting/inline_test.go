@@ -1,6 +1,7 @@
 package remoting
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -142,8 +143,8 @@ func startInlineServer(t *testing.T, s *Server) {
 }
 
 // hammer sends workers×calls requests from concurrent goroutines over one
-// connection, each with the code and body size pick chooses, and requires
-// every one answered with its own id and body length.
+// connection, each with the code and body size pick chooses (random bytes),
+// and requires every one answered with its own id and body.
 func hammer(t *testing.T, s *Server, workers, calls int, pick func(w, i int) (code int16, size int)) {
 	t.Helper()
 	c := newClient(t, SerializeMsgpack)
@@ -157,13 +158,18 @@ func hammer(t *testing.T, s *Server, workers, calls int, pick func(w, i int) (co
 			for i := range calls {
 				id := strconv.Itoa(w*calls + i)
 				code, size := pick(w, i)
-				resp, err := c.InvokeWithin(ctx, s.Addr().String(), NewRequest(code, map[string]string{"id": id}, make([]byte, size)), 10*time.Second)
+				body := make([]byte, size)
+				for j := range body {
+					body[j] = byte(rand.Uint32())
+				}
+				resp, err := c.InvokeWithin(ctx, s.Addr().String(), NewRequest(code, map[string]string{"id": id}, body), 10*time.Second)
 				if err != nil {
 					errs <- fmt.Errorf("request %s (code %d): %w", id, code, err)
 					return
 				}
-				if resp.Code != protocol.Success || resp.ExtFields["id"] != id || len(resp.Body) != size {
-					errs <- fmt.Errorf("request %s got code %d id %s, %d bytes", id, resp.Code, resp.ExtFields["id"], len(resp.Body))
+				if resp.Code != protocol.Success || resp.ExtFields["id"] != id || !bytes.Equal(resp.Body, body) {
+					errs <- fmt.Errorf("request %s got code %d id %s, %d bytes (sent %d; equal %t)", id, resp.Code,
+						resp.ExtFields["id"], len(resp.Body), size, bytes.Equal(resp.Body, body))
 					return
 				}
 			}
@@ -174,4 +180,114 @@ func hammer(t *testing.T, s *Server, workers, calls int, pick func(w, i int) (co
 	for err := range errs {
 		require.NoError(t, err)
 	}
+}
+
+// TestServer_BorrowedBodies: a request body an InlineHandler gets is a view
+// of the reader's input buffer. It stays intact until the burst's hooks
+// have run (answers echoed from AtBatchEnd), and a request the inline
+// handler declines reaches its goroutine handler with a copy that outlives
+// the buffer (answers echoed after a pause, while the reader has read and
+// released many more frames). Bodies up to 40 KiB span netpoll's buffer
+// nodes.
+func TestServer_BorrowedBodies(t *testing.T) {
+	var declined, deferred, direct atomic.Int64
+	s := NewServer("127.0.0.1:0", ServerOptions{Logger: quietLogger()})
+	s.Handle(codeInline, func(ctx context.Context, w ResponseWriter, req *Command) {
+		time.Sleep(time.Duration(rand.IntN(2000)) * time.Microsecond)
+		echo(ctx, w, req)
+	})
+	type held struct {
+		w   ResponseWriter
+		req *Command
+	}
+	var queue []held // NB: the reader's own, no lock
+	s.HandleInline(codeInline, func(ctx context.Context, w ResponseWriter, req *Command) bool {
+		switch rand.IntN(3) {
+		case 0:
+			declined.Add(1)
+			return false
+		case 1:
+			if len(queue) == 0 {
+				w.Conn().AtBatchEnd(func() {
+					for _, h := range queue {
+						echo(ctx, h.w, h.req)
+					}
+					queue = queue[:0]
+				})
+			}
+			queue = append(queue, held{w, req})
+			deferred.Add(1)
+		default:
+			direct.Add(1)
+			echo(ctx, w, req)
+		}
+		return true
+	})
+	startInlineServer(t, s)
+	hammer(t, s, 16, 150, func(_, i int) (int16, int) {
+		if i%4 == 0 {
+			return codeInline, 8000 + rand.IntN(32000)
+		}
+		return codeInline, rand.IntN(3000)
+	})
+	require.NotZero(t, declined.Load())
+	require.NotZero(t, deferred.Load())
+	require.NotZero(t, direct.Load())
+}
+
+// TestServer_BorrowedBytesBounded: a reader that always has another whole
+// frame buffered does not hold the input buffer (the borrowed bodies)
+// without bound while batch-end hooks are pending: past maxHeld bytes it
+// runs the hooks and releases the buffer, and every request is answered.
+func TestServer_BorrowedBytesBounded(t *testing.T) {
+	const frames, size = 200, 64 << 10 // 12.5 MiB, about 3 times maxHeld
+	var heldMax, hooks atomic.Int64    // read by the test at the end
+	queued := 0                        // NB: the reader's own, no lock
+	type held struct {
+		w   ResponseWriter
+		req *Command
+	}
+	var queue []held
+	first := true
+	s := NewServer("127.0.0.1:0", ServerOptions{Logger: quietLogger()})
+	s.Handle(codeDeferred, echo)
+	s.HandleInline(codeDeferred, func(ctx context.Context, w ResponseWriter, req *Command) bool {
+		if first {
+			// NB: the client writes every frame meanwhile: from now on
+			// the reader always has whole frames buffered.
+			first = false
+			time.Sleep(300 * time.Millisecond)
+		}
+		if len(queue) == 0 {
+			w.Conn().AtBatchEnd(func() {
+				hooks.Add(1)
+				heldMax.Store(max(heldMax.Load(), int64(queued)))
+				for _, h := range queue {
+					echo(ctx, h.w, h.req)
+				}
+				queue, queued = queue[:0], 0
+			})
+		}
+		queue = append(queue, held{w, req})
+		queued += len(req.Body)
+		return true
+	})
+	startInlineServer(t, s)
+	conn := dialRaw(t, s)
+	var all []byte
+	for i := range frames {
+		body := bytes.Repeat([]byte{byte(i)}, size)
+		b, err := AppendFrame(all, &Command{Header: Header{Code: codeDeferred, Opaque: int32(i)}, SerializeType: SerializeMsgpack, Body: body})
+		require.NoError(t, err)
+		all = b
+	}
+	go func() { _, _ = conn.Write(all) }()
+	for i := range frames {
+		resp := readRaw(t, conn)
+		require.Equal(t, int32(i), resp.Opaque)
+		require.Equal(t, bytes.Repeat([]byte{byte(i)}, size), resp.Body)
+	}
+	// NB: the answers were all read, so the reader has run every hook.
+	require.Greater(t, hooks.Load(), int64(2))
+	require.LessOrEqual(t, heldMax.Load(), int64(maxHeld+size))
 }
