@@ -191,6 +191,7 @@ func (p *Producer) sendMembers(q MessageQueue, members []batchMember) {
 	ctx, cancel := batchContext(live)
 	p.launch(ctx, o, func(res SendResult, err error) {
 		cancel()
+		o.recycle()
 		p.batchAnswered(q)
 		splitBatchResult(live, res, err)
 	})
@@ -233,7 +234,7 @@ func (p *Producer) joinBatch(q MessageQueue, members []batchMember) *outgoing {
 	// NB: every member passed prepare and the batcher's size bound, so the
 	// batch encodes.
 	body, _ := batchBody(items)
-	return &outgoing{m: members[0].o.m, topic: q.Topic, body: body, ids: ids, batch: true, group: members[0].o.group, first: &q}
+	return &outgoing{m: members[0].o.m, topic: q.Topic, body: body, ids: ids, batch: true, group: members[0].o.group, first: &q, pooled: true}
 }
 
 // splitBatchResult answers each member of a batch with its own result:

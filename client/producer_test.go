@@ -131,6 +131,37 @@ func TestProducer_SendModes(t *testing.T) {
 				require.Equal(t, fmt.Sprintf("ab-%d-%d", i, k), string(got.Body))
 			}
 		}
+		// NB: batch bodies are pooled; many batches in flight at once, each
+		// read back whole, show no body was reused before its send ended.
+		// A new producer knows no route yet: its first batches are written
+		// later, from workers, while more are encoded.
+		fresh := c.producer(WithGroup("pg-modes-pool"))
+		const batches, members = 100, 8
+		all := make([][]*Message, batches)
+		got := make([]SendResult, batches)
+		gotErr := make([]error, batches)
+		for i := range all {
+			for k := range members {
+				body := bytes.Repeat(fmt.Appendf(nil, "pool-%d-%d|", i, k), 100+i*k%200)
+				all[i] = append(all[i], &Message{Topic: "modes", Body: body})
+			}
+			wg.Add(1)
+			fresh.SendBatchAsync(ctx, all[i], func(r SendResult, err error) {
+				got[i], gotErr[i] = r, err
+				wg.Done()
+			})
+		}
+		wg.Wait()
+		for i, r := range got {
+			require.NoError(t, gotErr[i])
+			offIDs := strings.Split(r.OffsetMsgID, ",")
+			require.Len(t, offIDs, members)
+			for k, oid := range offIDs {
+				m, err := a.QueryByID(ctx, oid)
+				require.NoError(t, err)
+				require.Equal(t, all[i][k].Body, m.Body, "batch %d member %d", i, k)
+			}
+		}
 		var invalid error
 		p.SendBatchAsync(ctx, nil, func(_ SendResult, err error) { invalid = err })
 		require.ErrorIs(t, invalid, ErrInvalidMessage, "an invalid batch is answered on the calling goroutine")
