@@ -50,7 +50,7 @@ func payload(dst []byte, seed uint64) {
 
 var errTestInvalid = errors.New("test record invalid")
 
-func testValidate(rec []byte, at Offset) error {
+func testValidate(rec []byte, at Offset, _ bool) error {
 	if len(rec) < testHeader {
 		return fmt.Errorf("%w: %d bytes", errTestInvalid, len(rec))
 	}

@@ -43,8 +43,11 @@ type Options struct {
 	// Default min(SegmentSize-8, 64 MiB); at least MaxRecord.
 	MaxAppend int32
 	// Validate checks a record beyond its envelope; recovery and scanners
-	// call it. at is the record's offset. nil checks the envelope only.
-	Validate func(rec []byte, at Offset) error
+	// call it. at is the record's offset; recovering is set while the log
+	// is being recovered (where costly checks such as a body CRC belong: a
+	// live scanner reads records this process wrote). nil checks the
+	// envelope only.
+	Validate func(rec []byte, at Offset, recovering bool) error
 	// SyncFlush selects group commit: the flusher fsyncs whenever a caller
 	// waits in WaitDurable. Otherwise the flusher fsyncs every FlushInterval.
 	SyncFlush bool

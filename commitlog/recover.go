@@ -252,7 +252,7 @@ func (l *Log) verifyCheckpoint(cp checkpoint, first, lastEnd Offset) string {
 			return fmt.Sprintf("checkpoint record at %d unreadable: %v", cp.Tail, err)
 		}
 		if v := l.opts.Validate; v != nil {
-			if err := v(rec, cp.Tail); err != nil {
+			if err := v(rec, cp.Tail, true); err != nil {
 				return fmt.Sprintf("checkpoint record at %d invalid: %v", cp.Tail, err)
 			}
 		}

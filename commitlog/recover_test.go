@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -260,4 +261,33 @@ func TestRecover_SegmentProblems(t *testing.T) {
 		w := appendOne(t, l, 100, 1)
 		require.Equal(t, Offset(16384), w.at)
 	})
+}
+
+// TestValidate_RecoveringFlag: recovery validates records with recovering
+// set (the store checks body CRCs then) and a live scanner without it
+// (the records are this process's own, as RocketMQ's dispatcher trusts
+// them).
+func TestValidate_RecoveringFlag(t *testing.T) {
+	opts := testOptions(8192)
+	var live, recovering atomic.Int64
+	opts.Validate = func(rec []byte, at Offset, rcv bool) error {
+		if rcv {
+			recovering.Add(1)
+		} else {
+			live.Add(1)
+		}
+		return testValidate(rec, at, rcv)
+	}
+	r := rand.New(rand.NewPCG(3, 3))
+	snap, ws := crashedLog(t, opts, randomSizes(r, 40, testHeader, 400), 20)
+	live.Store(0)
+	recovering.Store(0)
+	l := mustOpen(t, snap, opts)
+	require.Positive(t, recovering.Load(), "recovery validated the records past its checkpoint")
+	require.Zero(t, live.Load())
+	recovering.Store(0)
+	require.Len(t, scanAll(t, l), len(ws))
+	require.Equal(t, int64(len(ws)), live.Load(), "a live scan validated every record")
+	require.Zero(t, recovering.Load())
+	require.NoError(t, l.Close())
 }

@@ -103,7 +103,7 @@ func (s *Scanner) Scan() bool {
 			return false
 		}
 		if v := l.opts.Validate; v != nil {
-			if err := v(rec, s.pos); err != nil {
+			if err := v(rec, s.pos, s.recover); err != nil {
 				s.err = s.corrupt(err.Error())
 				return false
 			}

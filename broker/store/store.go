@@ -195,8 +195,11 @@ func (s *Store) logOptions() commitlog.Options {
 		SegmentSize: c.SegmentSize,
 		MinRecord:   message.MinRecordSize,
 		MaxRecord:   int32(maxRecord),
-		Validate: func(rec []byte, at commitlog.Offset) error {
-			return message.Validate(rec, int64(at), checkCRC)
+		// NB: as RocketMQ's dispatcher, a live scan checks a record's
+		// structure, not its body CRC (the record was written by this
+		// process, with that CRC); recovery checks the CRC too.
+		Validate: func(rec []byte, at commitlog.Offset, recovering bool) error {
+			return message.Validate(rec, int64(at), checkCRC && recovering)
 		},
 		SyncFlush:         c.SyncFlush(),
 		FlushInterval:     c.FlushInterval,
