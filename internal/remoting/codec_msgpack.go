@@ -309,17 +309,26 @@ func (d *msgpackDecoder) extFields() (map[string]string, error) {
 	if n > MaxExtFields {
 		return nil, badHeader("%d extFields, limit %d", n, MaxExtFields)
 	}
+	// NB: keys and values are substrings of one copy of the rest of the
+	// header: one allocation for them all, and no lookups.
+	base := d.r.i
+	all := string(d.r.b[base:])
+	str := func() (string, error) {
+		p, err := d.bytes()
+		end := d.r.i - base
+		return all[end-len(p) : end], err
+	}
 	m := make(map[string]string, n)
 	for i := 0; i < n; i++ {
-		k, err := d.bytes()
+		k, err := str()
 		if err != nil {
 			return nil, err
 		}
-		v, err := d.bytes()
+		v, err := str()
 		if err != nil {
 			return nil, err
 		}
-		m[intern(k)] = intern(v)
+		m[k] = v
 	}
 	if len(m) == 0 {
 		return nil, nil

@@ -32,6 +32,12 @@ func TestCodecs_RoundTrip(t *testing.T) {
 				got.ExtFields = map[string]string{"dirty": "x"}
 				require.NoError(t, codec.DecodeHeader(b[6:], &got))
 				require.Equal(t, h, got)
+				// NB: the decoded strings are copies: the reader's buffer
+				// they came from is released and reused.
+				for i := range b {
+					b[i] = 'X'
+				}
+				require.Equal(t, h, got, "decoded header aliases its input")
 			})
 		}
 	}
