@@ -153,6 +153,14 @@ func (r *sliceReader) UnreadByte() error {
 
 func (r *sliceReader) left() int { return len(r.b) - r.i }
 
+// peek returns the next byte without consuming it.
+func (r *sliceReader) peek() (byte, bool) {
+	if r.i >= len(r.b) {
+		return 0, false
+	}
+	return r.b[r.i], true
+}
+
 // take returns the next n bytes, or an error if fewer are left.
 func (r *sliceReader) take(n int) ([]byte, error) {
 	if n < 0 || n > r.left() {
@@ -235,8 +243,12 @@ func wrapMsgpack(err error) error {
 // mapLen reads a map header, checking the claimed size against the input:
 // every entry takes at least two bytes.
 func (d *msgpackDecoder) mapLen() (int, error) {
-	n, err := d.dec.DecodeMapLen()
-	if err != nil {
+	var n int
+	var err error
+	if c, ok := d.r.peek(); ok && c >= 0x80 && c <= 0x8f { // NB: fixmap, read here: the common case
+		d.r.i++
+		n = int(c & 0x0f)
+	} else if n, err = d.dec.DecodeMapLen(); err != nil {
 		return 0, wrapMsgpack(err)
 	}
 	if n > d.r.left()/2 {
@@ -248,9 +260,22 @@ func (d *msgpackDecoder) mapLen() (int, error) {
 // bytes reads a string (or bin, or nil as empty) and returns its bytes in
 // the input, after checking its claimed length against what is left.
 func (d *msgpackDecoder) bytes() ([]byte, error) {
-	n, err := d.dec.DecodeBytesLen()
-	if err != nil {
-		return nil, wrapMsgpack(err)
+	// NB: fixstr and str8, the common cases, are read here; the decoder
+	// reads the rest.
+	c, ok := d.r.peek()
+	var n int
+	switch {
+	case ok && c >= 0xa0 && c <= 0xbf:
+		d.r.i++
+		n = int(c & 0x1f)
+	case ok && c == 0xd9 && d.r.left() >= 2:
+		n = int(d.r.b[d.r.i+1])
+		d.r.i += 2
+	default:
+		var err error
+		if n, err = d.dec.DecodeBytesLen(); err != nil {
+			return nil, wrapMsgpack(err)
+		}
 	}
 	if n <= 0 {
 		return nil, nil
@@ -267,8 +292,15 @@ func (d *msgpackDecoder) str() (string, error) {
 type intN interface{ ~int16 | ~int32 }
 
 func decodeIntN[T intN](d *msgpackDecoder, key string) (T, error) {
-	v, err := d.dec.DecodeInt64()
-	if err != nil {
+	var v int64
+	var err error
+	if c, ok := d.r.peek(); ok && (c <= 0x7f || c >= 0xe0) { // NB: a positive or negative fixint
+		d.r.i++
+		v = int64(int8(c))
+		if c <= 0x7f {
+			v = int64(c)
+		}
+	} else if v, err = d.dec.DecodeInt64(); err != nil {
 		return 0, wrapMsgpack(err)
 	}
 	if int64(T(v)) != v {
