@@ -312,3 +312,24 @@ func TestSendHeader_V1V2(t *testing.T) {
 	require.ErrorIs(t, err, ErrNotSendCode)
 	require.Contains(t, err.Error(), "PULL_MESSAGE")
 }
+
+// TestExt_Sized: Ext sizes a header's map for all its fields (a map that
+// grows past its hint rehashes): a header with more than smallExt fields
+// says how many.
+func TestExt_Sized(t *testing.T) {
+	maxRe := int32(3)
+	full := []interface{ ToExt(map[string]string) }{
+		&SendMessageRequestHeader{Properties: "p", MaxReconsumeTimes: &maxRe, BrokerName: "b"},
+		&SendMessageRequestHeaderV2{Properties: "p", MaxReconsumeTimes: &maxRe, BrokerName: "b"},
+	}
+	for _, tc := range headerCases() {
+		full = append(full, tc.sample)
+	}
+	for _, h := range full {
+		hint := smallExt
+		if l, ok := h.(interface{ extLen() int }); ok {
+			hint = l.extLen()
+		}
+		require.LessOrEqual(t, len(Ext(h)), hint, "%T", h)
+	}
+}

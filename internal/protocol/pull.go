@@ -26,6 +26,8 @@ type PullMessageRequestHeader struct {
 }
 
 // ToExt implements ExtHeader.
+func (h *PullMessageRequestHeader) extLen() int { return 12 }
+
 func (h *PullMessageRequestHeader) ToExt(ext map[string]string) {
 	ext["consumerGroup"] = h.ConsumerGroup
 	ext["topic"] = h.Topic

@@ -113,6 +113,10 @@ func (h *SendMessageRequestHeader) fromExt(ext map[string]string, k *sendKeys) e
 // ToExt implements ExtHeader with the long key names.
 func (h *SendMessageRequestHeader) ToExt(ext map[string]string) { h.toExt(ext, &sendKeysLong) }
 
+func (h *SendMessageRequestHeader) extLen() int { return 14 }
+
+func (h *SendMessageRequestHeaderV2) extLen() int { return 14 }
+
 // FromExt implements ExtHeader with the long key names.
 func (h *SendMessageRequestHeader) FromExt(ext map[string]string) error {
 	return h.fromExt(ext, &sendKeysLong)
