@@ -378,8 +378,9 @@ func (b *Broker) answerPut(w remoting.ResponseWriter, req *remoting.Command, res
 	}
 	resp := remoting.NewResponse(req, code, res.Remark)
 	if code == protocol.Success || code == protocol.FlushDiskTimeout {
-		resp.ExtFields = protocol.Ext(&protocol.SendMessageResponseHeader{MsgID: msgID, QueueID: queueID,
-			QueueOffset: res.QueueOffset, Region: defaultRegion, TraceOn: true})
+		// NB: written into the frame without a map (ExtWriter).
+		resp.ExtWriter = &protocol.SendMessageResponseHeader{MsgID: msgID, QueueID: queueID,
+			QueueOffset: res.QueueOffset, Region: defaultRegion, TraceOn: true}
 	}
 	if soon {
 		_ = w.WriteSoon(resp)

@@ -250,7 +250,7 @@ func (p *Producer) sendRequest(q MessageQueue, o *outgoing, timeout time.Duratio
 	if o.batch {
 		code = protocol.SendBatchMessage
 	}
-	return request{code: code, ext: protocol.Ext(&v2), body: o.body, timeout: timeout}
+	return request{code: code, hdr: &v2, body: o.body, timeout: timeout}
 }
 
 // attempt sends o once to queue q at addr.

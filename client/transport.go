@@ -40,6 +40,7 @@ type transport struct {
 type request struct {
 	code int16
 	ext  map[string]string
+	hdr  protocol.ExtWriter // instead of ext: written without a map
 	body []byte
 	obj  any
 	// timeout, if set, bounds the call besides ctx, without a timer per
@@ -87,7 +88,11 @@ func (t *transport) command(st remoting.SerializeType, r request) (*remoting.Com
 		}
 		body = b
 	}
-	return remoting.NewRequest(r.code, r.ext, body), nil
+	cmd := remoting.NewRequest(r.code, r.ext, body)
+	if r.ext == nil {
+		cmd.ExtWriter = r.hdr
+	}
+	return cmd, nil
 }
 
 func (t *transport) once(ctx context.Context, addr string, st remoting.SerializeType, r request) (*remoting.Command, error) {

@@ -70,23 +70,37 @@ var (
 	}
 )
 
-func (h *SendMessageRequestHeader) toExt(ext map[string]string, k *sendKeys) {
-	ext[k.producerGroup] = h.ProducerGroup
-	ext[k.topic] = h.Topic
-	ext[k.defaultTopic] = h.DefaultTopic
-	ext[k.defaultTopicQueueNum] = itoa32(h.DefaultTopicQueueNums)
-	ext[k.queueID] = itoa32(h.QueueID)
-	ext[k.sysFlag] = itoa32(h.SysFlag)
-	ext[k.bornTimestamp] = itoa64(h.BornTimestamp)
-	ext[k.flag] = itoa32(h.Flag)
-	ext[k.properties] = h.Properties
-	ext[k.reconsumeTimes] = itoa32(h.ReconsumeTimes)
-	ext[k.unitMode] = btoa(h.UnitMode)
+func (h *SendMessageRequestHeader) writeExt(e ExtEncoder, k *sendKeys) {
+	e.Str(k.producerGroup, h.ProducerGroup)
+	e.Str(k.topic, h.Topic)
+	e.Str(k.defaultTopic, h.DefaultTopic)
+	e.Int(k.defaultTopicQueueNum, int64(h.DefaultTopicQueueNums))
+	e.Int(k.queueID, int64(h.QueueID))
+	e.Int(k.sysFlag, int64(h.SysFlag))
+	e.Int(k.bornTimestamp, h.BornTimestamp)
+	e.Int(k.flag, int64(h.Flag))
+	e.Str(k.properties, h.Properties)
+	e.Int(k.reconsumeTimes, int64(h.ReconsumeTimes))
+	e.Str(k.unitMode, btoa(h.UnitMode))
 	if h.MaxReconsumeTimes != nil {
-		ext[k.maxReconsumeTimes] = itoa32(*h.MaxReconsumeTimes)
+		e.Int(k.maxReconsumeTimes, int64(*h.MaxReconsumeTimes))
 	}
-	ext[k.batch] = btoa(h.Batch)
-	putOpt(ext, k.bname, h.BrokerName)
+	e.Str(k.batch, btoa(h.Batch))
+	if h.BrokerName != "" {
+		e.Str(k.bname, h.BrokerName)
+	}
+}
+
+// ExtLen implements ExtWriter.
+func (h *SendMessageRequestHeader) ExtLen() int {
+	n := 12
+	if h.MaxReconsumeTimes != nil {
+		n++
+	}
+	if h.BrokerName != "" {
+		n++
+	}
+	return n
 }
 
 func (h *SendMessageRequestHeader) fromExt(ext map[string]string, k *sendKeys) error {
@@ -111,11 +125,12 @@ func (h *SendMessageRequestHeader) fromExt(ext map[string]string, k *sendKeys) e
 }
 
 // ToExt implements ExtHeader with the long key names.
-func (h *SendMessageRequestHeader) ToExt(ext map[string]string) { h.toExt(ext, &sendKeysLong) }
+func (h *SendMessageRequestHeader) ToExt(ext map[string]string) {
+	h.writeExt(MapEncoder(ext), &sendKeysLong)
+}
 
-func (h *SendMessageRequestHeader) extLen() int { return 14 }
-
-func (h *SendMessageRequestHeaderV2) extLen() int { return 14 }
+// WriteExt implements ExtWriter.
+func (h *SendMessageRequestHeader) WriteExt(e ExtEncoder) { h.writeExt(e, &sendKeysLong) }
 
 // FromExt implements ExtHeader with the long key names.
 func (h *SendMessageRequestHeader) FromExt(ext map[string]string) error {
@@ -124,7 +139,15 @@ func (h *SendMessageRequestHeader) FromExt(ext map[string]string) error {
 
 // ToExt implements ExtHeader with the one-letter key names.
 func (h *SendMessageRequestHeaderV2) ToExt(ext map[string]string) {
-	(*SendMessageRequestHeader)(h).toExt(ext, &sendKeysShort)
+	(*SendMessageRequestHeader)(h).writeExt(MapEncoder(ext), &sendKeysShort)
+}
+
+// ExtLen implements ExtWriter.
+func (h *SendMessageRequestHeaderV2) ExtLen() int { return (*SendMessageRequestHeader)(h).ExtLen() }
+
+// WriteExt implements ExtWriter with the one-letter key names.
+func (h *SendMessageRequestHeaderV2) WriteExt(e ExtEncoder) {
+	(*SendMessageRequestHeader)(h).writeExt(e, &sendKeysShort)
 }
 
 // FromExt implements ExtHeader with the one-letter key names.
@@ -162,13 +185,32 @@ type SendMessageResponseHeader struct {
 }
 
 // ToExt implements ExtHeader.
-func (h *SendMessageResponseHeader) ToExt(ext map[string]string) {
-	ext["msgId"] = h.MsgID
-	ext["queueId"] = itoa32(h.QueueID)
-	ext["queueOffset"] = itoa64(h.QueueOffset)
-	putOpt(ext, "transactionId", h.TransactionID)
-	putOpt(ext, "MSG_REGION", h.Region)
-	ext["TRACE_ON"] = btoa(h.TraceOn)
+func (h *SendMessageResponseHeader) ToExt(ext map[string]string) { h.WriteExt(MapEncoder(ext)) }
+
+// ExtLen implements ExtWriter.
+func (h *SendMessageResponseHeader) ExtLen() int {
+	n := 4
+	if h.TransactionID != "" {
+		n++
+	}
+	if h.Region != "" {
+		n++
+	}
+	return n
+}
+
+// WriteExt implements ExtWriter.
+func (h *SendMessageResponseHeader) WriteExt(e ExtEncoder) {
+	e.Str("msgId", h.MsgID)
+	e.Int("queueId", int64(h.QueueID))
+	e.Int("queueOffset", h.QueueOffset)
+	if h.TransactionID != "" {
+		e.Str("transactionId", h.TransactionID)
+	}
+	if h.Region != "" {
+		e.Str("MSG_REGION", h.Region)
+	}
+	e.Str("TRACE_ON", btoa(h.TraceOn))
 }
 
 // FromExt implements ExtHeader.

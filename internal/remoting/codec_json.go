@@ -17,6 +17,7 @@ import (
 type jsonCodec struct{}
 
 func (jsonCodec) AppendHeader(dst []byte, h *Header) ([]byte, error) {
+	h = withExtMap(h)
 	dst = append(dst, `{"code":`...)
 	dst = strconv.AppendInt(dst, int64(h.Code), 10)
 	dst = append(dst, `,"language":"`...)

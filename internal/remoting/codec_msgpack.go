@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"math"
+	"strconv"
 	"sync"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -33,7 +34,11 @@ func (msgpackCodec) AppendHeader(dst []byte, h *Header) ([]byte, error) {
 	if h.Remark != "" {
 		n++
 	}
-	if len(h.ExtFields) > 0 {
+	w := h.ExtWriter
+	if h.ExtFields != nil {
+		w = nil // NB: as withExtMap: a map wins
+	}
+	if len(h.ExtFields) > 0 || w != nil && w.ExtLen() > 0 {
 		n++
 	}
 	// NB: written by hand, byte for byte what msgpack.Encoder writes
@@ -54,15 +59,46 @@ func (msgpackCodec) AppendHeader(dst []byte, h *Header) ([]byte, error) {
 		dst = mpStr(dst, "remark")
 		dst = mpStr(dst, h.Remark)
 	}
-	if len(h.ExtFields) > 0 {
+	switch {
+	case len(h.ExtFields) > 0:
 		dst = mpStr(dst, "extFields")
 		dst = mpMapLen(dst, len(h.ExtFields))
 		for k, v := range h.ExtFields {
 			dst = mpStr(dst, k)
 			dst = mpStr(dst, v)
 		}
+	case w != nil && w.ExtLen() > 0:
+		dst = mpStr(dst, "extFields")
+		dst = mpMapLen(dst, w.ExtLen())
+		e := mpExt{dst: dst}
+		w.WriteExt(&e)
+		if e.n != w.ExtLen() {
+			return e.dst, badHeader("%T wrote %d ext fields, ExtLen says %d", w, e.n, w.ExtLen())
+		}
+		dst = e.dst
 	}
 	return dst, nil
+}
+
+// mpExt encodes ext fields from a protocol.ExtWriter: strings, numbers in
+// decimal (as ToExt writes them), no map.
+type mpExt struct {
+	dst []byte
+	n   int
+}
+
+func (e *mpExt) Str(key, value string) {
+	e.dst = mpStr(mpStr(e.dst, key), value)
+	e.n++
+}
+
+func (e *mpExt) Int(key string, value int64) {
+	e.dst = mpStr(e.dst, key)
+	var b [20]byte
+	num := strconv.AppendInt(b[:0], value, 10)
+	e.dst = append(e.dst, msgpcode.FixedStrLow|byte(len(num))) // NB: at most 20 bytes, a fixstr
+	e.dst = append(e.dst, num...)
+	e.n++
 }
 
 func mpMapLen(dst []byte, n int) []byte {

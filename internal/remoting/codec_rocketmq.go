@@ -21,6 +21,7 @@ type rocketmqCodec struct{}
 const rocketmqFixedLen = 2 + 1 + 2 + 4 + 4 + 4 + 4 // 21
 
 func (rocketmqCodec) AppendHeader(dst []byte, h *Header) ([]byte, error) {
+	h = withExtMap(h)
 	dst = binary.BigEndian.AppendUint16(dst, uint16(h.Code))
 	dst = append(dst, byte(h.Language))
 	dst = binary.BigEndian.AppendUint16(dst, uint16(h.Version))

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -393,3 +394,35 @@ func TestMsgpack_EncoderMatchesLibrary(t *testing.T) {
 	require.NoError(t, MsgpackCodec.DecodeHeader(b, &back))
 	require.Equal(t, many.ExtFields, back.ExtFields)
 }
+
+// TestCodecs_ExtWriter: a header whose ext is an ExtWriter (no map)
+// decodes, in every codec, to the fields its map would hold; a writer that
+// writes other than ExtLen fields is refused, not framed wrong.
+func TestCodecs_ExtWriter(t *testing.T) {
+	maxRe := int32(2)
+	writers := []protocol.ExtWriter{
+		&protocol.SendMessageRequestHeaderV2{ProducerGroup: "g", Topic: "T", QueueID: -1, BornTimestamp: -1 << 62,
+			Properties: "UNIQ_KEY\x01AB\x02", MaxReconsumeTimes: &maxRe, BrokerName: "b"},
+		&protocol.SendMessageResponseHeader{MsgID: "m1,m2", QueueID: 7, QueueOffset: 1<<63 - 1, Region: "r", TraceOn: true},
+	}
+	for cname, codec := range codecs() {
+		for _, w := range writers {
+			t.Run(fmt.Sprintf("%s/%T", cname, w), func(t *testing.T) {
+				h := Header{Code: protocol.SendMessageV2, Opaque: 9, ExtWriter: w}
+				b, err := codec.AppendHeader(nil, &h)
+				require.NoError(t, err)
+				var got Header
+				require.NoError(t, codec.DecodeHeader(b, &got))
+				require.Equal(t, protocol.ExtMap(w), got.ExtFields)
+				require.Nil(t, got.ExtWriter)
+			})
+		}
+	}
+	_, err := MsgpackCodec.AppendHeader(nil, &Header{ExtWriter: lyingWriter{}})
+	require.ErrorIs(t, err, ErrBadHeader)
+}
+
+type lyingWriter struct{}
+
+func (lyingWriter) ExtLen() int                    { return 3 }
+func (lyingWriter) WriteExt(e protocol.ExtEncoder) { e.Str("a", "b") }

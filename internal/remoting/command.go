@@ -45,6 +45,22 @@ type Header struct {
 	Flag      int32                 // FlagResponse | FlagOneway
 	Remark    string                // human-readable text, mostly on failed responses
 	ExtFields map[string]string     // custom header; nil when empty
+	// ExtWriter, when ExtFields is nil, is the custom header of an
+	// outgoing command, written without a map: the msgpack codec encodes
+	// it straight into the frame, the others through a map. Decoded
+	// headers have ExtFields instead.
+	ExtWriter protocol.ExtWriter
+}
+
+// withExtMap returns h, or a copy whose ExtWriter is turned into
+// ExtFields: for the codecs that encode a map.
+func withExtMap(h *Header) *Header {
+	if h.ExtFields != nil || h.ExtWriter == nil {
+		return h
+	}
+	c := *h
+	c.ExtFields, c.ExtWriter = protocol.ExtMap(h.ExtWriter), nil
+	return &c
 }
 
 // Command is one remoting command: a header, the serialize type it travels

@@ -29,6 +29,7 @@ func (r *ResponseRecorder) Write(resp *Command) error {
 	}
 	c := *resp
 	resp = &c
+	resp.Header = *withExtMap(&resp.Header) // NB: as a decoded answer has it
 	resp.Body = bytes.Clone(resp.Body)
 	resp.Flag |= FlagResponse
 	r.resp = resp
