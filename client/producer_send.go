@@ -124,20 +124,20 @@ type sendState struct {
 // between attempts and handed to each attempt, not by a context with a
 // timer (a cost per message that showed in profiles).
 func (p *Producer) newSendState(ctx context.Context) *sendState {
-	return &sendState{deadline: p.sendDeadline(ctx), backoff: p.cfg.busyBackoff}
+	return &sendState{deadline: p.sendDeadline(ctx, time.Now()), backoff: p.cfg.busyBackoff}
 }
 
 // sendDeadline is ctx's deadline, or the producer's bound on a send.
-func (p *Producer) sendDeadline(ctx context.Context) time.Time {
+func (p *Producer) sendDeadline(ctx context.Context, now time.Time) time.Time {
 	if deadline, ok := ctx.Deadline(); ok {
 		return deadline
 	}
-	return time.Now().Add(p.cfg.sendTimeout*time.Duration(p.cfg.retries+1) + p.cfg.busyRetryDeadline)
+	return now.Add(p.cfg.sendTimeout*time.Duration(p.cfg.retries+1) + p.cfg.busyRetryDeadline)
 }
 
-// attemptTimeout bounds the next attempt.
-func (p *Producer) attemptTimeout(st *sendState) time.Duration {
-	return min(p.cfg.sendTimeout, time.Until(st.deadline))
+// attemptTimeout bounds the next attempt, starting now.
+func (p *Producer) attemptTimeout(st *sendState, now time.Time) time.Duration {
+	return min(p.cfg.sendTimeout, st.deadline.Sub(now))
 }
 
 // send runs the attempts of one send: retries on another queue for
@@ -169,8 +169,8 @@ func (p *Producer) sendFrom(ctx context.Context, o *outgoing, oneway bool, st *s
 			return SendResult{}, err
 		}
 		addr := target.route.addrs[q.BrokerName]
-		start := time.Now()
-		res, err := p.attempt(ctx, addr, q, o, oneway, p.attemptTimeout(st))
+		start := time.Now() // NB: also the born timestamp and the call's deadline
+		res, err := p.attempt(ctx, addr, q, o, oneway, start, p.attemptTimeout(st, start))
 		if err == nil {
 			p.faults.record(q.BrokerName, time.Since(start), false)
 			return res, nil
@@ -238,11 +238,11 @@ func (p *Producer) failed(ctx context.Context, st *sendState, o *outgoing, q Mes
 }
 
 // sendRequest is the SEND_MESSAGE_V2 (or SEND_BATCH_MESSAGE) of o to q.
-func (p *Producer) sendRequest(q MessageQueue, o *outgoing, timeout time.Duration) request {
+func (p *Producer) sendRequest(q MessageQueue, o *outgoing, now time.Time, timeout time.Duration) request {
 	h := protocol.SendMessageRequestHeader{
 		ProducerGroup: o.group, Topic: o.topic, DefaultTopic: p.cfg.createTopicKey,
 		DefaultTopicQueueNums: int32(p.cfg.defaultQueueNums), QueueID: int32(q.QueueID), SysFlag: o.sysFlag,
-		BornTimestamp: time.Now().UnixMilli(), Flag: o.flag, Properties: o.props, ReconsumeTimes: o.reconsum,
+		BornTimestamp: now.UnixMilli(), Flag: o.flag, Properties: o.props, ReconsumeTimes: o.reconsum,
 		MaxReconsumeTimes: o.maxRecon, Batch: o.batch, BrokerName: q.BrokerName,
 	}
 	v2 := h.V2()
@@ -250,15 +250,15 @@ func (p *Producer) sendRequest(q MessageQueue, o *outgoing, timeout time.Duratio
 	if o.batch {
 		code = protocol.SendBatchMessage
 	}
-	return request{code: code, hdr: &v2, body: o.body, timeout: timeout}
+	return request{code: code, hdr: &v2, body: o.body, timeout: timeout, at: now}
 }
 
 // attempt sends o once to queue q at addr.
-func (p *Producer) attempt(ctx context.Context, addr string, q MessageQueue, o *outgoing, oneway bool, timeout time.Duration) (SendResult, error) {
+func (p *Producer) attempt(ctx context.Context, addr string, q MessageQueue, o *outgoing, oneway bool, now time.Time, timeout time.Duration) (SendResult, error) {
 	if addr == "" {
 		return SendResult{}, fmt.Errorf("%w: no master address for broker %s", ErrNoRoute, q.BrokerName)
 	}
-	req := p.sendRequest(q, o, timeout)
+	req := p.sendRequest(q, o, now, timeout)
 	if oneway {
 		actx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()

@@ -44,8 +44,18 @@ type request struct {
 	body []byte
 	obj  any
 	// timeout, if set, bounds the call besides ctx, without a timer per
-	// call (remoting.Client.InvokeWithin).
+	// call (remoting.Client.InvokeWithin), from at (from now when zero: a
+	// sender that read the clock passes its reading).
 	timeout time.Duration
+	at      time.Time
+}
+
+// deadline is when r's timeout ends.
+func (r *request) deadline() time.Time {
+	if r.at.IsZero() {
+		return time.Now().Add(r.timeout)
+	}
+	return r.at.Add(r.timeout)
 }
 
 func newTransport(cfg *config, onRequest remoting.Handler) *transport {
@@ -106,7 +116,7 @@ func (t *transport) once(ctx context.Context, addr string, st remoting.Serialize
 	}
 	var resp *remoting.Command
 	if r.timeout > 0 {
-		resp, err = c.InvokeWithin(ctx, addr, cmd, r.timeout)
+		resp, err = c.InvokeBefore(ctx, addr, cmd, r.deadline())
 	} else {
 		resp, err = c.Invoke(ctx, addr, cmd)
 	}
@@ -196,7 +206,7 @@ func (t *transport) tryInline(ctx context.Context, addr string, r request, ok []
 	if err != nil {
 		return false
 	}
-	return c.TryInvokeInline(ctx, addr, cmd, r.timeout, func(resp *remoting.Command, err error) {
+	return c.TryInvokeInline(ctx, addr, cmd, r.deadline(), func(resp *remoting.Command, err error) {
 		if err != nil {
 			cb(nil, wrapTransport(addr, r.code, err))
 			return

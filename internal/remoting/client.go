@@ -227,20 +227,26 @@ func (c *Client) Invoke(ctx context.Context, addr string, req *Command) (*Comman
 // timeout is enforced by one sweeper per Client (every 10 ms), which is
 // much cheaper than a timer per call when calls are many.
 func (c *Client) InvokeWithin(ctx context.Context, addr string, req *Command, timeout time.Duration) (*Command, error) {
+	return c.InvokeBefore(ctx, addr, req, time.Now().Add(timeout))
+}
+
+// InvokeBefore is InvokeWithin with the call's deadline given, for a
+// caller that has read the clock already.
+func (c *Client) InvokeBefore(ctx context.Context, addr string, req *Command, deadline time.Time) (*Command, error) {
 	conn, err := c.Conn(ctx, addr)
 	if err != nil {
 		return nil, err
 	}
 	c.sweepOnce.Do(c.startSweeper)
-	return conn.invoke(ctx, req, time.Now().Add(timeout).UnixNano())
+	return conn.invoke(ctx, req, deadline.UnixNano())
 }
 
 // TryInvokeInline sends req on the open connection to addr and calls cb
-// once with the response or an error (bounded by ctx and timeout, see
-// InvokeWithin) on whichever goroutine completes the call, typically the
+// once with the response or an error (bounded by ctx and deadline, see
+// InvokeBefore) on whichever goroutine completes the call, typically the
 // connection's reader: cb must not block. With no open connection to addr
 // it does nothing and returns false (Invoke would dial).
-func (c *Client) TryInvokeInline(ctx context.Context, addr string, req *Command, timeout time.Duration, cb func(*Command, error)) bool {
+func (c *Client) TryInvokeInline(ctx context.Context, addr string, req *Command, deadline time.Time, cb func(*Command, error)) bool {
 	c.mu.Lock()
 	e := c.conns[addr]
 	c.mu.Unlock()
@@ -256,7 +262,7 @@ func (c *Client) TryInvokeInline(ctx context.Context, addr string, req *Command,
 		return false
 	}
 	c.sweepOnce.Do(c.startSweeper)
-	e.conn.invokeInline(ctx, req, time.Now().Add(timeout).UnixNano(), cb)
+	e.conn.invokeInline(ctx, req, deadline.UnixNano(), cb)
 	return true
 }
 
