@@ -37,7 +37,12 @@ func decodeSendHeader(req *remoting.Command) (protocol.SendMessageRequestHeader,
 		return h, err
 	}
 	var v2 protocol.SendMessageRequestHeaderV2
-	err := v2.FromExt(req.ExtFields)
+	var err error
+	if req.ExtFields == nil && req.ExtPairs != nil {
+		err = v2.FromExtPairs(req.ExtPairs) // NB: msgpack sends come so
+	} else {
+		err = v2.FromExt(req.ExtFields)
+	}
 	return v2.V1(), err
 }
 

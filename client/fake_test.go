@@ -26,7 +26,7 @@ func fakeRoute(addr string) protocol.TopicRouteData {
 
 // fakeSendOK answers a send with SUCCESS.
 func fakeSendOK(req *remoting.Command) *remoting.Command {
-	h, _ := protocol.DecodeSendMessageRequestHeader(req.Code, req.ExtFields)
+	h, _ := protocol.DecodeSendMessageRequestHeader(req.Code, req.ExtMap())
 	resp := remoting.NewResponse(req, protocol.Success, "")
 	resp.ExtFields = protocol.Ext(&protocol.SendMessageResponseHeader{MsgID: "7F000001000051AF00000000000000AA",
 		QueueID: h.QueueID, QueueOffset: 7})

@@ -260,7 +260,7 @@ func TestSendBack_Fallback(t *testing.T) {
 	defer mu.Unlock()
 	require.Equal(t, 1, backs)
 	require.NotNil(t, sent)
-	h, err := protocol.DecodeSendMessageRequestHeader(sent.Code, sent.ExtFields)
+	h, err := protocol.DecodeSendMessageRequestHeader(sent.Code, sent.ExtMap())
 	require.NoError(t, err)
 	require.Equal(t, RetryTopic("g"), h.Topic)
 	require.Equal(t, "CLIENT_INNER_PRODUCER", h.ProducerGroup)

@@ -101,12 +101,29 @@ func ExtMap(w ExtWriter) map[string]string {
 	return m
 }
 
-// extReader reads typed fields out of an extFields map and keeps the first
-// error, so FromExt bodies are straight-line code.
+// extReader reads typed fields out of an extFields map (or a pair list,
+// see FromExtPairs) and keeps the first error, so FromExt bodies are
+// straight-line code.
 type extReader struct {
 	header string
 	ext    map[string]string
+	pairs  []string // key, value, key, value…: used when ext is nil
 	err    error
+}
+
+// get returns key's value. In pairs the last one counts, as a map
+// decoded from the same fields would hold it.
+func (r *extReader) get(key string) (string, bool) {
+	if r.ext != nil || r.pairs == nil {
+		v, ok := r.ext[key]
+		return v, ok
+	}
+	for i := len(r.pairs) - 2; i >= 0; i -= 2 {
+		if r.pairs[i] == key {
+			return r.pairs[i+1], true
+		}
+	}
+	return "", false
 }
 
 func (r *extReader) fail(field, value, kind string, sentinel error) {
@@ -116,7 +133,7 @@ func (r *extReader) fail(field, value, kind string, sentinel error) {
 }
 
 func (r *extReader) lookup(key string, required bool) (string, bool) {
-	v, ok := r.ext[key]
+	v, ok := r.get(key)
 	if !ok && required {
 		r.fail(key, "", "", ErrMissingField)
 	}
@@ -130,7 +147,10 @@ func (r *extReader) str(key string) string {
 }
 
 // optStr reads an optional string ("" when absent).
-func (r *extReader) optStr(key string) string { return r.ext[key] }
+func (r *extReader) optStr(key string) string {
+	v, _ := r.get(key)
+	return v
+}
 
 func (r *extReader) parseInt(key string, required bool, bits int, kind string) int64 {
 	v, ok := r.lookup(key, required)
@@ -155,7 +175,7 @@ func (r *extReader) optInt64(key string) int64 { return r.parseInt(key, false, 6
 // optInt32Ptr reads an optional int32 whose absence matters (nil when
 // absent).
 func (r *extReader) optInt32Ptr(key string) *int32 {
-	if _, ok := r.ext[key]; !ok {
+	if _, ok := r.get(key); !ok {
 		return nil
 	}
 	n := r.optInt32(key)

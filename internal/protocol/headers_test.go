@@ -354,3 +354,38 @@ type countingEncoder struct{ n int }
 
 func (c *countingEncoder) Str(string, string) { c.n++ }
 func (c *countingEncoder) Int(string, int64)  { c.n++ }
+
+// TestSendHeader_FromExtPairs: a V2 send header read from a pair list is
+// the one read from the map of the same fields; a repeated key counts
+// last, as in a map; a missing or bad field fails the same way.
+func TestSendHeader_FromExtPairs(t *testing.T) {
+	maxRe := int32(4)
+	for _, h := range []SendMessageRequestHeaderV2{
+		{ProducerGroup: "g", Topic: "T", DefaultTopic: "TBW102", DefaultTopicQueueNums: 4, QueueID: 3, SysFlag: 1,
+			BornTimestamp: 1 << 40, Flag: -2, Properties: "a\x01b\x02", ReconsumeTimes: 1, UnitMode: true,
+			MaxReconsumeTimes: &maxRe, Batch: true, BrokerName: "b"},
+		{ProducerGroup: "g", Topic: "T", QueueID: -1},
+	} {
+		var kv []string
+		for k, v := range Ext(&h) {
+			kv = append(kv, k, v)
+		}
+		var fromMap, fromPairs SendMessageRequestHeaderV2
+		require.NoError(t, fromMap.FromExt(Ext(&h)))
+		require.NoError(t, fromPairs.FromExtPairs(kv))
+		require.Equal(t, fromMap, fromPairs)
+		require.Equal(t, h, fromPairs)
+
+		var dup SendMessageRequestHeaderV2
+		require.NoError(t, dup.FromExtPairs(append(kv, "b", "Later")))
+		require.Equal(t, "Later", dup.Topic)
+
+		var bad SendMessageRequestHeaderV2
+		err := bad.FromExtPairs(append(kv, "e", "x"))
+		var fe *FieldError
+		require.ErrorAs(t, err, &fe)
+		require.Equal(t, "e", fe.Field)
+	}
+	var missing SendMessageRequestHeaderV2
+	require.ErrorIs(t, missing.FromExtPairs([]string{"a", "g"}), ErrMissingField)
+}

@@ -104,7 +104,10 @@ func (h *SendMessageRequestHeader) ExtLen() int {
 }
 
 func (h *SendMessageRequestHeader) fromExt(ext map[string]string, k *sendKeys) error {
-	r := extReader{header: k.header, ext: ext}
+	return h.read(extReader{header: k.header, ext: ext}, k)
+}
+
+func (h *SendMessageRequestHeader) read(r extReader, k *sendKeys) error {
 	*h = SendMessageRequestHeader{
 		ProducerGroup:         r.str(k.producerGroup),
 		Topic:                 r.str(k.topic),
@@ -153,6 +156,12 @@ func (h *SendMessageRequestHeaderV2) WriteExt(e ExtEncoder) {
 // FromExt implements ExtHeader with the one-letter key names.
 func (h *SendMessageRequestHeaderV2) FromExt(ext map[string]string) error {
 	return (*SendMessageRequestHeader)(h).fromExt(ext, &sendKeysShort)
+}
+
+// FromExtPairs is FromExt from the fields as key, value, key, value…
+// (remoting.Header.ExtPairs): a send's header read without a map.
+func (h *SendMessageRequestHeaderV2) FromExtPairs(kv []string) error {
+	return (*SendMessageRequestHeader)(h).read(extReader{header: sendKeysShort.header, pairs: kv}, &sendKeysShort)
 }
 
 // ErrNotSendCode is returned by DecodeSendMessageRequestHeader for a code

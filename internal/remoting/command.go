@@ -50,16 +50,38 @@ type Header struct {
 	// it straight into the frame, the others through a map. Decoded
 	// headers have ExtFields instead.
 	ExtWriter protocol.ExtWriter
+	// ExtPairs, when ExtFields is nil, is a decoded request's custom header
+	// as key, value, key, value…: the msgpack codec decodes a send's
+	// header so (no map; its handler reads it with FromExtPairs). ExtMap
+	// returns either as a map.
+	ExtPairs []string
 }
 
-// withExtMap returns h, or a copy whose ExtWriter is turned into
-// ExtFields: for the codecs that encode a map.
+// ExtMap returns the custom header as a map, whichever form it has.
+func (h *Header) ExtMap() map[string]string {
+	switch {
+	case h.ExtFields != nil:
+		return h.ExtFields
+	case h.ExtPairs != nil:
+		m := make(map[string]string, len(h.ExtPairs)/2)
+		for i := 0; i+1 < len(h.ExtPairs); i += 2 {
+			m[h.ExtPairs[i]] = h.ExtPairs[i+1]
+		}
+		return m
+	case h.ExtWriter != nil:
+		return protocol.ExtMap(h.ExtWriter)
+	}
+	return nil
+}
+
+// withExtMap returns h, or a copy whose ExtWriter or ExtPairs is turned
+// into ExtFields: for the codecs that encode a map.
 func withExtMap(h *Header) *Header {
-	if h.ExtFields != nil || h.ExtWriter == nil {
+	if h.ExtFields != nil || h.ExtWriter == nil && h.ExtPairs == nil {
 		return h
 	}
 	c := *h
-	c.ExtFields, c.ExtWriter = protocol.ExtMap(h.ExtWriter), nil
+	c.ExtFields, c.ExtWriter, c.ExtPairs = h.ExtMap(), nil, nil
 	return &c
 }
 

@@ -91,6 +91,16 @@ func newLogger(w io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
+// normal returns h with its custom header as a map, whichever form it was
+// decoded in (the msgpack codec gives a send's as ExtPairs).
+func normal(h Header) Header {
+	if h.ExtFields == nil {
+		h.ExtFields = h.ExtMap()
+	}
+	h.ExtPairs, h.ExtWriter = nil, nil
+	return h
+}
+
 func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 // echo answers with the request's code as SUCCESS, its ext and body.
