@@ -88,10 +88,20 @@ rows=()
 pair() {
 	local name=$1 sf=$2 nf=$3 kind=$4 ss=() nn=() rr=() s n r
 	for r in $(seq "$ROUNDS"); do
-		settle "$kind"
-		s=$("$sf" "$r")
-		settle "$kind"
-		n=$("$nf" "$r")
+		# NB: who goes first alternates (Sluice in odd rounds, NATS in
+		# even ones): a run right after heavy writes pays for them (see
+		# settle), so the first of a round had a systematic handicap.
+		if [ $((r % 2)) = 1 ]; then
+			settle "$kind"
+			s=$("$sf" "$r")
+			settle "$kind"
+			n=$("$nf" "$r")
+		else
+			settle "$kind"
+			n=$("$nf" "$r")
+			settle "$kind"
+			s=$("$sf" "$r")
+		fi
 		ss+=("$s")
 		nn+=("$n")
 		rr+=("$(awk -v s="$s" -v n="$n" 'BEGIN { if (n > 0) printf "%.2f", s / n; else print 0 }')")
@@ -131,6 +141,21 @@ nats_sync=$(start_nats nats-sync always)
 ns_async=$(start_sluice sluice-async async)
 ns_sync=$(start_sluice sluice-sync sync)
 
+# The durable rows run first, on a quiet disk. After the async rows' GBs
+# of writes the host behind this VM's disk is still writing back for a
+# minute or more, past the guest's sync, and fsyncs are slower meanwhile
+# (measured: Sluice durable 22k, 30k, 36k msgs/s in the three runs after
+# writing 3 GB, 33-45k before); whichever system ran first after them
+# paid most.
+sluice_durable() { "$bin/mqbench" produce -n "$ns_sync" -t "durable-$1" --size 1024 --sync --producers "$SENDERS" --count "$DURABLE_N" --json 2>/dev/null | sluice_rate; }
+sluice_durable_shared() { "$bin/mqbench" produce -n "$ns_sync" -t "durable-shared-$1" --size 1024 --sync --senders "$SENDERS" --count "$DURABLE_N" --json 2>/dev/null | sluice_rate; }
+nats_durable() {
+	"$bin/nats" -s "$nats_sync" bench js pub sync bench.d --stream durable --size 1024 --msgs "$DURABLE_N" --clients "$SENDERS" \
+		--create --storage file --purge --no-progress 2>&1 | nats_rate
+}
+pair "durable produce 1 KiB, $SENDERS senders with a connection each (Sluice sync flush / NATS sync_interval always)" sluice_durable nats_durable produce
+pair "durable produce 1 KiB, $SENDERS sending goroutines sharing one Sluice producer, vs NATS's $SENDERS connections" sluice_durable_shared nats_durable produce
+
 sluice_async() { "$bin/mqbench" produce -n "$ns_async" -t "async$size-$1" --size "$size" --inflight 256 --count "$N" --json 2>/dev/null | sluice_rate; }
 nats_async_pub() {
 	"$bin/nats" -s "$nats_async" bench js pub async "bench.a$size" --stream "a$size" --size "$size" --msgs "$N" --batch 256 \
@@ -144,17 +169,6 @@ done
 size=1024
 pair "Sluice async 1 KiB with the producer's auto-batching (--auto-batch 32) vs NATS async 1 KiB" sluice_auto nats_async_pub produce
 pair "Sluice batch 32 × 1 KiB (8 batches in flight) vs NATS async 1 KiB" sluice_batch nats_async_pub produce
-
-# NB: settle also matters here: the async runs leave GBs of dirty pages,
-# and the durable runs' fsyncs would wait for their writeback.
-sluice_durable() { "$bin/mqbench" produce -n "$ns_sync" -t "durable-$1" --size 1024 --sync --producers "$SENDERS" --count "$DURABLE_N" --json 2>/dev/null | sluice_rate; }
-sluice_durable_shared() { "$bin/mqbench" produce -n "$ns_sync" -t "durable-shared-$1" --size 1024 --sync --senders "$SENDERS" --count "$DURABLE_N" --json 2>/dev/null | sluice_rate; }
-nats_durable() {
-	"$bin/nats" -s "$nats_sync" bench js pub sync bench.d --stream durable --size 1024 --msgs "$DURABLE_N" --clients "$SENDERS" \
-		--create --storage file --purge --no-progress 2>&1 | nats_rate
-}
-pair "durable produce 1 KiB, $SENDERS senders with a connection each (Sluice sync flush / NATS sync_interval always)" sluice_durable nats_durable produce
-pair "durable produce 1 KiB, $SENDERS sending goroutines sharing one Sluice producer, vs NATS's $SENDERS connections" sluice_durable_shared nats_durable produce
 
 "$bin/mqbench" produce -n "$ns_async" -t replay --size 1024 --batch 32 --inflight 256 --count "$REPLAY" --json >/dev/null 2>&1
 "$bin/nats" -s "$nats_async" bench js pub async bench.r --stream replay --size 1024 --msgs "$REPLAY" --batch 256 \
@@ -171,7 +185,7 @@ e2e=$("$bin/mqbench" e2e -n "$ns_async" -t e2e -g e2e --rate 10000 --duration 10
 echo
 echo "Sluice vs NATS JetStream (file store), loopback, $(nproc) cores shared by clients and servers"
 echo
-echo "Medians of $ROUNDS alternating rounds; the ratio is the median of the rounds' ratios (range)."
+echo "Medians of $ROUNDS alternating rounds (who goes first alternates too); the ratio is the median of the rounds' ratios (range)."
 echo
 echo "| work | Sluice msgs/s | NATS msgs/s | Sluice / NATS |"
 echo "|---|---|---|---|"
