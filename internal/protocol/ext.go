@@ -107,23 +107,38 @@ func ExtMap(w ExtWriter) map[string]string {
 type extReader struct {
 	header string
 	ext    map[string]string
-	pairs  []string // key, value, key, value…: used when ext is nil
-	err    error
+	// letters holds the fields of one-letter keys a..z, has which are
+	// set: used when ext is nil (see FromExtPairs).
+	letters [26]string
+	has     uint32
+	byKey   bool // letters, not ext
+	err     error
 }
 
-// get returns key's value. In pairs the last one counts, as a map
-// decoded from the same fields would hold it.
+// get returns key's value.
 func (r *extReader) get(key string) (string, bool) {
-	if r.ext != nil || r.pairs == nil {
+	if !r.byKey {
 		v, ok := r.ext[key]
 		return v, ok
 	}
-	for i := len(r.pairs) - 2; i >= 0; i -= 2 {
-		if r.pairs[i] == key {
-			return r.pairs[i+1], true
+	if len(key) != 1 || key[0] < 'a' || key[0] > 'z' {
+		return "", false
+	}
+	i := key[0] - 'a'
+	return r.letters[i], r.has&(1<<i) != 0
+}
+
+// readLetters makes r read the one-letter keys of kv (key, value, key,
+// value…); the last of a repeated key counts, as in a map decoded from the
+// same fields. Other keys are not read.
+func (r *extReader) readLetters(kv []string) {
+	r.byKey = true
+	for i := 0; i+1 < len(kv); i += 2 {
+		if k := kv[i]; len(k) == 1 && k[0] >= 'a' && k[0] <= 'z' {
+			r.letters[k[0]-'a'] = kv[i+1]
+			r.has |= 1 << (k[0] - 'a')
 		}
 	}
-	return "", false
 }
 
 func (r *extReader) fail(field, value, kind string, sentinel error) {

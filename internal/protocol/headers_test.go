@@ -389,3 +389,33 @@ func TestSendHeader_FromExtPairs(t *testing.T) {
 	var missing SendMessageRequestHeaderV2
 	require.ErrorIs(t, missing.FromExtPairs([]string{"a", "g"}), ErrMissingField)
 }
+
+func BenchmarkSendHeaderV2(b *testing.B) {
+	maxRe := int32(16)
+	h := SendMessageRequestHeaderV2{ProducerGroup: "pg", Topic: "BenchmarkTopic", DefaultTopic: "TBW102", DefaultTopicQueueNums: 4,
+		QueueID: 3, BornTimestamp: 1 << 40, Properties: "UNIQ_KEY\x01C0A80001000051AF00000000000000AA\x02TAGS\x01bench\x02",
+		MaxReconsumeTimes: &maxRe, BrokerName: "broker-a"}
+	ext := Ext(&h)
+	var kv []string
+	for k, v := range ext {
+		kv = append(kv, k, v)
+	}
+	b.Run("FromExt", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var got SendMessageRequestHeaderV2
+			if err := got.FromExt(ext); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("FromExtPairs", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var got SendMessageRequestHeaderV2
+			if err := got.FromExtPairs(kv); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

@@ -104,10 +104,11 @@ func (h *SendMessageRequestHeader) ExtLen() int {
 }
 
 func (h *SendMessageRequestHeader) fromExt(ext map[string]string, k *sendKeys) error {
-	return h.read(extReader{header: k.header, ext: ext}, k)
+	r := extReader{header: k.header, ext: ext}
+	return h.read(&r, k)
 }
 
-func (h *SendMessageRequestHeader) read(r extReader, k *sendKeys) error {
+func (h *SendMessageRequestHeader) read(r *extReader, k *sendKeys) error {
 	*h = SendMessageRequestHeader{
 		ProducerGroup:         r.str(k.producerGroup),
 		Topic:                 r.str(k.topic),
@@ -159,9 +160,12 @@ func (h *SendMessageRequestHeaderV2) FromExt(ext map[string]string) error {
 }
 
 // FromExtPairs is FromExt from the fields as key, value, key, value…
-// (remoting.Header.ExtPairs): a send's header read without a map.
+// (remoting.Header.ExtPairs): a send's header read without a map (its keys
+// are one letter each).
 func (h *SendMessageRequestHeaderV2) FromExtPairs(kv []string) error {
-	return (*SendMessageRequestHeader)(h).read(extReader{header: sendKeysShort.header, pairs: kv}, &sendKeysShort)
+	r := extReader{header: sendKeysShort.header}
+	r.readLetters(kv)
+	return (*SendMessageRequestHeader)(h).read(&r, &sendKeysShort)
 }
 
 // ErrNotSendCode is returned by DecodeSendMessageRequestHeader for a code
