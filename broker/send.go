@@ -50,7 +50,7 @@ func decodeSendHeader(req *remoting.Command) (protocol.SendMessageRequestHeader,
 // stored BORNHOST).
 func peerAddr(w remoting.ResponseWriter) netip.AddrPort {
 	if c := w.Conn(); c != nil {
-		if ap, err := netip.ParseAddrPort(c.RemoteAddr().String()); err == nil {
+		if ap := c.RemoteAddrPort(); ap.IsValid() {
 			return ap
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"runtime/debug"
 	"strconv"
 	"sync"
@@ -48,6 +49,7 @@ type Conn struct {
 	ep       endpoint
 	local    net.Addr
 	remote   net.Addr
+	remoteAP netip.AddrPort // remote as an AddrPort, made once
 	maxFrame int
 	opaque   *atomic.Int32 // the owner's opaque counter
 	// NB: a connection-scoped context (like net/http's per-connection
@@ -124,6 +126,7 @@ func newConn(ep endpoint, nc netpoll.Connection, id uint64, opaque *atomic.Int32
 	go c.flusher()
 	c.reqType.Store(uint32(reqType))
 	c.lastRead.Store(time.Now().UnixNano())
+	c.remoteAP = addrPort(c.remote)
 	return c
 }
 
@@ -133,6 +136,24 @@ func (c *Conn) ID() uint64 { return c.id }
 
 // RemoteAddr returns the peer's address.
 func (c *Conn) RemoteAddr() net.Addr { return c.remote }
+
+// RemoteAddrPort is RemoteAddr as a netip.AddrPort (invalid when it is not
+// an IP address and port), without a string per call.
+func (c *Conn) RemoteAddrPort() netip.AddrPort { return c.remoteAP }
+
+func addrPort(a net.Addr) netip.AddrPort {
+	if t, ok := a.(*net.TCPAddr); ok {
+		ap := t.AddrPort()
+		// NB: an IPv4 peer as an IPv4 address, as its string form parses
+		// (net.TCPAddr may hold it IPv4-mapped).
+		return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+	}
+	if a == nil {
+		return netip.AddrPort{}
+	}
+	ap, _ := netip.ParseAddrPort(a.String())
+	return ap
+}
 
 // LocalAddr returns this side's address.
 func (c *Conn) LocalAddr() net.Addr { return c.local }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"net"
+	"net/netip"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -689,4 +691,22 @@ func TestResponseRecorder(t *testing.T) {
 	require.Equal(t, int32(3), resp.Opaque)
 	require.ErrorIs(t, r.Write(resp), ErrAlreadyReplied)
 	require.Nil(t, r.Conn())
+}
+
+// TestAddrPort: a peer's address as an AddrPort is what parsing its
+// string gives: IPv4 peers as IPv4 (also when held IPv4-mapped), IPv6 as
+// IPv6, anything else invalid.
+func TestAddrPort(t *testing.T) {
+	for _, a := range []net.Addr{
+		&net.TCPAddr{IP: net.ParseIP("127.0.0.1"), Port: 10911}, // NB: ParseIP gives the 16-byte form
+		&net.TCPAddr{IP: net.IPv4(10, 0, 0, 1).To4(), Port: 1},
+		&net.TCPAddr{IP: net.ParseIP("2001:db8::1"), Port: 9876},
+	} {
+		want, err := netip.ParseAddrPort(a.String())
+		require.NoError(t, err)
+		require.Equal(t, want, addrPort(a), a.String())
+		require.True(t, addrPort(a).Addr().Is4() == want.Addr().Is4())
+	}
+	require.False(t, addrPort(&net.UnixAddr{Name: "/tmp/s", Net: "unix"}).IsValid())
+	require.False(t, addrPort(nil).IsValid())
 }
