@@ -234,7 +234,9 @@ func (p *Producer) joinBatch(q MessageQueue, members []batchMember) *outgoing {
 	// NB: every member passed prepare and the batcher's size bound, so the
 	// batch encodes.
 	body, _ := batchBody(items)
-	return &outgoing{m: members[0].o.m, topic: q.Topic, body: body, ids: ids, batch: true, group: members[0].o.group, first: &q, pooled: true}
+	o := &outgoing{m: members[0].o.m, topic: q.Topic, ids: ids, batch: true, group: members[0].o.group, first: &q}
+	o.pooledBody(body)
+	return o
 }
 
 // splitBatchResult answers each member of a batch with its own result:

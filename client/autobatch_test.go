@@ -288,3 +288,35 @@ func TestPick_FirstYieldsToFaultAvoidance(t *testing.T) {
 		require.Equal(t, b, q, "broker a failed: the pinned queue is not used")
 	}
 }
+
+// TestOutgoing_PooledBodyHeldByWrite: a pooled batch body goes back to the
+// pool only when both its outcome and the writes that held it let go, in
+// either order; never after a failure on its connection.
+func TestOutgoing_PooledBodyHeldByWrite(t *testing.T) {
+	for _, outcomeFirst := range []bool{true, false} {
+		o := &outgoing{}
+		o.pooledBody(make([]byte, 10, 64))
+		o.hold() // NB: an inline first attempt's write
+		if outcomeFirst {
+			o.recycle() // NB: the call timed out while the write blocks
+			require.NotNil(t, o.body, "recycled while a write held it")
+			o.drop()
+		} else {
+			o.drop()
+			require.NotNil(t, o.body, "recycled before its outcome")
+			o.recycle()
+		}
+		require.Nil(t, o.body)
+	}
+	o := &outgoing{}
+	body := make([]byte, 10, 64)
+	o.pooledBody(body)
+	o.noReuse.Store(true)
+	o.recycle()
+	require.Nil(t, o.body)
+	for range 100 { // NB: a pool may drop what it is given; it must never hand this back
+		if bp, ok := batchBufs.Get().(*[]byte); ok {
+			require.NotSame(t, &body[:1][0], &(*bp)[:1][0])
+		}
+	}
+}

@@ -271,6 +271,13 @@ type outgoing struct {
 	maxRecon *int32
 	first    *MessageQueue // the queue of the first attempt, when chosen already
 	pooled   bool          // body is from batchBufs: recycle it once the send has ended
+	// refs counts who may still read a pooled body: its outcome (1, from
+	// the start) and writes in progress (hold); the last to let go
+	// (recycle, drop) recycles it.
+	refs atomic.Int32
+	// noReuse: an attempt failed on its connection, whose buffers may
+	// still reference the body; the garbage collector takes it.
+	noReuse atomic.Bool
 }
 
 // batchBufs holds batch bodies for reuse: a batch body is as large as its
@@ -281,18 +288,35 @@ var batchBufs sync.Pool
 // maxPooledBatch bounds the bodies batchBufs keeps.
 const maxPooledBatch = 4 << 20
 
-// recycle returns o's body to batchBufs, once no attempt of o can be
-// writing it: after its final outcome. A write hands a large body to the
-// kernel before it returns, and attempts run one after another.
-func (o *outgoing) recycle() {
-	if !o.pooled {
+// pooledBody gives o the pooled body b: its outcome holds it.
+func (o *outgoing) pooledBody(b []byte) {
+	o.body, o.pooled = b, true
+	o.refs.Store(1)
+}
+
+// hold marks a write of o's body in progress: an inline first attempt
+// writes on the caller's goroutine, and its call can be completed (timed
+// out, canceled) while the write still blocks.
+func (o *outgoing) hold() {
+	if o.pooled {
+		o.refs.Add(1)
+	}
+}
+
+// recycle lets go of o's body once its final outcome is known; drop, once
+// a write that held it has returned. The last one returns the body to
+// batchBufs.
+func (o *outgoing) recycle() { o.drop() }
+
+func (o *outgoing) drop() {
+	if !o.pooled || o.refs.Add(-1) != 0 {
 		return
 	}
-	if cap(o.body) <= maxPooledBatch {
+	if cap(o.body) <= maxPooledBatch && !o.noReuse.Load() {
 		b := o.body[:0]
 		batchBufs.Put(&b)
 	}
-	o.body, o.pooled = nil, false
+	o.body = nil
 }
 
 // batchItem is o (a single message) as a member of a batch body.
@@ -407,7 +431,9 @@ func (p *Producer) prepareBatch(msgs []*Message) (*outgoing, error) {
 	if len(body) > p.cfg.maxBodySize {
 		return nil, invalidMessage("batch body is %d bytes, the limit is %d", len(body), p.cfg.maxBodySize)
 	}
-	return &outgoing{m: msgs[0], topic: topic, body: body, ids: ids, batch: true, group: p.cfg.group, pooled: true}, nil
+	o := &outgoing{m: msgs[0], topic: topic, ids: ids, batch: true, group: p.cfg.group}
+	o.pooledBody(body)
+	return o, nil
 }
 
 // sleepCtx waits d, or until ctx ends.

@@ -32,6 +32,8 @@ func (p *Producer) tryAsyncFirst(ctx context.Context, o *outgoing, done func(Sen
 	start := time.Now()
 	deadline := p.sendDeadline(ctx, start)
 	req := p.sendRequest(q, o, start, min(p.cfg.sendTimeout, deadline.Sub(start)))
+	o.hold()
+	defer o.drop() // NB: the write has returned
 	return p.core.tr.tryInline(ctx, addr, req, sendOKCodes, func(resp *remoting.Command, err error) {
 		if err == nil {
 			var res SendResult

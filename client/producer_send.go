@@ -228,6 +228,7 @@ func (p *Producer) failed(ctx context.Context, st *sendState, o *outgoing, q Mes
 		st.refresh = be.Code == CodeTopicNotExist
 	default:
 		p.core.connFailed(addr, err)
+		o.noReuse.Store(true) // NB: see outgoing.noReuse
 	}
 	p.faults.record(q.BrokerName, time.Since(start), true)
 	st.failures++

@@ -34,6 +34,10 @@ type CorruptionError struct {
 	Pos     int64  // position of the record within the segment
 	Offset  Offset // global offset of the record
 	Reason  string
+	// Size is the record's TOTALSIZE when its envelope was sound and only
+	// Validate refused its content (0 otherwise): the next record starts
+	// Size bytes on.
+	Size int32
 }
 
 func (e *CorruptionError) Error() string {

@@ -43,11 +43,11 @@ type Options struct {
 	// Default min(SegmentSize-8, 64 MiB); at least MaxRecord.
 	MaxAppend int32
 	// Validate checks a record beyond its envelope; recovery and scanners
-	// call it. at is the record's offset; recovering is set while the log
-	// is being recovered (where costly checks such as a body CRC belong: a
-	// live scanner reads records this process wrote). nil checks the
-	// envelope only.
-	Validate func(rec []byte, at Offset, recovering bool) error
+	// call it. at is the record's offset; full asks for the costly checks
+	// too (a body CRC): set in recovery and by a Thorough scanner, for
+	// records another process wrote, and not for a live scanner's, which
+	// this process wrote. nil checks the envelope only.
+	Validate func(rec []byte, at Offset, full bool) error
 	// SyncFlush selects group commit: the flusher fsyncs whenever a caller
 	// waits in WaitDurable. Otherwise the flusher fsyncs every FlushInterval.
 	SyncFlush bool

@@ -263,10 +263,10 @@ func TestRecover_SegmentProblems(t *testing.T) {
 	})
 }
 
-// TestValidate_RecoveringFlag: recovery validates records with recovering
-// set (the store checks body CRCs then) and a live scanner without it
-// (the records are this process's own, as RocketMQ's dispatcher trusts
-// them).
+// TestValidate_RecoveringFlag: recovery and a Thorough scanner ask
+// Validate for its full checks (the store checks body CRCs then), a live
+// scanner does not (the records are this process's own, as RocketMQ's
+// dispatcher trusts them).
 func TestValidate_RecoveringFlag(t *testing.T) {
 	opts := testOptions(8192)
 	var live, recovering atomic.Int64
@@ -289,5 +289,10 @@ func TestValidate_RecoveringFlag(t *testing.T) {
 	require.Len(t, scanAll(t, l), len(ws))
 	require.Equal(t, int64(len(ws)), live.Load(), "a live scan validated every record")
 	require.Zero(t, recovering.Load())
+	s := l.NewScanner(l.Min(), false).Thorough()
+	for s.Scan() {
+	}
+	require.NoError(t, s.Err())
+	require.Equal(t, int64(len(ws)), recovering.Load(), "a thorough scan asks for the full checks")
 	require.NoError(t, l.Close())
 }

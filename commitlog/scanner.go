@@ -16,9 +16,10 @@ import (
 //
 // A Scanner is used by one goroutine.
 type Scanner struct {
-	l       *Log
-	limit   func() Offset
-	recover bool // recovery mode: zero TOTALSIZE is the end, reads ignore Next()
+	l        *Log
+	limit    func() Offset
+	recover  bool // recovery mode: zero TOTALSIZE is the end, reads ignore Next()
+	thorough bool // Validate is asked for its full checks (see Thorough)
 
 	pos   Offset // where the next Scan starts
 	buf   []byte
@@ -44,6 +45,13 @@ func (l *Log) NewScanner(from Offset, durableOnly bool) *Scanner {
 	} else {
 		s.limit = l.Next
 	}
+	return s
+}
+
+// Thorough makes s ask Validate for its full checks, as recovery does: for
+// records another process wrote (a store catching up after it opened).
+func (s *Scanner) Thorough() *Scanner {
+	s.thorough = true
 	return s
 }
 
@@ -103,8 +111,10 @@ func (s *Scanner) Scan() bool {
 			return false
 		}
 		if v := l.opts.Validate; v != nil {
-			if err := v(rec, s.pos, s.recover); err != nil {
-				s.err = s.corrupt(err.Error())
+			if err := v(rec, s.pos, s.recover || s.thorough); err != nil {
+				ce := s.corrupt(err.Error())
+				ce.Size = size
+				s.err = ce
 				return false
 			}
 		}
@@ -181,6 +191,22 @@ func (s *Scanner) SkipSegment() {
 	s.err, s.zero = nil, false
 	s.pos = s.l.segmentEnd(s.pos)
 	s.bufN = 0
+}
+
+// SkipCorrupt moves the scanner past the corrupt record its last Scan
+// stopped at: past that record alone when only its content was refused
+// (its envelope says where the next one starts), otherwise to the end of
+// its segment (see SkipSegment).
+func (s *Scanner) SkipCorrupt() {
+	var ce *CorruptionError
+	if errors.As(s.err, &ce) && ce.Size > 0 && ce.Offset == s.pos {
+		s.err, s.zero = nil, false
+		s.prevAt = s.pos
+		s.pos += Offset(ce.Size)
+		s.bufN = 0
+		return
+	}
+	s.SkipSegment()
 }
 
 // Seek moves the scanner to off, which must be a record boundary.

@@ -60,9 +60,13 @@ func (s *Store) dispatch(sc *commitlog.Scanner) error {
 		if !errors.As(err, &ce) {
 			return err
 		}
-		s.logger.Error("store: corrupt record in the commitlog; skipping the rest of its segment",
-			"segment", ce.Segment, "pos", ce.Pos, "reason", ce.Reason)
-		sc.SkipSegment()
+		what := "the rest of its segment"
+		if ce.Size > 0 {
+			what = "that record"
+		}
+		s.logger.Error("store: corrupt record in the commitlog; skipping "+what,
+			"segment", ce.Segment, "pos", ce.Pos, "size", ce.Size, "reason", ce.Reason)
+		sc.SkipCorrupt()
 	}
 }
 

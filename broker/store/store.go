@@ -172,7 +172,9 @@ func (s *Store) open() error {
 	s.dispatched.Store(from)
 	// Catch up before any Put: queue offsets come from the consume queues.
 	started := time.Now()
-	sc := s.log.NewScanner(commitlog.Offset(from), false)
+	// NB: thorough: the previous process wrote these records, and the log's
+	// recovery checked CRCs only past its own checkpoint.
+	sc := s.log.NewScanner(commitlog.Offset(from), false).Thorough()
 	if err := s.dispatch(sc); err != nil {
 		return err
 	}
@@ -197,9 +199,10 @@ func (s *Store) logOptions() commitlog.Options {
 		MaxRecord:   int32(maxRecord),
 		// NB: as RocketMQ's dispatcher, a live scan checks a record's
 		// structure, not its body CRC (the record was written by this
-		// process, with that CRC); recovery checks the CRC too.
-		Validate: func(rec []byte, at commitlog.Offset, recovering bool) error {
-			return message.Validate(rec, int64(at), checkCRC && recovering)
+		// process, with that CRC); recovery and the catch-up after open
+		// check the CRC too.
+		Validate: func(rec []byte, at commitlog.Offset, full bool) error {
+			return message.Validate(rec, int64(at), checkCRC && full)
 		},
 		SyncFlush:         c.SyncFlush(),
 		FlushInterval:     c.FlushInterval,

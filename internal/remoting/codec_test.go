@@ -451,6 +451,17 @@ func TestMsgpack_SendExtAsPairs(t *testing.T) {
 		require.Equal(t, !tc.pairs, h.ExtFields != nil, "code %d flag %d", tc.code, tc.flag)
 		require.Equal(t, ext, h.ExtMap())
 	}
+	// NB: decided by the whole header, whatever the order of its keys.
+	b := mpMapLen(nil, 3)
+	b = mpMapLen(mpStr(b, "extFields"), 1)
+	b = mpStr(mpStr(b, "a"), "g")
+	b = mpInt(mpStr(b, "code"), protocol.SendMessageV2)
+	b = mpInt(mpStr(b, "flag"), int64(FlagResponse))
+	var late Header
+	require.NoError(t, MsgpackCodec.DecodeHeader(b, &late))
+	require.Equal(t, map[string]string{"a": "g"}, late.ExtFields, "an answer, though its flag came last")
+	require.Nil(t, late.ExtPairs)
+
 	h := Header{ExtPairs: []string{"k", "1", "k", "2"}}
 	require.Equal(t, map[string]string{"k": "2"}, h.ExtMap(), "the last of a repeated key counts, as in a map")
 }

@@ -79,7 +79,7 @@ type Conn struct {
 	// The reader's batch: hooks InlineHandlers registered to run when the
 	// reader has no whole frame left (reader-only).
 	batchEnd []func()
-	held     int // bytes of borrowed bodies read since the last release (reader-only)
+	held     int // bytes of frames read since the last release (reader-only)
 	// inBatchEnd (guarded by wmu) is set while the hooks run and cleared
 	// by the flush that follows them: every frame written meanwhile, from
 	// any goroutine, is left to that flush.
@@ -394,21 +394,19 @@ func (c *Conn) onRequest(_ context.Context, nc netpoll.Connection) error {
 		}
 	}()
 	r := nc.Reader()
-	cmd, err := readFrame(r, c.maxFrame, true)
+	cmd, size, err := readFrame(r, c.maxFrame, true)
 	if err != nil {
 		c.readFailed(err) // NB: before the release: its hooks may read borrowed bodies
 		_ = r.Release()
 		return nil
 	}
 	c.lastRead.Store(time.Now().UnixNano())
+	c.held += size // NB: unreleased, whether or not its body is borrowed
 	if cmd.IsResponse() {
 		c.deliver(cmd)
 	} else {
 		if c.followPeer {
 			c.reqType.Store(uint32(cmd.SerializeType))
-		}
-		if cmd.borrowed {
-			c.held += len(cmd.Body)
 		}
 		c.ep.dispatch(c, cmd)
 	}
@@ -431,8 +429,8 @@ func (c *Conn) onRequest(_ context.Context, nc netpoll.Connection) error {
 	return nil
 }
 
-// maxHeld bounds the borrowed request bodies a reader holds unreleased
-// while batch-end hooks are pending.
+// maxHeld bounds the frames (and the borrowed bodies among them) a reader
+// holds unreleased while batch-end hooks are pending.
 const maxHeld = 4 << 20
 
 // AtBatchEnd registers f to run on the reader once it has no whole frame

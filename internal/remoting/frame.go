@@ -104,37 +104,40 @@ func checkHeaderWord(word uint32, length int32) (SerializeType, HeaderCodec, int
 // header word before consuming or allocating anything else, so a garbage
 // prefix costs nothing; the header is decoded before the body is read. The
 // returned command owns all its memory (strings and Body are copies), so
-// the caller may release src's buffers at once.
+// the caller may release src's buffers at once; except, with borrow, the
+// Body of a request: a view of src's buffer (marked borrowed), valid until
+// the caller releases it.
 //
 // Errors wrapping ErrBadFrame, ErrFrameTooLarge, ErrUnknownSerializeType or
-// ErrBadHeader mean the stream is garbage; other errors come from src.
-func readFrame(src frameSource, maxFrame int, borrow bool) (*Command, error) {
+// ErrBadHeader mean the stream is garbage; other errors come from src. It
+// also returns the bytes the frame took.
+func readFrame(src frameSource, maxFrame int, borrow bool) (*Command, int, error) {
 	p, err := src.Peek(4)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	length := int32(binary.BigEndian.Uint32(p))
 	if err := checkLength(length, maxFrame); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	// NB: length >= 4, so the header word belongs to this frame.
 	if p, err = src.Peek(framePrefixLen); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	st, codec, hl, err := checkHeaderWord(binary.BigEndian.Uint32(p[4:]), length)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if err := src.Skip(framePrefixLen); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	hdr, err := src.Next(hl)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	cmd := &Command{SerializeType: st}
 	if err := codec.DecodeHeader(hdr, &cmd.Header); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if bodyLen := int(length) - 4 - hl; bodyLen > 0 {
 		if borrow && !cmd.IsResponse() {
@@ -144,10 +147,10 @@ func readFrame(src frameSource, maxFrame int, borrow bool) (*Command, error) {
 			cmd.Body, err = src.ReadBinary(bodyLen)
 		}
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 	}
-	return cmd, nil
+	return cmd, 4 + int(length), nil
 }
 
 // DecodeFrame decodes the first frame of buf, for tests, tools and
@@ -176,7 +179,7 @@ func DecodeFrame(buf []byte, maxFrameSize int) (*Command, int, error) {
 	if len(buf) < n {
 		return nil, 0, ErrShortFrame
 	}
-	cmd, err := readFrame(&bytesSource{b: buf[:n]}, maxFrameSize, false)
+	cmd, _, err := readFrame(&bytesSource{b: buf[:n]}, maxFrameSize, false)
 	if err != nil {
 		return nil, 0, err
 	}

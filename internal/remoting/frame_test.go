@@ -134,7 +134,7 @@ func TestDecodeFrame_NoAllocBeyondCaps(t *testing.T) {
 		_, _ = lb.WriteBinary(in)
 		require.NoError(t, lb.Flush())
 		src := &splitSource{lb: lb}
-		n = bytesAllocated(func() { _, _ = readFrame(src, DefaultMaxFrameSize, false) })
+		n = bytesAllocated(func() { _, _, _ = readFrame(src, DefaultMaxFrameSize, false) })
 		require.Less(t, n, uint64(64<<10), name)
 		require.NoError(t, lb.Release())
 	}
@@ -252,7 +252,7 @@ func readPieces(data []byte, cut, maxFrame int) ([]*Command, error) {
 	}
 	var out []*Command
 	for src.rest != nil || len(src.buf) > 0 {
-		cmd, err := readFrame(src, maxFrame, false)
+		cmd, _, err := readFrame(src, maxFrame, false)
 		if err != nil {
 			return out, err
 		}
@@ -276,7 +276,7 @@ func readSplit(data []byte, cut, maxFrame int) ([]*Command, error) {
 		if src.rest == nil && lb.Len() == 0 {
 			return out, nil
 		}
-		cmd, err := readFrame(src, maxFrame, false)
+		cmd, _, err := readFrame(src, maxFrame, false)
 		_ = lb.Release()
 		if err != nil {
 			return out, err
