@@ -109,59 +109,24 @@ func TestProducer_SendModes(t *testing.T) {
 	})
 
 	t.Run("batch async", func(t *testing.T) {
-		var wg sync.WaitGroup
-		results := make([]SendResult, 4)
-		errs := make([]error, 4)
-		for i := range results {
-			msgs := []*Message{{Topic: "modes", Body: fmt.Appendf(nil, "ab-%d-0", i)}, {Topic: "modes", Body: fmt.Appendf(nil, "ab-%d-1", i)}}
-			wg.Add(1)
-			p.SendBatchAsync(ctx, msgs, func(r SendResult, err error) {
-				results[i], errs[i] = r, err
-				wg.Done()
-			})
+		var small [][]*Message
+		for i := range 4 {
+			small = append(small, []*Message{{Topic: "modes", Body: fmt.Appendf(nil, "ab-%d-0", i)}, {Topic: "modes", Body: fmt.Appendf(nil, "ab-%d-1", i)}})
 		}
-		wg.Wait()
-		for i, r := range results {
-			require.NoError(t, errs[i])
-			offIDs := strings.Split(r.OffsetMsgID, ",")
-			require.Len(t, offIDs, 2)
-			for k, oid := range offIDs {
-				got, err := a.QueryByID(ctx, oid)
-				require.NoError(t, err)
-				require.Equal(t, fmt.Sprintf("ab-%d-%d", i, k), string(got.Body))
-			}
-		}
+		sendBatchesAsync(t, ctx, p, a, small)
 		// NB: batch bodies are pooled; many batches in flight at once, each
 		// read back whole, show no body was reused before its send ended.
 		// A new producer knows no route yet: its first batches are written
 		// later, from workers, while more are encoded.
-		fresh := c.producer(WithGroup("pg-modes-pool"))
-		const batches, members = 100, 8
-		all := make([][]*Message, batches)
-		got := make([]SendResult, batches)
-		gotErr := make([]error, batches)
-		for i := range all {
-			for k := range members {
-				body := bytes.Repeat(fmt.Appendf(nil, "pool-%d-%d|", i, k), 100+i*k%200)
-				all[i] = append(all[i], &Message{Topic: "modes", Body: body})
+		var many [][]*Message
+		for i := range 100 {
+			var b []*Message
+			for k := range 8 {
+				b = append(b, &Message{Topic: "modes", Body: bytes.Repeat(fmt.Appendf(nil, "pool-%d-%d|", i, k), 100+i*k%200)})
 			}
-			wg.Add(1)
-			fresh.SendBatchAsync(ctx, all[i], func(r SendResult, err error) {
-				got[i], gotErr[i] = r, err
-				wg.Done()
-			})
+			many = append(many, b)
 		}
-		wg.Wait()
-		for i, r := range got {
-			require.NoError(t, gotErr[i])
-			offIDs := strings.Split(r.OffsetMsgID, ",")
-			require.Len(t, offIDs, members)
-			for k, oid := range offIDs {
-				m, err := a.QueryByID(ctx, oid)
-				require.NoError(t, err)
-				require.Equal(t, all[i][k].Body, m.Body, "batch %d member %d", i, k)
-			}
-		}
+		sendBatchesAsync(t, ctx, c.producer(WithGroup("pg-modes-pool")), a, many)
 		var invalid error
 		p.SendBatchAsync(ctx, nil, func(_ SendResult, err error) { invalid = err })
 		require.ErrorIs(t, invalid, ErrInvalidMessage, "an invalid batch is answered on the calling goroutine")
@@ -323,5 +288,32 @@ func TestProducer_BrokerDown(t *testing.T) {
 		res, err := p.Send(ctx, &Message{Topic: "down", Body: []byte("failover")})
 		require.NoError(t, err)
 		require.Equal(t, "broker-a", res.Queue.BrokerName)
+	}
+}
+
+// sendBatchesAsync sends every batch with SendBatchAsync at once, then
+// reads each member back by its offset id and compares its body.
+func sendBatchesAsync(t *testing.T, ctx context.Context, p *Producer, a *Admin, batches [][]*Message) {
+	t.Helper()
+	var wg sync.WaitGroup
+	results := make([]SendResult, len(batches))
+	errs := make([]error, len(batches))
+	for i, msgs := range batches {
+		wg.Add(1)
+		p.SendBatchAsync(ctx, msgs, func(r SendResult, err error) {
+			results[i], errs[i] = r, err
+			wg.Done()
+		})
+	}
+	wg.Wait()
+	for i, r := range results {
+		require.NoError(t, errs[i])
+		offIDs := strings.Split(r.OffsetMsgID, ",")
+		require.Len(t, offIDs, len(batches[i]))
+		for k, oid := range offIDs {
+			got, err := a.QueryByID(ctx, oid)
+			require.NoError(t, err)
+			require.Equal(t, batches[i][k].Body, got.Body, "batch %d member %d", i, k)
+		}
 	}
 }
