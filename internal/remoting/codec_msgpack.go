@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"sync"
 
@@ -213,6 +214,7 @@ func (r *sliceReader) take(n int) ([]byte, error) {
 type msgpackDecoder struct {
 	r   sliceReader
 	dec *msgpack.Decoder
+	kv  []string // extPairs' scratch, reused
 }
 
 var msgpackDecoders = sync.Pool{New: func() any {
@@ -225,6 +227,10 @@ func (msgpackCodec) DecodeHeader(src []byte, h *Header) error {
 	d := msgpackDecoders.Get().(*msgpackDecoder)
 	d.r = sliceReader{b: src}
 	err := d.header(h)
+	if err != nil {
+		h.ExtPairs = nil // NB: d.kv, reused
+	}
+	clear(d.kv)
 	d.r = sliceReader{}
 	msgpackDecoders.Put(d)
 	return err
@@ -269,8 +275,13 @@ func (d *msgpackDecoder) header(h *Header) error {
 	if d.r.left() != 0 {
 		return badHeader("%d trailing bytes after msgpack header", d.r.left())
 	}
-	// NB: decided once every field is read, whatever their order.
-	if h.ExtPairs != nil && !((h.Code == protocol.SendMessageV2 || h.Code == protocol.SendBatchMessage) && h.Flag&FlagResponse == 0) {
+	// NB: decided once every field is read, whatever their order; the
+	// pairs are in d.kv, reused.
+	switch {
+	case h.ExtPairs == nil:
+	case (h.Code == protocol.SendMessageV2 || h.Code == protocol.SendBatchMessage) && h.Flag&FlagResponse == 0:
+		h.ExtPairs = slices.Clone(h.ExtPairs)
+	default:
 		h.ExtFields, h.ExtPairs = h.ExtMap(), nil
 	}
 	return nil
@@ -381,7 +392,8 @@ func (d *msgpackDecoder) language() (protocol.LanguageCode, error) {
 // reads a dozen fields once (a map of 14 entries is a table: decoding one
 // was a tenth of a broker's CPU on plain sends). Keys and values are
 // substrings of one copy of the rest of the header: one allocation for
-// them all, and no lookups.
+// them all, and no lookups. The pairs are in d.kv, reused by the next
+// header.
 func (d *msgpackDecoder) extPairs() ([]string, error) {
 	n, err := d.mapLen()
 	if err != nil || n <= 0 {
@@ -392,7 +404,8 @@ func (d *msgpackDecoder) extPairs() ([]string, error) {
 	}
 	base := d.r.i
 	all := string(d.r.b[base:])
-	kv := make([]string, 2*n)
+	kv := slices.Grow(d.kv[:0], 2*n)[:2*n]
+	d.kv = kv
 	for i := range kv {
 		p, err := d.bytes()
 		if err != nil {
