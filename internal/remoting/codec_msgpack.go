@@ -74,15 +74,22 @@ func (msgpackCodec) AppendHeader(dst []byte, h *Header) ([]byte, error) {
 	case w != nil && w.ExtLen() > 0:
 		dst = mpStr(dst, "extFields")
 		dst = mpMapLen(dst, w.ExtLen())
-		e := mpExt{dst: dst}
-		w.WriteExt(&e)
-		if e.n != w.ExtLen() {
-			return e.dst, badHeader("%T wrote %d ext fields, ExtLen says %d", w, e.n, w.ExtLen())
+		// NB: from a pool: passed as an interface, a fresh one per frame
+		// would be a heap allocation per message.
+		e := mpExts.Get().(*mpExt)
+		e.dst, e.n = dst, 0
+		w.WriteExt(e)
+		n := e.n
+		dst, e.dst = e.dst, nil
+		mpExts.Put(e)
+		if n != w.ExtLen() {
+			return dst, badHeader("%T wrote %d ext fields, ExtLen says %d", w, n, w.ExtLen())
 		}
-		dst = e.dst
 	}
 	return dst, nil
 }
+
+var mpExts = sync.Pool{New: func() any { return new(mpExt) }}
 
 // mpExt encodes ext fields from a protocol.ExtWriter: strings, numbers in
 // decimal (as ToExt writes them), no map.

@@ -234,8 +234,7 @@ func TestDelayLevel(t *testing.T) {
 	t.Parallel()
 	topic := name(t, "topic")
 	createTopic(t, topic, 2)
-	in := newInbox()
-	startPushConsumer(t, topic, "*", in, "c1", consumerOptions(name(t, "group"), name(t, "c1")))
+	in := consumeAll(t, topic)
 	p := newProducer(t, "producer")
 	want := map[string]sent{}
 	for i := range 3 {
@@ -274,8 +273,7 @@ func TestDelayTimestamp(t *testing.T) {
 	t.Parallel()
 	topic := name(t, "topic")
 	createTopic(t, topic, 2)
-	in := newInbox()
-	startPushConsumer(t, topic, "*", in, "c1", consumerOptions(name(t, "group"), name(t, "c1")))
+	in := consumeAll(t, topic)
 	p := newProducer(t, "producer")
 	at := time.Now().Add(2500 * time.Millisecond)
 	m := newMessage(topic, "timed", "TagT")

@@ -86,6 +86,15 @@ func startPushConsumer(t *testing.T, topic, expression string, in *inbox, who st
 	return c, stop
 }
 
+// consumeAll starts the one consumer "c1" of the test's own group on
+// every tag of topic, and returns its inbox.
+func consumeAll(t *testing.T, topic string) *inbox {
+	t.Helper()
+	in := newInbox()
+	startPushConsumer(t, topic, "*", in, "c1", consumerOptions(name(t, "group"), name(t, "c1")))
+	return in
+}
+
 // delivery is one message handed to a consumer callback.
 type delivery struct {
 	msg *primitive.MessageExt

@@ -84,8 +84,7 @@ func TestSendModes(t *testing.T) {
 			offsetMsgID: offsetIDs[i], queueID: res.MessageQueue.QueueId, queueOffset: res.QueueOffset + int64(i)}
 	}
 
-	in := newInbox()
-	startPushConsumer(t, topic, "*", in, "c1", consumerOptions(name(t, "group"), name(t, "c1")))
+	in := consumeAll(t, topic)
 	in.waitIDs(t, ids(want))
 	got := in.quiet()
 	idx := byID(t, got, want)
@@ -118,8 +117,7 @@ func TestCompressedBody(t *testing.T) {
 		m.Body = body.Bytes()
 		want[id] = sendSync(t, p, id, m)
 	}
-	in := newInbox()
-	startPushConsumer(t, topic, "*", in, "c1", consumerOptions(name(t, "group"), name(t, "c1")))
+	in := consumeAll(t, topic)
 	in.waitIDs(t, ids(want))
 	got := in.quiet()
 	requireExactlyOnce(t, got, want)
