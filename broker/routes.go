@@ -38,4 +38,6 @@ func (b *Broker) routes() {
 	s.Handle(protocol.GetAllSubscriptionGroupConfig, b.handleAllSubGroups)
 	s.Handle(protocol.DeleteSubscriptionGroup, b.handleDeleteSubGroup)
 	s.Handle(protocol.GetConsumerConnectionList, b.handleConsumerConnections)
+	s.Handle(protocol.GetConsumerRunningInfo, b.handleConsumerRunningInfo)
+	s.Handle(protocol.ConsumeMessageDirectly, b.handleConsumeMessageDirectly)
 }

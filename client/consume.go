@@ -43,21 +43,32 @@ func (c *PushConsumer) consumeLoop() {
 	}
 }
 
+// handleQueue handles a batch of pq and counts it in the consumer's stats.
+func (c *PushConsumer) handleQueue(pq *processQueue, msgs []*Message) ConsumeResult {
+	began := time.Now()
+	res, _ := c.handle(msgs)
+	end := time.Now()
+	pq.lastConsume.Store(end.UnixMilli())
+	c.stats.consumed(pq.mq.Topic, len(msgs), res == ConsumeSuccess, end.Sub(began), end)
+	return res
+}
+
 // handle runs the handler of msgs' topic, turning a panic into
-// ConsumeRetryLater.
-func (c *PushConsumer) handle(msgs []*Message) (res ConsumeResult) {
+// ConsumeRetryLater (and panicked true). Messages of a topic without a
+// handler are dropped (ConsumeSuccess).
+func (c *PushConsumer) handle(msgs []*Message) (res ConsumeResult, panicked bool) {
 	sub, ok := c.subscription(msgs[0].Topic)
 	if !ok || sub.handler == nil {
 		c.core.log.Warn("client: no handler for topic, message dropped", "group", c.group, "topic", msgs[0].Topic)
-		return ConsumeSuccess
+		return ConsumeSuccess, false
 	}
 	defer func() {
 		if r := recover(); r != nil {
 			c.core.log.Error("client: handler panicked", "group", c.group, "topic", msgs[0].Topic, "panic", r)
-			res = ConsumeRetryLater
+			res, panicked = ConsumeRetryLater, true
 		}
 	}()
-	return sub.handler(c.handlerCtx, msgs)
+	return sub.handler(c.handlerCtx, msgs), false
 }
 
 // keepsProgress reports whether a batch of pq whose handler just finished
@@ -86,7 +97,7 @@ func (c *PushConsumer) consumeConcurrently(t consumeTask) {
 	if t.pq.dropped() {
 		return // NB: not acknowledged; the queue's new owner delivers it
 	}
-	res := c.handle(t.msgs)
+	res := c.handleQueue(t.pq, t.msgs)
 	if !c.keepsProgress(t.pq) {
 		return
 	}
@@ -210,7 +221,7 @@ func (c *PushConsumer) orderlyLoop(pq *processQueue) {
 				pq.consumeMu.Unlock()
 				return
 			}
-			res := c.handle(msgs)
+			res := c.handleQueue(pq, msgs)
 			pq.consumeMu.Unlock()
 			if res == ConsumeSuccess || pq.dropped() {
 				if res == ConsumeSuccess && c.keepsProgress(pq) {

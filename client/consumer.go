@@ -91,10 +91,13 @@ type PushConsumer struct {
 	handlerCtx  context.Context
 	stopHandler context.CancelFunc
 
-	mu     sync.Mutex
-	state  clientState                    // guarded by mu
-	subs   map[string]subscription        // guarded by mu: by topic (retry topic included); fixed after Start
-	queues map[MessageQueue]*processQueue // guarded by mu
+	stats *consumeStats
+
+	mu        sync.Mutex
+	startedAt time.Time                      // guarded by mu
+	state     clientState                    // guarded by mu
+	subs      map[string]subscription        // guarded by mu: by topic (retry topic included); fixed after Start
+	queues    map[MessageQueue]*processQueue // guarded by mu
 }
 
 // NewPushConsumer returns a push consumer of group. WithNameServers is
@@ -121,7 +124,7 @@ func NewPushConsumer(group string, opts ...Option) (*PushConsumer, error) {
 	}
 	c := &PushConsumer{cfg: cfg, core: newCore(cfg), group: group, rebalanceCh: make(chan struct{}, 1),
 		quit: make(chan struct{}), subs: make(map[string]subscription), queues: make(map[MessageQueue]*processQueue),
-		tasks: make(chan consumeTask, cfg.consumeGoroutines)}
+		tasks: make(chan consumeTask, cfg.consumeGoroutines), stats: newConsumeStats(time.Now())}
 	c.handlerCtx, c.stopHandler = context.WithCancel(context.Background())
 	if cfg.model == Broadcasting {
 		c.offsets = newLocalOffsets(cfg.offsetDir, group, cfg.instance)
@@ -177,6 +180,7 @@ func (c *PushConsumer) Start() error {
 		c.subs[RetryTopic(c.group)] = parseExpr(RetryTopic(c.group), "*", nil)
 	}
 	c.state = stateStarted
+	c.startedAt = time.Now()
 	c.mu.Unlock()
 
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.callTimeout)

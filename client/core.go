@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -26,6 +27,10 @@ type member interface {
 	// resetOffsets restarts the queues of topic in offsets from there
 	// (RESET_CONSUMER_CLIENT_OFFSET).
 	resetOffsets(topic string, offsets map[MessageQueue]int64)
+	// runningInfo describes it (GET_CONSUMER_RUNNING_INFO).
+	runningInfo(jstack bool) protocol.ConsumerRunningInfo
+	// consumeDirectly hands m to its handler (CONSUME_MESSAGE_DIRECTLY).
+	consumeDirectly(m *Message) (protocol.ConsumeMessageDirectlyResult, error)
 }
 
 // core is what every client kind shares: the transport, the route cache,
@@ -285,10 +290,71 @@ func (c *core) onRequest(_ context.Context, w remoting.ResponseWriter, req *remo
 			m.resetOffsets(h.Topic, offsets)
 		}
 		_ = w.Write(remoting.NewResponse(req, protocol.Success, ""))
+	case protocol.GetConsumerRunningInfo:
+		var h protocol.GetConsumerRunningInfoRequestHeader
+		m, resp := c.memberFor(req, &h, func() (string, string) { return h.ConsumerGroup, h.ClientID })
+		if m != nil {
+			body, err := m.runningInfo(h.JstackEnable).Encode()
+			if err != nil {
+				resp = remoting.NewResponse(req, protocol.SystemError, "client: running info: "+err.Error())
+			} else {
+				resp = remoting.NewResponse(req, protocol.Success, "")
+				resp.Body = body
+			}
+		}
+		_ = w.Write(resp)
+	case protocol.ConsumeMessageDirectly:
+		var h protocol.ConsumeMessageDirectlyRequestHeader
+		m, resp := c.memberFor(req, &h, func() (string, string) { return h.ConsumerGroup, h.ClientID })
+		if m != nil {
+			resp = c.consumeDirectly(req, m, h.BrokerName)
+		}
+		_ = w.Write(resp)
 	default:
 		_ = w.Write(remoting.NewResponse(req, protocol.RequestCodeNotSupported,
 			fmt.Sprintf("the Sluice client does not serve %s", protocol.CodeName(req.Code))))
 	}
+}
+
+// memberFor decodes the header of a request addressed to one consumer of
+// this client and returns that consumer, or an error answer.
+func (c *core) memberFor(req *remoting.Command, h protocol.ExtHeader, target func() (group, clientID string)) (member, *remoting.Command) {
+	if err := h.FromExt(req.ExtFields); err != nil {
+		return nil, remoting.NewResponse(req, protocol.SystemError,
+			fmt.Sprintf("client: bad %s header: %v", protocol.CodeName(req.Code), err))
+	}
+	group, id := target()
+	c.mu.Lock()
+	m := c.consumers[group]
+	c.mu.Unlock()
+	if m == nil || id != "" && id != c.id {
+		return nil, remoting.NewResponse(req, protocol.SystemError,
+			fmt.Sprintf("client %s has no consumer of group %s", c.id, group))
+	}
+	return m, nil
+}
+
+// consumeDirectly serves CONSUME_MESSAGE_DIRECTLY: the body is the one
+// stored record to hand to m's handler.
+func (c *core) consumeDirectly(req *remoting.Command, m member, brokerName string) *remoting.Command {
+	msgs, err := decodeRecords(req.Body, brokerName, c.cfg.maxBodySize)
+	if err == nil && len(msgs) != 1 {
+		err = fmt.Errorf("want one message, got %d", len(msgs))
+	}
+	if err != nil {
+		return remoting.NewResponse(req, protocol.SystemError, "client: bad CONSUME_MESSAGE_DIRECTLY body: "+err.Error())
+	}
+	res, err := m.consumeDirectly(msgs[0])
+	if err != nil {
+		return remoting.NewResponse(req, protocol.SystemError, "client: "+err.Error())
+	}
+	body, err := json.Marshal(res)
+	if err != nil {
+		return remoting.NewResponse(req, protocol.SystemError, "client: consume result: "+err.Error())
+	}
+	resp := remoting.NewResponse(req, protocol.Success, "")
+	resp.Body = body
+	return resp
 }
 
 // activeGroups tracks the consumers running in this process, by group and

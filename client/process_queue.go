@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluicemq/sluice/internal/protocol"
 )
 
 // processQueue is a push consumer's state for one assigned queue: the
@@ -34,6 +36,9 @@ type processQueue struct {
 	// Orderly consumers, clustering: the broker lock.
 	locked   atomic.Bool
 	lockedAt atomic.Int64 // unix ns of the last successful lock
+	// Unix ms of the last pull answered and of the last batch handled
+	// (GET_CONSUMER_RUNNING_INFO).
+	lastPull, lastConsume atomic.Int64
 	// consumeMu is held while an orderly batch of this queue is handled,
 	// so a dropped queue is unlocked only after its batch finished.
 	consumeMu sync.Mutex
@@ -191,6 +196,29 @@ func (pq *processQueue) failed(msgs []*Message) []int {
 		out[i] = pq.retries[m.QueueOffset]
 	}
 	return out
+}
+
+// info describes the queue for GET_CONSUMER_RUNNING_INFO.
+func (pq *processQueue) info() protocol.ProcessQueueInfo {
+	pi := protocol.ProcessQueueInfo{CommitOffset: pq.offset.Load(), Locked: pq.locked.Load(), Dropped: pq.dropped(),
+		LastPullTimestamp: pq.lastPull.Load(), LastConsumeTimestamp: pq.lastConsume.Load()}
+	if at := pq.lockedAt.Load(); at > 0 {
+		pi.LastLockTimestamp = at / int64(time.Millisecond)
+	}
+	pq.mu.Lock()
+	defer pq.mu.Unlock()
+	pi.CachedMsgCount = pq.live
+	pi.CachedMsgSizeInMiB = pq.bytes >> 20
+	first := true
+	for _, e := range pq.entries {
+		if !e.done {
+			if first {
+				pi.CachedMsgMinOffset, first = e.off, false
+			}
+			pi.CachedMsgMaxOffset = e.off
+		}
+	}
+	return pi
 }
 
 // lockValid reports whether the queue's broker lock is held and fresh.

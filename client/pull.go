@@ -174,6 +174,7 @@ func (c *PushConsumer) pullLoop(pq *processQueue) {
 		if c.cfg.model == Clustering {
 			commit = pq.offset.Load()
 		}
+		began := time.Now()
 		res, err := pull(ctx, c.core, pullRequest{group: c.group, q: pq.mq, offset: pq.nextOffset(), max: c.cfg.pullBatch,
 			sub: sub, suspend: c.cfg.suspendTimeout, commit: commit, timeout: c.cfg.pullTimeout})
 		if err != nil {
@@ -184,8 +185,11 @@ func (c *PushConsumer) pullLoop(pq *processQueue) {
 			_ = sleepCtx(ctx, c.cfg.pullBackoff)
 			continue
 		}
+		end := time.Now()
+		pq.lastPull.Store(end.UnixMilli())
 		switch res.Status {
 		case PullFound:
+			c.stats.pulledMsgs(pq.mq.Topic, len(res.Messages), end.Sub(began), end)
 			pq.add(res.Messages, res.NextOffset)
 			if !c.cfg.orderly {
 				c.submit(pq, res.Messages)

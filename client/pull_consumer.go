@@ -18,9 +18,10 @@ type PullConsumer struct {
 	core  *core
 	group string
 
-	mu    sync.Mutex
-	state clientState             // guarded by mu
-	subs  map[string]subscription // guarded by mu: by topic; fixed after Start
+	mu        sync.Mutex
+	startedAt time.Time               // guarded by mu
+	state     clientState             // guarded by mu
+	subs      map[string]subscription // guarded by mu: by topic; fixed after Start
 }
 
 // NewPullConsumer returns a pull consumer of group. WithNameServers is
@@ -78,6 +79,7 @@ func (c *PullConsumer) Start() error {
 		c.core.addConsumer(c.group, c)
 	}
 	c.state = stateStarted
+	c.startedAt = time.Now()
 	c.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.callTimeout)
 	defer cancel()

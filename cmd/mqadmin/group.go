@@ -14,7 +14,7 @@ import (
 
 func groupCommands(a *app) []*cobra.Command {
 	return []*cobra.Command{updateSubGroupCmd(a), deleteSubGroupCmd(a), consumerProgressCmd(a),
-		consumerConnectionCmd(a), resetOffsetByTimeCmd(a)}
+		consumerConnectionCmd(a), consumerStatusCmd(a), resetOffsetByTimeCmd(a)}
 }
 
 // boolFlag is a RocketMQ-style boolean flag that takes a value
@@ -184,6 +184,7 @@ type connView struct {
 	Version       int32             `json:"version"`
 	Subscriptions map[string]string `json:"subscriptions"` // topic → expression
 	Brokers       []string          `json:"brokers"`       // names (or addresses) of the brokers it is registered with
+	addrs         []string          // addresses of those brokers
 }
 
 // groupConns is what consumerConnection reports.
@@ -230,6 +231,7 @@ func (a *app) consumerConnections(ctx context.Context, group string) (groupConns
 			}
 			maps.Copy(v.Subscriptions, c.Subscriptions)
 			v.Brokers = append(v.Brokers, brokerLabel(b))
+			v.addrs = append(v.addrs, b.Addr)
 		}
 	}
 	if len(byID) == 0 {

@@ -40,15 +40,21 @@ func (a *app) pullConsumer(group string) (*client.PullConsumer, error) {
 }
 
 func queryMsgByIDCmd(a *app) *cobra.Command {
-	var ids string
+	var ids, group, clientID string
 	cmd := &cobra.Command{
-		Use:   "queryMsgById -i OFFSET_MSG_ID[,OFFSET_MSG_ID...]",
-		Short: "Print a message by its offset message id (the broker address and commitlog offset it encodes)",
+		Use:   "queryMsgById -i OFFSET_MSG_ID[,OFFSET_MSG_ID...] [-g GROUP -d CLIENT_ID]",
+		Short: "Print a message by its offset message id (the broker address and commitlog offset it encodes), or have a consumer consume it again",
 	}
 	cmd.Flags().StringVarP(&ids, "msgId", "i", "", "offset message id(s), comma-separated")
+	cmd.Flags().StringVarP(&group, "consumerGroup", "g", "", "with -d: the consumer group of the client to hand the message to")
+	cmd.Flags().StringVarP(&clientID, "clientId", "d", "", "with -g: hand the message to this client's handler "+
+		"(CONSUME_MESSAGE_DIRECTLY) instead of printing it")
 	cmd.RunE = action(func(ctx context.Context, cmd *cobra.Command) error {
 		if err := required(cmd, "msgId"); err != nil {
 			return err
+		}
+		if (group == "") != (clientID == "") {
+			return usagef("-g and -d go together: the group and the client id of the consumer to hand the message to")
 		}
 		var list []string
 		for _, id := range strings.Split(ids, ",") {
@@ -61,6 +67,14 @@ func queryMsgByIDCmd(a *app) *cobra.Command {
 					"commitlog offset): %v", id, err)
 			}
 			list = append(list, id)
+		}
+		if clientID != "" {
+			for _, id := range list {
+				if err := a.consumeDirectly(ctx, id, group, clientID); err != nil {
+					return err
+				}
+			}
+			return nil
 		}
 		ad, err := a.adminClient()
 		if err != nil {

@@ -150,6 +150,16 @@ func hasCode(err error, code int16) bool {
 // than SUCCESS and those in ok become a *serverError.
 func (a *app) call(ctx context.Context, role, addr string, code int16, h interface{ ToExt(map[string]string) },
 	body any, ok ...int16) (*remoting.Command, error) {
+	return a.callWithin(ctx, a.timeout, role, addr, code, h, body, ok...)
+}
+
+// relayTimeout bounds a request a broker relays to a client: the broker
+// waits up to 10 s for the client's answer.
+const relayTimeout = 15 * time.Second
+
+// callWithin is call with its own timeout.
+func (a *app) callWithin(ctx context.Context, timeout time.Duration, role, addr string, code int16,
+	h interface{ ToExt(map[string]string) }, body any, ok ...int16) (*remoting.Command, error) {
 	var ext map[string]string
 	if h != nil {
 		ext = protocol.Ext(h)
@@ -166,7 +176,7 @@ func (a *app) call(ctx context.Context, role, addr string, code int16, h interfa
 		}
 		raw = enc
 	}
-	cctx, cancel := context.WithTimeout(ctx, a.timeout)
+	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	resp, err := a.remote().Invoke(cctx, addr, remoting.NewRequest(code, ext, raw))
 	if err != nil {

@@ -1,6 +1,7 @@
 package compat
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"os/exec"
@@ -374,4 +375,83 @@ func eachTwice(want map[string]sent) func([]delivery) bool {
 		}
 		return true
 	}
+}
+
+// TestConsumerStatusAndDirectConsume: mqadmin asks an official-client
+// consumer, through the broker, for its running info (the client writes
+// fastjson's object-keyed mqTable) and has it consume a stored message
+// again (CONSUME_MESSAGE_DIRECTLY), as RocketMQ's dashboard does.
+func TestConsumerStatusAndDirectConsume(t *testing.T) {
+	t.Parallel()
+	topic, group := name(t, "topic"), name(t, "group")
+	createTopic(t, topic, 4)
+	p := newProducer(t, "producer")
+	want := map[string]sent{}
+	for i := range 4 {
+		id := fmt.Sprintf("status-%02d", i)
+		want[id] = sendSync(t, p, id, newMessage(topic, id, "TagS"))
+	}
+	in := newInbox()
+	c, _ := startPushConsumer(t, topic, "*", in, "s1", consumerOptions(group, name(t, "s1")))
+	in.waitIDs(t, ids(want))
+	waitCaughtUp(t, c, topic)
+
+	mq := func(args ...string) []byte {
+		t.Helper()
+		out, err := exec.Command(mqadmin, append([]string{"-n", nameserverAddr, "--json"}, args...)...).CombinedOutput()
+		require.NoError(t, err, "mqadmin %v: %s", args, out)
+		return out
+	}
+	var conns struct {
+		Connections []struct {
+			ClientID string `json:"clientId"`
+		} `json:"connections"`
+	}
+	require.NoError(t, json.Unmarshal(mq("consumerConnection", "-g", group), &conns))
+	require.Len(t, conns.Connections, 1)
+	clientID := conns.Connections[0].ClientID
+
+	var status struct {
+		Clients []struct {
+			ClientID   string            `json:"clientId"`
+			Properties map[string]string `json:"properties"`
+			Queues     []struct {
+				Topic        string `json:"topic"`
+				CommitOffset int64  `json:"commitOffset"`
+			} `json:"queues"`
+			Error string `json:"error"`
+		} `json:"clients"`
+	}
+	require.NoError(t, json.Unmarshal(mq("consumerStatus", "-g", group), &status))
+	require.Len(t, status.Clients, 1)
+	cl := status.Clients[0]
+	require.Empty(t, cl.Error)
+	require.Equal(t, clientID, cl.ClientID)
+	require.Equal(t, "CONSUME_PASSIVELY", cl.Properties["PROP_CONSUME_TYPE"])
+	var committed int64
+	n := 0
+	for _, q := range cl.Queues {
+		if q.Topic == topic {
+			n++
+			committed += q.CommitOffset
+		}
+	}
+	require.Equal(t, 4, n, "the topic's 4 queues are in the client's mqTable")
+	require.EqualValues(t, 4, committed, "their offsets cover the 4 messages")
+
+	var res struct {
+		ConsumeResult string `json:"consumeResult"`
+	}
+	one := want["status-00"]
+	require.NoError(t, json.Unmarshal(mq("queryMsgById", "-i", one.offsetMsgID, "-g", group, "-d", clientID), &res))
+	require.Equal(t, "CR_SUCCESS", res.ConsumeResult)
+	in.waitFor(t, "status-00 delivered again", func(got []delivery) bool {
+		k := 0
+		for _, d := range got {
+			if d.msg.GetProperty(idProperty) == "status-00" {
+				k++
+			}
+		}
+		return k == 2
+	})
 }

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/client"
+	"github.com/stretchr/testify/require"
+)
+
+// startConsumer starts a push consumer of group on topic that counts what
+// it handles.
+func (c *cluster) startConsumer(t *testing.T, group, topic string, handled *atomic.Int64) *client.PushConsumer {
+	t.Helper()
+	pc, err := client.NewPushConsumer(group, client.WithNameServers(c.ns),
+		client.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
+		client.WithRebalanceInterval(time.Second), client.WithCommitInterval(200*time.Millisecond),
+		client.WithRouteRefreshInterval(200*time.Millisecond))
+	require.NoError(t, err)
+	require.NoError(t, pc.Subscribe(topic, "*", func(context.Context, []*client.Message) client.ConsumeResult {
+		handled.Add(1)
+		return client.ConsumeSuccess
+	}))
+	require.NoError(t, pc.Start())
+	t.Cleanup(func() { pc.Close() })
+	return pc
+}
+
+func TestConsumerStatus(t *testing.T) {
+	c := startCluster(t)
+	c.ok(t, "updateTopic", "-t", "st", "-b", c.broker, "-r", "2", "-w", "2")
+	c.waitRoute(t, "st")
+	var handled atomic.Int64
+	pc := c.startConsumer(t, "st-g", "st", &handled)
+	var ids []string
+	for i := range 6 {
+		ids = append(ids, c.send(t, "st", int32(i%2), []byte("m"), nil).MsgID)
+	}
+	require.Eventually(t, func() bool { return handled.Load() == 6 }, 10*time.Second, 20*time.Millisecond)
+
+	// The group: one row per client, the running info's totals.
+	var row []string
+	require.Eventually(t, func() bool {
+		row = findRow(t, c.ok(t, "consumerStatus", "-g", "st-g"), pc.ClientID())
+		return row[4] == "3" // queues: 2 of st, 1 of the retry topic
+	}, 10*time.Second, 50*time.Millisecond)
+	require.Equal(t, []string{"push", "false", "3", "0"}, row[2:6], "type, orderly, queues, cached")
+
+	// One client in detail: its queues with their commit offsets.
+	out := c.ok(t, "consumerStatus", "-g", "st-g", "-i", pc.ClientID())
+	require.Contains(t, out, "PROP_CONSUME_TYPE")
+	require.Contains(t, out, `st "*"`)
+	require.Equal(t, "3", findRow(t, out, "st", "broker-a", "0")[3], "commit offset of queue 0")
+	require.Equal(t, "3", findRow(t, out, "st", "broker-a", "1")[3], "commit offset of queue 1")
+	require.NotContains(t, out, "#Goroutines")
+	require.Contains(t, c.ok(t, "consumerStatus", "-g", "st-g", "-i", pc.ClientID(), "-s"), "#Goroutines")
+
+	var js struct {
+		Clients []struct {
+			ClientID string `json:"clientId"`
+			Queues   []struct {
+				Topic        string `json:"topic"`
+				QueueID      int    `json:"queueId"`
+				CommitOffset int64  `json:"commitOffset"`
+			} `json:"queues"`
+			StatusTable map[string]struct {
+				ConsumeOKTPS float64 `json:"consumeOKTPS"`
+			} `json:"statusTable"`
+		} `json:"clients"`
+	}
+	c.okJSON(t, &js, "consumerStatus", "-g", "st-g")
+	require.Len(t, js.Clients, 1)
+	q := js.Clients[0].Queues
+	require.Len(t, q, 3)
+	require.Equal(t, "%RETRY%st-g", q[0].Topic, "sorted by topic")
+	require.Equal(t, "st", q[1].Topic)
+	require.EqualValues(t, 3, q[1].CommitOffset)
+	require.Positive(t, js.Clients[0].StatusTable["st"].ConsumeOKTPS)
+
+	// Consume one again, directly, on that client.
+	out = c.ok(t, "queryMsgById", "-i", ids[0], "-g", "st-g", "-d", pc.ClientID())
+	require.Contains(t, out, "consumed directly by client "+pc.ClientID()+" of group st-g: CR_SUCCESS")
+	require.EqualValues(t, 7, handled.Load())
+
+	// Errors.
+	require.Contains(t, c.fails(t, exitUsage, "consumerStatus", "-g", "st-g", "-s"), "-s needs -i")
+	require.Contains(t, c.fails(t, exitError, "consumerStatus", "-g", "st-g", "-i", "nobody@1"),
+		"client nobody@1 is not a live member of group st-g; its members are: "+pc.ClientID())
+	require.Contains(t, c.fails(t, exitUsage, "queryMsgById", "-i", ids[0], "-g", "st-g"), "-g and -d go together")
+	require.Contains(t, c.fails(t, exitError, "queryMsgById", "-i", ids[0], "-g", "st-g", "-d", "nobody@1"),
+		"consumer nobody@1 of group st-g is not online on broker broker-a")
+
+	// A member that does not answer GET_CONSUMER_RUNNING_INFO (this raw
+	// client answers REQUEST_CODE_NOT_SUPPORTED) is reported, and the
+	// command fails after printing the others.
+	c.heartbeat(t, "10.0.0.9@9", "st-g", map[string]string{"st": "*", "%RETRY%st-g": "*"})
+	r := c.mq(t, "consumerStatus", "-g", "st-g")
+	require.Equal(t, exitError, r.code)
+	require.NotNil(t, findRow(t, r.stdout, pc.ClientID()))
+	require.Contains(t, r.stdout, "ERROR 10.0.0.9@9: broker")
+	require.True(t, strings.Contains(r.stderr, "1 of 2 clients did not report their running info"), r.stderr)
+}

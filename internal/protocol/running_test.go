@@ -1,0 +1,110 @@
+package protocol
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func sampleRunningInfo() ConsumerRunningInfo {
+	return ConsumerRunningInfo{
+		Properties: map[string]string{PropConsumeType: "CONSUME_PASSIVELY", PropConsumeOrderly: "false"},
+		SubscriptionSet: []SubscriptionData{{Topic: "orders", SubString: "a || b", TagsSet: []string{"a", "b"},
+			CodeSet: []any{"97", "98"}, SubVersion: 7, ExpressionType: "TAG"}},
+		MQTable: map[MessageQueue]ProcessQueueInfo{
+			{Topic: "orders", BrokerName: "b-1", QueueID: 1}: {CommitOffset: 10, CachedMsgCount: 3, CachedMsgMinOffset: 10, CachedMsgMaxOffset: 12},
+			{Topic: "orders", BrokerName: "b-0", QueueID: 2}: {CommitOffset: 4, Locked: true, LastLockTimestamp: 99},
+		},
+		StatusTable: map[string]ConsumeStatus{"orders": {PullTPS: 1.5, ConsumeOKTPS: 2, ConsumeFailedMsgs: 3}},
+		JStack:      "goroutine 1 [running]:\n\"quoted\" {braces} [brackets]",
+	}
+}
+
+func TestConsumerRunningInfo_RoundTrip(t *testing.T) {
+	in := sampleRunningInfo()
+	b, err := in.Encode()
+	require.NoError(t, err)
+	// The queue keys are objects, as Java's fastjson and the official Go
+	// client write them, sorted by topic, broker and queue.
+	require.Contains(t, string(b), `"mqTable":{{"topic":"orders","brokerName":"b-0","queueId":2}:{"commitOffset":4,`)
+	require.False(t, json.Valid(b), "object keys are not JSON")
+	out, err := DecodeConsumerRunningInfo(b)
+	require.NoError(t, err)
+	require.Equal(t, in, out)
+}
+
+// TestConsumerRunningInfo_OfficialClientForm reads the body the official Go
+// client writes (internal/model.go, ConsumerRunningInfo.Encode): fields in
+// its order, a space before jstack and before the closing brace.
+func TestConsumerRunningInfo_OfficialClientForm(t *testing.T) {
+	body := `{"properties":{"PROP_CONSUMEORDERLY":"false","PROP_CONSUME_TYPE":"CONSUME_PASSIVELY"},` +
+		`"statusTable":{"orders":{"pullRT":1.25,"pullTPS":0,"consumeRT":0,"consumeOKTPS":3.5,"consumeFailedTPS":0,"consumeFailedMsgs":0}},` +
+		`"subscriptionSet":[{"classFilterMode":false,"topic":"orders","subString":"*","tagsSet":[],"codeSet":[],"subVersion":1,"expressionType":"TAG"}],` +
+		`"mqTable":{{"topic":"orders","brokerName":"b","queueId":0}:{"commitOffset":5,"cachedMsgMinOffset":0,"cachedMsgMaxOffset":0,` +
+		`"cachedMsgCount":0,"cachedMsgSizeInMiB":0,"transactionMsgMinOffset":0,"transactionMsgMaxOffset":0,"transactionMsgCount":0,` +
+		`"locked":false,"tryUnlockTimes":0,"lastLockTimestamp":0,"dropped":false,"lastPullTimestamp":1700000000000,"lastConsumeTimestamp":0},` +
+		`{"topic":"orders","brokerName":"b","queueId":1}:{"commitOffset":6}}, "jstack":"" }`
+	r, err := DecodeConsumerRunningInfo([]byte(body))
+	require.NoError(t, err)
+	require.Equal(t, "CONSUME_PASSIVELY", r.Properties[PropConsumeType])
+	require.Equal(t, 3.5, r.StatusTable["orders"].ConsumeOKTPS)
+	require.Len(t, r.SubscriptionSet, 1)
+	require.Equal(t, map[MessageQueue]ProcessQueueInfo{
+		{Topic: "orders", BrokerName: "b", QueueID: 0}: {CommitOffset: 5, LastPullTimestamp: 1700000000000},
+		{Topic: "orders", BrokerName: "b", QueueID: 1}: {CommitOffset: 6},
+	}, r.MQTable)
+}
+
+func TestConsumerRunningInfo_Bad(t *testing.T) {
+	for _, body := range []string{
+		``, `[]`, `{`, `{"mqTable":{{"topic":"t"}}}`, `{"mqTable":{{"topic":"t"}:}}`, `{"mqTable":{{"topic":"t"}:{}`,
+		`{"mqTable":{"x":{}}}`, `{"properties":[1]}`, `{"jstack":"unterminated}`, `{"a":1 "b":2}`, `{"a":1}x`,
+		`{"mqTable":{{"topic":"t","queueId":"x"}:{}}}`, `{:1}`, `{"a":]}`,
+	} {
+		_, err := DecodeConsumerRunningInfo([]byte(body))
+		require.Error(t, err, "%q", body)
+	}
+	r, err := DecodeConsumerRunningInfo([]byte(` { } `))
+	require.NoError(t, err)
+	require.Empty(t, r.MQTable)
+}
+
+func TestConsumeResultCode_JSON(t *testing.T) {
+	b, err := json.Marshal(ConsumeMessageDirectlyResult{ConsumeResult: CRLater, AutoCommit: true, SpentTimeMills: 3})
+	require.NoError(t, err)
+	require.JSONEq(t, `{"order":false,"autoCommit":true,"consumeResult":"CR_LATER","remark":"","spentTimeMills":3}`, string(b))
+	var r ConsumeMessageDirectlyResult
+	require.NoError(t, json.Unmarshal(b, &r))
+	require.Equal(t, CRLater, r.ConsumeResult)
+	// The official Go client writes the number.
+	require.NoError(t, json.Unmarshal([]byte(`{"consumeResult":4}`), &r))
+	require.Equal(t, CRThrowException, r.ConsumeResult)
+	require.Error(t, json.Unmarshal([]byte(`{"consumeResult":"CR_MAYBE"}`), &r))
+	require.Error(t, json.Unmarshal([]byte(`{"consumeResult":6}`), &r))
+	_, err = json.Marshal(ConsumeResultCode(9))
+	require.Error(t, err)
+}
+
+// FuzzConsumerRunningInfo: no panic; what decodes encodes to a body that
+// decodes and encodes to the same bytes.
+func FuzzConsumerRunningInfo(f *testing.F) {
+	b, err := sampleRunningInfo().Encode()
+	require.NoError(f, err)
+	f.Add(b)
+	f.Add([]byte(`{"mqTable":{{"topic":"t","brokerName":"b","queueId":0}:{"commitOffset":5}}, "jstack":"" }`))
+	f.Add([]byte(`{"properties":{"a":"b"},"statusTable":{},"subscriptionSet":[]}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r, err := DecodeConsumerRunningInfo(data)
+		if err != nil {
+			return
+		}
+		enc, err := r.Encode()
+		require.NoError(t, err)
+		r2, err := DecodeConsumerRunningInfo(enc)
+		require.NoError(t, err, "%s", enc)
+		enc2, err := r2.Encode()
+		require.NoError(t, err)
+		require.Equal(t, string(enc), string(enc2))
+	})
+}
