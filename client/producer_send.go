@@ -170,7 +170,15 @@ func (p *Producer) sendFrom(ctx context.Context, o *outgoing, oneway bool, st *s
 		}
 		addr := target.route.addrs[q.BrokerName]
 		start := time.Now() // NB: also the born timestamp and the call's deadline
-		res, err := p.attempt(ctx, addr, q, o, oneway, start, p.attemptTimeout(st, start))
+		var res SendResult
+		if addr == "" {
+			// NB: only an ordered topic's route lists queues of a broker
+			// without a master.
+			err = fmt.Errorf("%w: broker %s of queue %s has no master; ordered topic %s keeps its queues meanwhile",
+				ErrNoRoute, q.BrokerName, q, o.topic)
+		} else {
+			res, err = p.attempt(ctx, addr, q, o, oneway, start, p.attemptTimeout(st, start))
+		}
 		if err == nil {
 			p.faults.record(q.BrokerName, time.Since(start), false)
 			return res, nil

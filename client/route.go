@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -35,8 +37,10 @@ func newTopicRoute(topic string, d protocol.TopicRouteData) *topicRoute {
 			r.addrs[b.BrokerName] = a
 		}
 	}
+	ordered := orderQueues(topic, d.OrderTopicConf)
+	r.write = ordered
 	for _, q := range d.QueueDatas {
-		if q.Perm&protocol.PermWrite != 0 && r.addrs[q.BrokerName] != "" {
+		if ordered == nil && q.Perm&protocol.PermWrite != 0 && r.addrs[q.BrokerName] != "" {
 			for i := range int(q.WriteQueueNums) {
 				r.write = append(r.write, MessageQueue{Topic: topic, BrokerName: q.BrokerName, QueueID: i})
 			}
@@ -50,6 +54,26 @@ func newTopicRoute(topic string, d protocol.TopicRouteData) *topicRoute {
 	slices.SortFunc(r.write, compareQueues)
 	slices.SortFunc(r.read, compareQueues)
 	return r
+}
+
+// orderQueues returns the queues an ordered topic's orderTopicConf
+// ("brokerA:8;brokerB:8", from ORDER_TOPIC_CONFIG) lists, or nil when it
+// lists none. As with the official client, they are the topic's write
+// queues whatever the brokers' state: a sharding key keeps its queue while
+// that queue's broker is down, and its sends fail meanwhile.
+func orderQueues(topic, conf string) []MessageQueue {
+	var out []MessageQueue
+	for _, e := range strings.Split(conf, ";") {
+		name, num, ok := strings.Cut(strings.TrimSpace(e), ":")
+		n, err := strconv.Atoi(num)
+		if !ok || name == "" || err != nil || n < 1 || n > 1024 {
+			continue
+		}
+		for i := range n {
+			out = append(out, MessageQueue{Topic: topic, BrokerName: name, QueueID: i})
+		}
+	}
+	return out
 }
 
 // routeCache holds the routes of the topics a client uses, fetched from

@@ -17,6 +17,12 @@ type Nameserver struct {
 	// ScanInterval is how often expired brokers are looked for
 	// (10ms..broker_expiry).
 	ScanInterval time.Duration `mapstructure:"scan_interval"`
+	// OrderMessageEnable puts a topic's ORDER_TOPIC_CONFIG value (written
+	// by mqadmin updateTopic -o true) in its route as orderTopicConf
+	// (RocketMQ's orderMessageEnable, off by default there too). Clients
+	// then send to the queues it lists, even those of a broker that is
+	// down, so that a sharding key keeps its queue.
+	OrderMessageEnable bool `mapstructure:"order_message_enable"`
 	// Remoting configures the nameserver's remoting server.
 	Remoting Remoting `mapstructure:"remoting"`
 }

@@ -251,3 +251,24 @@ func TestMetrics_Scrape(t *testing.T) {
 		require.Contains(t, string(b), name)
 	}
 }
+
+// TestRoute_OrderTopicConf: with order_message_enable a route carries its
+// topic's ORDER_TOPIC_CONFIG value; without it (RocketMQ's default) never.
+func TestRoute_OrderTopicConf(t *testing.T) {
+	for _, enabled := range []bool{true, false} {
+		c := dial(t, startServer(t, func(n *conf.Nameserver) { n.OrderMessageEnable = enabled }), remoting.SerializeJSON)
+		b := masterA()
+		b.topics = []protocol.TopicConfig{topic("Ordered", 4), topic("Plain", 4)}
+		c.mustRegister(b)
+		resp := c.call(protocol.PutKVConfig, &protocol.KVConfigRequestHeader{Namespace: protocol.OrderTopicConfigNamespace,
+			Key: "Ordered", Value: "broker-a:4;broker-z:4"}, nil)
+		require.Equal(t, int16(protocol.Success), resp.Code, resp.Remark)
+		want := ""
+		if enabled {
+			want = "broker-a:4;broker-z:4"
+		}
+		require.Equal(t, want, c.route("Ordered").OrderTopicConf, "enabled %t", enabled)
+		require.Empty(t, c.route("Plain").OrderTopicConf)
+		require.NotContains(t, string(c.routeResp("Plain").Body), "orderTopicConf", "left out, not empty")
+	}
+}

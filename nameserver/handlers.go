@@ -108,7 +108,7 @@ func (s *Server) registerBroker(conn *remoting.Conn, req *remoting.Command) *rem
 		HAServerAddr: res.haServerAddr,
 		MasterAddr:   res.masterAddr,
 	})
-	if table, found := s.kv.list(orderTopicConfigNamespace); found {
+	if table, found := s.kv.list(protocol.OrderTopicConfigNamespace); found {
 		return withBody(req, resp, kvTable{Table: table})
 	}
 	return resp
@@ -192,6 +192,9 @@ func (s *Server) getRouteInfo(_ *remoting.Conn, req *remoting.Command) *remoting
 		return fail(req, protocol.TopicNotExist,
 			"nameserver: no route for topic %q: no live broker has registered it; create the topic on a broker (or enable auto-create) and retry",
 			h.Topic)
+	}
+	if s.cfg.OrderMessageEnable {
+		rd.OrderTopicConf, _ = s.kv.get(protocol.OrderTopicConfigNamespace, h.Topic)
 	}
 	return withBody(req, ok(req), rd)
 }

@@ -5,11 +5,6 @@ import (
 	"sync"
 )
 
-// orderTopicConfigNamespace is the KV namespace whose table a
-// REGISTER_BROKER response carries (RocketMQ's ORDER_TOPIC_CONFIG:
-// topic → "brokerA:4;brokerB:4").
-const orderTopicConfigNamespace = "ORDER_TOPIC_CONFIG"
-
 // kvTable is the body of GET_KVLIST_BY_NAMESPACE and REGISTER_BROKER
 // responses (RocketMQ's KVTable).
 type kvTable struct {

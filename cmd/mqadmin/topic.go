@@ -87,7 +87,16 @@ func updateTopicCmd(a *app) *cobra.Command {
 			}
 			done = append(done, b)
 		}
-		if err := a.reportTopicUpdate(topic, read, write, perm, ordered, done); err != nil {
+		var orderConf *string
+		if cmd.Flags().Changed("order") && len(done) > 0 {
+			v, err := a.updateOrderConf(ctx, topic, write, ordered, done, cluster != "")
+			if err != nil {
+				errs = append(errs, err)
+			} else {
+				orderConf = &v
+			}
+		}
+		if err := a.reportTopicUpdate(topic, read, write, perm, ordered, done, orderConf); err != nil {
 			return err
 		}
 		return errors.Join(errs...)
@@ -95,16 +104,99 @@ func updateTopicCmd(a *app) *cobra.Command {
 	return cmd
 }
 
-func (a *app) reportTopicUpdate(topic string, read, write, perm int, order bool, done []brokerRef) error {
+func (a *app) reportTopicUpdate(topic string, read, write, perm int, order bool, done []brokerRef, orderConf *string) error {
 	if a.json {
-		return a.printJSON(map[string]any{"topic": topic, "readQueueNums": read, "writeQueueNums": write, "perm": perm,
-			"order": order, "brokers": nonNil(done)})
+		v := map[string]any{"topic": topic, "readQueueNums": read, "writeQueueNums": write, "perm": perm,
+			"order": order, "brokers": nonNil(done)}
+		if orderConf != nil {
+			v["orderTopicConf"] = *orderConf
+		}
+		return a.printJSON(v)
 	}
 	for _, b := range done {
 		fmt.Fprintf(a.stdout, "create topic %s on %s success: readQueueNums=%d writeQueueNums=%d perm=%s order=%t\n",
 			topic, brokerLabel(b), read, write, permString(perm), order)
 	}
+	switch {
+	case orderConf == nil:
+	case *orderConf == "":
+		fmt.Fprintf(a.stdout, "order config of topic %s removed from the nameservers\n", topic)
+	default:
+		fmt.Fprintf(a.stdout, "order config of topic %s on the nameservers: %s\n", topic, *orderConf)
+	}
 	return nil
+}
+
+// updateOrderConf writes topic's ORDER_TOPIC_CONFIG entry ("brokerA:8;
+// brokerB:8") on every nameserver, as RocketMQ's updateTopic -o does: for
+// a cluster, its brokers with write queues each; for one broker, that
+// broker's part of the entry. With order false the part (or, for a
+// cluster, the entry) is removed. It returns the entry now stored, ""
+// when none.
+func (a *app) updateOrderConf(ctx context.Context, topic string, write int, order bool, done []brokerRef,
+	wholeCluster bool) (string, error) {
+	ns, err := a.nameServers()
+	if err != nil {
+		return "", err
+	}
+	if !wholeCluster {
+		// NB: -b gives an address; the entry names brokers.
+		masters, err := a.masters(ctx, "")
+		if err != nil {
+			return "", err
+		}
+		i := slices.IndexFunc(masters, func(m brokerRef) bool { return m.Addr == done[0].Addr })
+		if i < 0 {
+			return "", fmt.Errorf("broker %s is not registered with the nameservers as a master: cannot name it in "+
+				"the order config of topic %s", done[0].Addr, topic)
+		}
+		done = []brokerRef{masters[i]}
+	}
+	var final string
+	for _, addr := range ns {
+		parts := map[string]int{}
+		if !wholeCluster {
+			resp, err := a.call(ctx, "nameserver", addr, protocol.GetKVConfig, &protocol.KVConfigRequestHeader{
+				Namespace: protocol.OrderTopicConfigNamespace, Key: topic}, nil, protocol.QueryNotFound)
+			if err != nil {
+				return "", err
+			}
+			if resp.Code == protocol.Success {
+				var h protocol.GetKVConfigResponseHeader
+				if err := h.FromExt(resp.ExtFields); err != nil {
+					return "", fmt.Errorf("nameserver %s answered GET_KV_CONFIG with a bad header: %w", addr, err)
+				}
+				for _, e := range strings.Split(h.Value, ";") {
+					if name, n, ok := strings.Cut(e, ":"); ok && name != "" {
+						if v, err := strconv.Atoi(n); err == nil {
+							parts[name] = v
+						}
+					}
+				}
+			}
+		}
+		for _, b := range done {
+			if order {
+				parts[b.Name] = write
+			} else {
+				delete(parts, b.Name)
+			}
+		}
+		var entries []string
+		for _, name := range slices.Sorted(maps.Keys(parts)) {
+			entries = append(entries, name+":"+strconv.Itoa(parts[name]))
+		}
+		final = strings.Join(entries, ";")
+		h := &protocol.KVConfigRequestHeader{Namespace: protocol.OrderTopicConfigNamespace, Key: topic, Value: final}
+		code := int16(protocol.PutKVConfig)
+		if final == "" {
+			code = protocol.DeleteKVConfig
+		}
+		if _, err := a.call(ctx, "nameserver", addr, code, h, nil); err != nil {
+			return "", err
+		}
+	}
+	return final, nil
 }
 
 func brokerLabel(b brokerRef) string {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/sluicemq/sluice/internal/protocol"
 	"slices"
 	"strings"
 	"testing"
@@ -148,4 +149,54 @@ func TestCluster_ListAndBrokerStatus(t *testing.T) {
 
 	stderr := c.fails(t, exitError, "brokerStatus", "-b", "127.0.0.1:1")
 	require.Contains(t, stderr, "GET_BROKER_RUNTIME_INFO to broker 127.0.0.1:1 failed")
+}
+
+// TestTopic_OrderConf: updateTopic -o writes the topic's ORDER_TOPIC_CONFIG
+// entry on the nameservers, as RocketMQ's does: the cluster's brokers with
+// -c, this broker's part of the entry with -b; -o false removes it.
+func TestTopic_OrderConf(t *testing.T) {
+	c := startCluster(t)
+	kv := func(topic string) (string, bool) {
+		resp := c.invoke(t, c.ns, protocol.GetKVConfig, &protocol.KVConfigRequestHeader{
+			Namespace: protocol.OrderTopicConfigNamespace, Key: topic}, nil)
+		if resp.Code == protocol.QueryNotFound {
+			return "", false
+		}
+		require.Equal(t, protocol.Success, int(resp.Code), resp.Remark)
+		var h protocol.GetKVConfigResponseHeader
+		require.NoError(t, h.FromExt(resp.ExtFields))
+		return h.Value, true
+	}
+
+	out := c.ok(t, "updateTopic", "-t", "ord", "-c", "DefaultCluster", "-r", "4", "-w", "4", "-o", "true")
+	require.Contains(t, out, "order config of topic ord on the nameservers: broker-a:4")
+	v, ok := kv("ord")
+	require.True(t, ok)
+	require.Equal(t, "broker-a:4", v)
+
+	// Without -o the entry is left alone.
+	c.ok(t, "updateTopic", "-t", "ord", "-c", "DefaultCluster", "-r", "4", "-w", "6")
+	v, _ = kv("ord")
+	require.Equal(t, "broker-a:4", v)
+
+	// -b changes this broker's part only.
+	resp := c.invoke(t, c.ns, protocol.PutKVConfig, &protocol.KVConfigRequestHeader{
+		Namespace: protocol.OrderTopicConfigNamespace, Key: "ord", Value: "broker-x:2;broker-a:4"}, nil)
+	require.Equal(t, protocol.Success, int(resp.Code), resp.Remark)
+	var js struct {
+		OrderTopicConf *string `json:"orderTopicConf"`
+	}
+	c.okJSON(t, &js, "updateTopic", "-t", "ord", "-b", c.broker, "-w", "3", "-r", "3", "-o", "true")
+	require.NotNil(t, js.OrderTopicConf)
+	require.Equal(t, "broker-a:3;broker-x:2", *js.OrderTopicConf)
+	v, _ = kv("ord")
+	require.Equal(t, "broker-a:3;broker-x:2", v)
+	out = c.ok(t, "updateTopic", "-t", "ord", "-b", c.broker, "-w", "3", "-r", "3", "-o", "false")
+	require.Contains(t, out, "order config of topic ord on the nameservers: broker-x:2")
+
+	// -c with -o false removes the entry.
+	out = c.ok(t, "updateTopic", "-t", "ord", "-c", "DefaultCluster", "-o", "false")
+	require.Contains(t, out, "order config of topic ord removed from the nameservers")
+	_, ok = kv("ord")
+	require.False(t, ok)
 }

@@ -198,6 +198,12 @@ func (h *GetTopicsByClusterRequestHeader) FromExt(ext map[string]string) error {
 	return r.err
 }
 
+// OrderTopicConfigNamespace is the nameserver KV namespace of ordered
+// topics' queue lists (RocketMQ's ORDER_TOPIC_CONFIG: topic →
+// "brokerA:4;brokerB:4"). REGISTER_BROKER answers carry its table, and a
+// route its topic's value when the nameserver's orderMessageEnable is on.
+const OrderTopicConfigNamespace = "ORDER_TOPIC_CONFIG"
+
 // KVConfigRequestHeader is the header of PUT_KV_CONFIG (100), GET_KV_CONFIG
 // (101) and DELETE_KV_CONFIG (102), spec §5.4. Value is used by PUT only.
 type KVConfigRequestHeader struct {
