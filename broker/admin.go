@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/sluicemq/sluice/broker/topic"
@@ -211,16 +211,5 @@ func (b *Broker) handleConsumeStats(_ context.Context, w remoting.ResponseWriter
 }
 
 func sortProgress(qs []protocol.QueueProgress) {
-	for i := 1; i < len(qs); i++ {
-		for j := i; j > 0 && lessMQ(qs[j].MessageQueue, qs[j-1].MessageQueue); j-- {
-			qs[j], qs[j-1] = qs[j-1], qs[j]
-		}
-	}
-}
-
-func lessMQ(a, b protocol.MessageQueue) bool {
-	if c := strings.Compare(a.Topic, b.Topic); c != 0 {
-		return c < 0
-	}
-	return a.QueueID < b.QueueID
+	slices.SortFunc(qs, func(a, b protocol.QueueProgress) int { return protocol.CompareQueues(a.MessageQueue, b.MessageQueue) })
 }

@@ -38,9 +38,14 @@ func (b *Broker) handleConsumeMessageDirectly(ctx context.Context, w remoting.Re
 		reply(w, req, protocol.SystemError, "CONSUME_MESSAGE_DIRECTLY needs clientId: the consumer to hand the message to")
 		return
 	}
-	_, off, err := message.ParseOffsetMsgID(h.MsgID)
+	host, off, err := message.ParseOffsetMsgID(h.MsgID)
 	if err != nil {
 		reply(w, req, protocol.SystemError, fmt.Sprintf("msgId %q is not an offset message id: %v", h.MsgID, err))
+		return
+	}
+	if host != b.storeHost {
+		reply(w, req, protocol.SystemError, fmt.Sprintf("message %s was stored by the broker at %s; broker %s stores as %s",
+			h.MsgID, host, b.cfg.BrokerName, b.storeHost))
 		return
 	}
 	rec, err := b.store.ReadMessage(off)
@@ -48,9 +53,7 @@ func (b *Broker) handleConsumeMessageDirectly(ctx context.Context, w remoting.Re
 		reply(w, req, protocol.SystemError, fmt.Sprintf("no message at offset %d on broker %s: %v", off, b.cfg.BrokerName, err))
 		return
 	}
-	if h.BrokerName == "" {
-		h.BrokerName = b.cfg.BrokerName
-	}
+	h.BrokerName = b.cfg.BrokerName
 	b.callConsumer(ctx, w, req, h.ConsumerGroup, h.ClientID, protocol.Ext(&h), rec)
 }
 

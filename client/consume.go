@@ -54,21 +54,21 @@ func (c *PushConsumer) handleQueue(pq *processQueue, msgs []*Message) ConsumeRes
 }
 
 // handle runs the handler of msgs' topic, turning a panic into
-// ConsumeRetryLater (and panicked true). Messages of a topic without a
-// handler are dropped (ConsumeSuccess).
-func (c *PushConsumer) handle(msgs []*Message) (res ConsumeResult, panicked bool) {
+// ConsumeRetryLater (and returning what it panicked with). Messages of a
+// topic without a handler are dropped (ConsumeSuccess).
+func (c *PushConsumer) handle(msgs []*Message) (res ConsumeResult, panicked any) {
 	sub, ok := c.subscription(msgs[0].Topic)
 	if !ok || sub.handler == nil {
 		c.core.log.Warn("client: no handler for topic, message dropped", "group", c.group, "topic", msgs[0].Topic)
-		return ConsumeSuccess, false
+		return ConsumeSuccess, nil
 	}
 	defer func() {
 		if r := recover(); r != nil {
 			c.core.log.Error("client: handler panicked", "group", c.group, "topic", msgs[0].Topic, "panic", r)
-			res, panicked = ConsumeRetryLater, true
+			res, panicked = ConsumeRetryLater, r
 		}
 	}()
-	return sub.handler(c.handlerCtx, msgs), false
+	return sub.handler(c.handlerCtx, msgs), nil
 }
 
 // keepsProgress reports whether a batch of pq whose handler just finished

@@ -91,7 +91,7 @@ type PushConsumer struct {
 	handlerCtx  context.Context
 	stopHandler context.CancelFunc
 
-	stats *consumeStats
+	stats *consumeStats // set by Start
 
 	mu        sync.Mutex
 	startedAt time.Time                      // guarded by mu
@@ -124,7 +124,7 @@ func NewPushConsumer(group string, opts ...Option) (*PushConsumer, error) {
 	}
 	c := &PushConsumer{cfg: cfg, core: newCore(cfg), group: group, rebalanceCh: make(chan struct{}, 1),
 		quit: make(chan struct{}), subs: make(map[string]subscription), queues: make(map[MessageQueue]*processQueue),
-		tasks: make(chan consumeTask, cfg.consumeGoroutines), stats: newConsumeStats(time.Now())}
+		tasks: make(chan consumeTask, cfg.consumeGoroutines)}
 	c.handlerCtx, c.stopHandler = context.WithCancel(context.Background())
 	if cfg.model == Broadcasting {
 		c.offsets = newLocalOffsets(cfg.offsetDir, group, cfg.instance)
@@ -181,6 +181,7 @@ func (c *PushConsumer) Start() error {
 	}
 	c.state = stateStarted
 	c.startedAt = time.Now()
+	c.stats = newConsumeStats(c.startedAt)
 	c.mu.Unlock()
 
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.callTimeout)

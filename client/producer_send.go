@@ -170,15 +170,7 @@ func (p *Producer) sendFrom(ctx context.Context, o *outgoing, oneway bool, st *s
 		}
 		addr := target.route.addrs[q.BrokerName]
 		start := time.Now() // NB: also the born timestamp and the call's deadline
-		var res SendResult
-		if addr == "" {
-			// NB: only an ordered topic's route lists queues of a broker
-			// without a master.
-			err = fmt.Errorf("%w: broker %s of queue %s has no master; ordered topic %s keeps its queues meanwhile",
-				ErrNoRoute, q.BrokerName, q, o.topic)
-		} else {
-			res, err = p.attempt(ctx, addr, q, o, oneway, start, p.attemptTimeout(st, start))
-		}
+		res, err := p.attempt(ctx, addr, q, o, oneway, start, p.attemptTimeout(st, start))
 		if err == nil {
 			p.faults.record(q.BrokerName, time.Since(start), false)
 			return res, nil
@@ -265,7 +257,10 @@ func (p *Producer) sendRequest(q MessageQueue, o *outgoing, now time.Time, timeo
 // attempt sends o once to queue q at addr.
 func (p *Producer) attempt(ctx context.Context, addr string, q MessageQueue, o *outgoing, oneway bool, now time.Time, timeout time.Duration) (SendResult, error) {
 	if addr == "" {
-		return SendResult{}, fmt.Errorf("%w: no master address for broker %s", ErrNoRoute, q.BrokerName)
+		// NB: an ordered topic's route lists the queues of its order
+		// config, those of a broker without a master too.
+		return SendResult{}, fmt.Errorf("%w: broker %s of queue %s has no master (an ordered topic keeps its queues meanwhile)",
+			ErrNoRoute, q.BrokerName, q)
 	}
 	req := p.sendRequest(q, o, now, timeout)
 	if oneway {

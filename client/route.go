@@ -16,7 +16,7 @@ import (
 // topicRoute is a topic's route with the queue lists derived from it.
 type topicRoute struct {
 	data  protocol.TopicRouteData
-	write []MessageQueue      // writable queues of brokers with a master, sorted
+	write []MessageQueue      // writable queues of brokers with a master, sorted; or an ordered topic's (see orderQueues)
 	read  []MessageQueue      // readable queues, sorted
 	addrs map[string]string   // broker name → master address
 	all   map[string][]string // broker name → every address (master first)
@@ -51,7 +51,12 @@ func newTopicRoute(topic string, d protocol.TopicRouteData) *topicRoute {
 			}
 		}
 	}
-	slices.SortFunc(r.write, compareQueues)
+	if ordered == nil {
+		// NB: an ordered topic's queues stay in its config's order, as
+		// the official client keeps them: equal keys hash to equal
+		// queues in both.
+		slices.SortFunc(r.write, compareQueues)
+	}
 	slices.SortFunc(r.read, compareQueues)
 	return r
 }

@@ -55,12 +55,9 @@ func goroutineStacks() string {
 
 // runningInfo implements member (GET_CONSUMER_RUNNING_INFO).
 func (c *PushConsumer) runningInfo(jstack bool) protocol.ConsumerRunningInfo {
+	subs := c.consumerData().SubscriptionDataSet
 	c.mu.Lock()
 	started := c.startedAt
-	subs := make([]protocol.SubscriptionData, 0, len(c.subs))
-	for _, t := range sortedKeys(c.subs) {
-		subs = append(subs, c.subs[t].data())
-	}
 	pqs := make([]*processQueue, 0, len(c.queues))
 	for _, pq := range c.queues {
 		pqs = append(pqs, pq)
@@ -71,6 +68,11 @@ func (c *PushConsumer) runningInfo(jstack bool) protocol.ConsumerRunningInfo {
 		SubscriptionSet: subs,
 		MQTable:         make(map[protocol.MessageQueue]protocol.ProcessQueueInfo, len(pqs)),
 		StatusTable:     c.stats.status(time.Now()),
+	}
+	for _, s := range subs {
+		if _, ok := info.StatusTable[s.Topic]; !ok {
+			info.StatusTable[s.Topic] = protocol.ConsumeStatus{} // NB: listed idle, as Java does
+		}
 	}
 	p := info.Properties
 	p[protocol.PropConsumeOrderly] = strconv.FormatBool(c.cfg.orderly)
@@ -105,8 +107,8 @@ func (c *PushConsumer) consumeDirectly(m *Message) (protocol.ConsumeMessageDirec
 	out := protocol.ConsumeMessageDirectlyResult{Order: c.cfg.orderly, AutoCommit: true,
 		SpentTimeMills: time.Since(began).Milliseconds()}
 	switch {
-	case panicked:
-		out.ConsumeResult, out.Remark = protocol.CRThrowException, "the handler panicked"
+	case panicked != nil:
+		out.ConsumeResult, out.Remark = protocol.CRThrowException, fmt.Sprintf("the handler panicked: %v", panicked)
 	case res == ConsumeSuccess:
 		out.ConsumeResult = protocol.CRSuccess
 	default:
@@ -118,12 +120,9 @@ func (c *PushConsumer) consumeDirectly(m *Message) (protocol.ConsumeMessageDirec
 // runningInfo implements member: a pull consumer holds no queues, so it
 // reports its settings and subscriptions.
 func (c *PullConsumer) runningInfo(jstack bool) protocol.ConsumerRunningInfo {
+	subs := c.consumerData().SubscriptionDataSet
 	c.mu.Lock()
 	started := c.startedAt
-	subs := make([]protocol.SubscriptionData, 0, len(c.subs))
-	for _, t := range sortedKeys(c.subs) {
-		subs = append(subs, c.subs[t].data())
-	}
 	c.mu.Unlock()
 	info := protocol.ConsumerRunningInfo{
 		Properties:      baseProperties(c.cfg, c.group, "CONSUME_ACTIVELY", started),

@@ -3,12 +3,14 @@ package client
 import (
 	"context"
 	"encoding/json"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicemq/sluice/internal/message"
 	"github.com/sluicemq/sluice/internal/protocol"
 	"github.com/sluicemq/sluice/internal/remoting"
 )
@@ -86,6 +88,7 @@ func TestConsumerRunningInfo(t *testing.T) {
 	info, err := protocol.DecodeConsumerRunningInfo(resp.Body)
 	require.NoError(t, err)
 	require.Empty(t, info.JStack)
+	require.Contains(t, info.StatusTable, RetryTopic("ri-g"), "idle subscribed topics are listed too")
 	resp = adminCall(t, addr, protocol.GetConsumerRunningInfo,
 		&protocol.GetConsumerRunningInfoRequestHeader{ConsumerGroup: "ri-g", ClientID: "nobody@1"})
 	require.Equal(t, protocol.SystemError, int(resp.Code))
@@ -138,6 +141,9 @@ func TestConsumeMessageDirectly(t *testing.T) {
 		require.NoError(t, json.Unmarshal(resp.Body, &res))
 		require.Equal(t, want, res.ConsumeResult, body)
 		require.False(t, res.Order)
+		if body == "panic" {
+			require.Equal(t, "the handler panicked: boom", res.Remark)
+		}
 		require.Equal(t, body, <-seen)
 	}
 	// Nothing else reached the handler.
@@ -150,6 +156,12 @@ func TestConsumeMessageDirectly(t *testing.T) {
 	resp := direct("not-an-id", pc.ClientID())
 	require.Equal(t, protocol.SystemError, int(resp.Code))
 	require.Contains(t, resp.Remark, "not an offset message id")
+	host, off, err := message.ParseOffsetMsgID(ids["ok"])
+	require.NoError(t, err)
+	other := message.OffsetMsgID(netip.AddrPortFrom(host.Addr(), host.Port()+1), off)
+	resp = direct(other, pc.ClientID())
+	require.Equal(t, protocol.SystemError, int(resp.Code))
+	require.Contains(t, resp.Remark, "was stored by the broker at "+netip.AddrPortFrom(host.Addr(), host.Port()+1).String())
 	resp = direct(ids["ok"], "")
 	require.Equal(t, protocol.SystemError, int(resp.Code))
 	require.Contains(t, resp.Remark, "clientId")
@@ -202,10 +214,19 @@ func TestConsumeStats_Windows(t *testing.T) {
 	require.InDelta(t, 1.0, st.ConsumeFailedTPS, 0.2, "60 failures over the minute")
 	require.EqualValues(t, 60, st.ConsumeFailedMsgs)
 	require.Zero(t, st.PullTPS, "no pull in the last minute")
-	// An hour and more later the failures are out of the hour's window,
-	// and the samples kept stay bounded.
+	// An hour and more later the failures are out of the hour's window.
 	s.consumed("t", 1, true, time.Millisecond, at(2*time.Hour))
 	st = s.status(at(2 * time.Hour))["t"]
 	require.Zero(t, st.ConsumeFailedMsgs)
+
+	// Three hours of events every 5 s: the samples kept cover an hour and
+	// no more (one sample per 10 s), the oldest at least an hour old.
+	end := 5 * time.Hour
+	for d := 2 * time.Hour; d <= end; d += 5 * time.Second {
+		s.consumed("t", 1, true, time.Millisecond, at(d))
+	}
 	require.LessOrEqual(t, len(s.samples), int(statsKeep/statsSampleEvery)+2)
+	require.GreaterOrEqual(t, len(s.samples), int(statsKeep/statsSampleEvery)-1)
+	require.GreaterOrEqual(t, at(end).Sub(s.samples[0].at), statsKeep)
+	require.Less(t, at(end).Sub(s.samples[1].at), statsKeep+statsSampleEvery, "trimmed at each sample")
 }

@@ -10,7 +10,9 @@ import (
 // QueueSelector picks the queue a message is sent to.
 //
 // Select gets the message and the candidate queues, never empty, sorted by
-// broker name and queue id; it must return one of them and be safe for
+// broker name and queue id (for an ordered topic whose route carries an
+// order config, in that config's order, as the official client has them);
+// it must return one of them and be safe for
 // concurrent use. For the default RoundRobinSelector the producer has
 // already removed queues of brokers it is avoiding (slow, failing, or the
 // one the previous attempt failed on); other selectors see every writable

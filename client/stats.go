@@ -78,7 +78,11 @@ func (s *consumeStats) consumed(topic string, n int, ok bool, took time.Duration
 // returns topic's counters for an event at now to be added to.
 // REQUIRES: mu held.
 func (s *consumeStats) eventLocked(topic string, now time.Time) *topicCounters {
-	if prev := s.samples[len(s.samples)-1].at; now.Sub(prev) >= statsSampleEvery && s.last.After(prev) {
+	// NB: a sample is taken at the last event's time, whose totals hold
+	// until now: 10 s after the previous sample, or at once before a quiet
+	// spell of 10 s ends.
+	if prev := s.samples[len(s.samples)-1].at; s.last.After(prev) &&
+		(s.last.Sub(prev) >= statsSampleEvery || now.Sub(s.last) >= statsSampleEvery) {
 		s.samples = append(s.samples, statsSample{at: s.last, c: s.snapshotLocked()})
 		// NB: keep the newest sample at least statsKeep old: the hour's base.
 		k := 0

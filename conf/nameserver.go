@@ -21,7 +21,8 @@ type Nameserver struct {
 	// by mqadmin updateTopic -o true) in its route as orderTopicConf
 	// (RocketMQ's orderMessageEnable, off by default there too). Clients
 	// then send to the queues it lists, even those of a broker that is
-	// down, so that a sharding key keeps its queue.
+	// down, so that a sharding key keeps its queue. The KV configs live in
+	// memory only: after a restart they must be written again.
 	OrderMessageEnable bool `mapstructure:"order_message_enable"`
 	// Remoting configures the nameserver's remoting server.
 	Remoting Remoting `mapstructure:"remoting"`

@@ -114,6 +114,11 @@ func (s *Server) Start() error {
 	go s.livenessLoop()
 	s.log.Info("nameserver: serving", "addr", s.rs.Addr().String(),
 		"broker_expiry", s.cfg.BrokerExpiry, "scan_interval", s.cfg.ScanInterval)
+	if s.cfg.OrderMessageEnable {
+		s.log.Warn("nameserver: order_message_enable is on, and ORDER_TOPIC_CONFIG lives in memory only: after a " +
+			"restart, give this nameserver its ordered topics' configs again (mqadmin updateTopic -o true, or " +
+			"updateKvConfig), or clients asking it route by the brokers' queues")
+	}
 	return nil
 }
 

@@ -42,7 +42,7 @@ func TestCLI_Help(t *testing.T) {
 	require.Equal(t, exitOK, r.code)
 	for _, name := range []string{"updateTopic", "deleteTopic", "topicList", "topicRoute", "topicStatus", "clusterList",
 		"brokerStatus", "updateSubGroup", "deleteSubGroup", "consumerProgress", "consumerConnection", "consumerStatus", "queryMsgById",
-		"queryMsgByKey", "queryMsgByOffset", "resetOffsetByTime", "sendMessage", "consumeMessage", "printMsg", "resendDLQ"} {
+		"queryMsgByKey", "queryMsgByOffset", "resetOffsetByTime", "sendMessage", "consumeMessage", "printMsg", "resendDLQ", "updateKvConfig", "deleteKvConfig"} {
 		require.Contains(t, r.stdout, name)
 	}
 	r = mqRaw(t, "updateTopic", "-h")

@@ -12,7 +12,7 @@ import (
 )
 
 func clusterCommands(a *app) []*cobra.Command {
-	return []*cobra.Command{clusterListCmd(a), brokerStatusCmd(a)}
+	return []*cobra.Command{clusterListCmd(a), brokerStatusCmd(a), kvConfigCmd(a, false), kvConfigCmd(a, true)}
 }
 
 // runtimeInfo asks a broker for its runtime values (GET_BROKER_RUNTIME_INFO).

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/sluicemq/sluice/internal/message"
 	"github.com/sluicemq/sluice/internal/protocol"
+	"github.com/sluicemq/sluice/internal/remoting"
 	"github.com/spf13/cobra"
 )
 
@@ -41,9 +43,19 @@ func (a *app) runningInfo(ctx context.Context, group string, c connView, jstack 
 		st.Error = "registered with no broker"
 		return st
 	}
-	st.Broker = c.Brokers[0]
-	resp, err := a.callWithin(ctx, relayTimeout, "broker", c.addrs[0], protocol.GetConsumerRunningInfo,
-		&protocol.GetConsumerRunningInfoRequestHeader{ConsumerGroup: group, ClientID: c.ClientID, JstackEnable: jstack}, nil)
+	// NB: through the next broker the client is registered with when one
+	// cannot be reached; an answer (even an error) is the client's.
+	var resp *remoting.Command
+	var err error
+	for i, addr := range c.addrs {
+		st.Broker = c.Brokers[i]
+		resp, err = a.callWithin(ctx, max(a.timeout, relayTimeout), "broker", addr, protocol.GetConsumerRunningInfo,
+			&protocol.GetConsumerRunningInfoRequestHeader{ConsumerGroup: group, ClientID: c.ClientID, JstackEnable: jstack}, nil)
+		var se *serverError
+		if !errors.As(err, &se) || se.err == nil {
+			break
+		}
+	}
 	if err != nil {
 		st.Error = err.Error()
 		return st
@@ -55,20 +67,10 @@ func (a *app) runningInfo(ctx context.Context, group string, c connView, jstack 
 	}
 	st.Properties, st.SubscriptionSet, st.StatusTable, st.JStack = info.Properties, info.SubscriptionSet, info.StatusTable, info.JStack
 	st.Queues = []queueStatus{}
-	for _, q := range slices.SortedFunc(maps.Keys(info.MQTable), compareWireQueues) {
+	for _, q := range slices.SortedFunc(maps.Keys(info.MQTable), protocol.CompareQueues) {
 		st.Queues = append(st.Queues, queueStatus{MessageQueue: q, ProcessQueueInfo: info.MQTable[q]})
 	}
 	return st
-}
-
-func compareWireQueues(x, y protocol.MessageQueue) int {
-	if c := strings.Compare(x.Topic, y.Topic); c != 0 {
-		return c
-	}
-	if c := strings.Compare(x.BrokerName, y.BrokerName); c != 0 {
-		return c
-	}
-	return int(x.QueueID) - int(y.QueueID)
 }
 
 func consumerStatusCmd(a *app) *cobra.Command {
@@ -119,7 +121,7 @@ func consumerStatusCmd(a *app) *cobra.Command {
 		case a.json:
 			err = a.printJSON(map[string]any{"group": group, "clients": all, "warning": gc.Warning})
 		case clientID != "":
-			err = a.printClientStatus(all[0])
+			err = a.printClientStatus(all[0], jstack)
 		default:
 			err = a.printGroupStatus(all, gc.Warning)
 		}
@@ -176,7 +178,7 @@ func (a *app) printGroupStatus(all []clientStatus, warning string) error {
 	return nil
 }
 
-func (a *app) printClientStatus(st clientStatus) error {
+func (a *app) printClientStatus(st clientStatus, jstack bool) error {
 	w := a.stdout
 	if st.Error != "" {
 		fmt.Fprintf(w, "client %s: %s\n", st.ClientID, st.Error)
@@ -211,7 +213,10 @@ func (a *app) printClientStatus(st clientStatus) error {
 	if err := t.flush(); err != nil {
 		return err
 	}
-	if st.JStack != "" {
+	if jstack {
+		if st.JStack == "" {
+			st.JStack = "(the client sent no stacks: the official Go client ignores jstackEnable)"
+		}
 		fmt.Fprintf(w, "\n#Goroutines\n%s\n", st.JStack)
 	}
 	return nil
@@ -237,7 +242,7 @@ func (a *app) consumeDirectly(ctx context.Context, id, group, clientID string) e
 	if err != nil {
 		return usagef("-i %s is not an offset message id: %v", id, err)
 	}
-	resp, err := a.callWithin(ctx, relayTimeout, "broker", host.String(), protocol.ConsumeMessageDirectly,
+	resp, err := a.callWithin(ctx, max(a.timeout, relayTimeout), "broker", host.String(), protocol.ConsumeMessageDirectly,
 		&protocol.ConsumeMessageDirectlyRequestHeader{ConsumerGroup: group, ClientID: clientID, MsgID: id}, nil)
 	if err != nil {
 		return fmt.Errorf("consume %s directly on client %s of group %s: %w", id, clientID, group, err)

@@ -88,8 +88,8 @@ func updateTopicCmd(a *app) *cobra.Command {
 			done = append(done, b)
 		}
 		var orderConf *string
-		if cmd.Flags().Changed("order") && len(done) > 0 {
-			v, err := a.updateOrderConf(ctx, topic, write, ordered, done, cluster != "")
+		if ordered && len(done) > 0 {
+			v, err := a.updateOrderConf(ctx, topic, write, done[0], cluster)
 			if err != nil {
 				errs = append(errs, err)
 			} else {
@@ -117,49 +117,51 @@ func (a *app) reportTopicUpdate(topic string, read, write, perm int, order bool,
 		fmt.Fprintf(a.stdout, "create topic %s on %s success: readQueueNums=%d writeQueueNums=%d perm=%s order=%t\n",
 			topic, brokerLabel(b), read, write, permString(perm), order)
 	}
-	switch {
-	case orderConf == nil:
-	case *orderConf == "":
-		fmt.Fprintf(a.stdout, "order config of topic %s removed from the nameservers\n", topic)
-	default:
+	if orderConf != nil {
 		fmt.Fprintf(a.stdout, "order config of topic %s on the nameservers: %s\n", topic, *orderConf)
 	}
 	return nil
 }
 
 // updateOrderConf writes topic's ORDER_TOPIC_CONFIG entry ("brokerA:8;
-// brokerB:8") on every nameserver, as RocketMQ's updateTopic -o does: for
-// a cluster, its brokers with write queues each; for one broker, that
-// broker's part of the entry. With order false the part (or, for a
-// cluster, the entry) is removed. It returns the entry now stored, ""
-// when none.
-func (a *app) updateOrderConf(ctx context.Context, topic string, write int, order bool, done []brokerRef,
-	wholeCluster bool) (string, error) {
+// brokerB:8") on every nameserver, as RocketMQ's updateTopic -o true does:
+// with a cluster, every broker of the cluster with write queues each (the
+// entry is replaced); with one broker (b, given by address), that broker's
+// part of the entry. It returns the entry now stored. (mqadmin
+// deleteKvConfig -s ORDER_TOPIC_CONFIG -k TOPIC removes it.)
+func (a *app) updateOrderConf(ctx context.Context, topic string, write int, b brokerRef, cluster string) (string, error) {
 	ns, err := a.nameServers()
 	if err != nil {
 		return "", err
 	}
-	if !wholeCluster {
-		// NB: -b gives an address; the entry names brokers.
-		masters, err := a.masters(ctx, "")
-		if err != nil {
-			return "", err
+	ci, err := a.clusterInfo(ctx)
+	if err != nil {
+		return "", err
+	}
+	var names []string
+	if cluster != "" {
+		// NB: every broker of the cluster, as Java: a broker whose master is
+		// down keeps its queues, and its keys stay where they were.
+		names = ci.Clusters[cluster]
+	} else {
+		for name, bi := range ci.Brokers {
+			if bi.Addrs[0] == b.Addr {
+				names = []string{name}
+			}
 		}
-		i := slices.IndexFunc(masters, func(m brokerRef) bool { return m.Addr == done[0].Addr })
-		if i < 0 {
+		if names == nil {
 			return "", fmt.Errorf("broker %s is not registered with the nameservers as a master: cannot name it in "+
-				"the order config of topic %s", done[0].Addr, topic)
+				"the order config of topic %s", b.Addr, topic)
 		}
-		done = []brokerRef{masters[i]}
 	}
 	var final string
-	for _, addr := range ns {
+	for i, addr := range ns {
 		parts := map[string]int{}
-		if !wholeCluster {
+		if cluster == "" {
 			resp, err := a.call(ctx, "nameserver", addr, protocol.GetKVConfig, &protocol.KVConfigRequestHeader{
 				Namespace: protocol.OrderTopicConfigNamespace, Key: topic}, nil, protocol.QueryNotFound)
 			if err != nil {
-				return "", err
+				return "", orderConfErr(topic, ns[:i], err)
 			}
 			if resp.Code == protocol.Success {
 				var h protocol.GetKVConfigResponseHeader
@@ -167,36 +169,42 @@ func (a *app) updateOrderConf(ctx context.Context, topic string, write int, orde
 					return "", fmt.Errorf("nameserver %s answered GET_KV_CONFIG with a bad header: %w", addr, err)
 				}
 				for _, e := range strings.Split(h.Value, ";") {
-					if name, n, ok := strings.Cut(e, ":"); ok && name != "" {
-						if v, err := strconv.Atoi(n); err == nil {
-							parts[name] = v
-						}
+					name, n, ok := strings.Cut(strings.TrimSpace(e), ":")
+					if v, err := strconv.Atoi(strings.TrimSpace(n)); ok && name != "" && err == nil {
+						parts[strings.TrimSpace(name)] = v
 					}
 				}
 			}
 		}
-		for _, b := range done {
-			if order {
-				parts[b.Name] = write
-			} else {
-				delete(parts, b.Name)
-			}
+		for _, name := range names {
+			parts[name] = write
 		}
 		var entries []string
 		for _, name := range slices.Sorted(maps.Keys(parts)) {
 			entries = append(entries, name+":"+strconv.Itoa(parts[name]))
 		}
-		final = strings.Join(entries, ";")
-		h := &protocol.KVConfigRequestHeader{Namespace: protocol.OrderTopicConfigNamespace, Key: topic, Value: final}
-		code := int16(protocol.PutKVConfig)
-		if final == "" {
-			code = protocol.DeleteKVConfig
+		v := strings.Join(entries, ";")
+		if i > 0 && v != final {
+			fmt.Fprintf(a.stderr, "mqadmin: nameserver %s now holds order config %s for topic %s, nameserver %s holds %s\n",
+				addr, v, topic, ns[0], final)
 		}
-		if _, err := a.call(ctx, "nameserver", addr, code, h, nil); err != nil {
-			return "", err
+		if i == 0 {
+			final = v
+		}
+		h := &protocol.KVConfigRequestHeader{Namespace: protocol.OrderTopicConfigNamespace, Key: topic, Value: v}
+		if _, err := a.call(ctx, "nameserver", addr, protocol.PutKVConfig, h, nil); err != nil {
+			return "", orderConfErr(topic, ns[:i], err)
 		}
 	}
 	return final, nil
+}
+
+// orderConfErr says which nameservers got the order config before err.
+func orderConfErr(topic string, done []string, err error) error {
+	if len(done) == 0 {
+		return fmt.Errorf("order config of topic %s not written: %w", topic, err)
+	}
+	return fmt.Errorf("order config of topic %s written on nameservers %s only: %w", topic, strings.Join(done, ";"), err)
 }
 
 func brokerLabel(b brokerRef) string {

@@ -2,12 +2,12 @@ package main
 
 import (
 	"fmt"
-	"github.com/sluicemq/sluice/internal/protocol"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/sluicemq/sluice/internal/protocol"
 	"github.com/stretchr/testify/require"
 )
 
@@ -151,9 +151,10 @@ func TestCluster_ListAndBrokerStatus(t *testing.T) {
 	require.Contains(t, stderr, "GET_BROKER_RUNTIME_INFO to broker 127.0.0.1:1 failed")
 }
 
-// TestTopic_OrderConf: updateTopic -o writes the topic's ORDER_TOPIC_CONFIG
-// entry on the nameservers, as RocketMQ's does: the cluster's brokers with
-// -c, this broker's part of the entry with -b; -o false removes it.
+// TestTopic_OrderConf: updateTopic -o true writes the topic's
+// ORDER_TOPIC_CONFIG entry on the nameservers, as RocketMQ's does: every
+// broker of the cluster with -c, this broker's part of the entry with -b.
+// -o false leaves it; deleteKvConfig removes it.
 func TestTopic_OrderConf(t *testing.T) {
 	c := startCluster(t)
 	kv := func(topic string) (string, bool) {
@@ -174,15 +175,14 @@ func TestTopic_OrderConf(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, "broker-a:4", v)
 
-	// Without -o the entry is left alone.
+	// Without -o true the entry is left alone.
 	c.ok(t, "updateTopic", "-t", "ord", "-c", "DefaultCluster", "-r", "4", "-w", "6")
+	c.ok(t, "updateTopic", "-t", "ord", "-c", "DefaultCluster", "-r", "4", "-w", "6", "-o", "false")
 	v, _ = kv("ord")
 	require.Equal(t, "broker-a:4", v)
 
 	// -b changes this broker's part only.
-	resp := c.invoke(t, c.ns, protocol.PutKVConfig, &protocol.KVConfigRequestHeader{
-		Namespace: protocol.OrderTopicConfigNamespace, Key: "ord", Value: "broker-x:2;broker-a:4"}, nil)
-	require.Equal(t, protocol.Success, int(resp.Code), resp.Remark)
+	c.ok(t, "updateKvConfig", "-s", protocol.OrderTopicConfigNamespace, "-k", "ord", "-v", "broker-x:2; broker-a:4")
 	var js struct {
 		OrderTopicConf *string `json:"orderTopicConf"`
 	}
@@ -191,12 +191,10 @@ func TestTopic_OrderConf(t *testing.T) {
 	require.Equal(t, "broker-a:3;broker-x:2", *js.OrderTopicConf)
 	v, _ = kv("ord")
 	require.Equal(t, "broker-a:3;broker-x:2", v)
-	out = c.ok(t, "updateTopic", "-t", "ord", "-b", c.broker, "-w", "3", "-r", "3", "-o", "false")
-	require.Contains(t, out, "order config of topic ord on the nameservers: broker-x:2")
 
-	// -c with -o false removes the entry.
-	out = c.ok(t, "updateTopic", "-t", "ord", "-c", "DefaultCluster", "-o", "false")
-	require.Contains(t, out, "order config of topic ord removed from the nameservers")
+	require.Contains(t, c.ok(t, "deleteKvConfig", "-s", protocol.OrderTopicConfigNamespace, "-k", "ord"),
+		"ORDER_TOPIC_CONFIG ord deleted on 1 nameserver(s)")
 	_, ok = kv("ord")
 	require.False(t, ok)
+	require.Contains(t, c.fails(t, exitUsage, "updateKvConfig", "-s", "X", "-k", "y"), "value")
 }

@@ -74,47 +74,31 @@ func (b *ResetOffsetBody) UnmarshalJSON(data []byte) error {
 
 // unmarshalFastjson reads {"offsetTable":{{...queue...}:offset,...}}.
 func (b *ResetOffsetBody) unmarshalFastjson(data []byte) error {
-	bad := errors.New("protocol: offsetTable is neither gson pairs nor fastjson object keys")
-	_, rest, ok := bytes.Cut(data, []byte(`"offsetTable":{`))
-	if !ok {
-		return bad
+	fields, err := topLevelFields(data)
+	if err != nil {
+		return fmt.Errorf("protocol: offsetTable is neither gson pairs nor fastjson object keys: %w", err)
 	}
-	for {
-		rest = bytes.TrimLeft(rest, " \t\r\n,")
-		if len(rest) == 0 || rest[0] != '{' {
-			if len(rest) > 0 && rest[0] == '}' {
-				return nil
-			}
-			return bad
-		}
-		end := bytes.IndexByte(rest, '}')
-		if end < 0 {
-			return bad
-		}
+	table, ok := fields["offsetTable"]
+	if !ok {
+		return errors.New("protocol: reset offset body has no offsetTable")
+	}
+	return objectKeyed(table, func(k, v []byte) error {
 		var q MessageQueue
-		if err := json.Unmarshal(rest[:end+1], &q); err != nil {
+		var off int64
+		if err := json.Unmarshal(k, &q); err != nil {
 			return fmt.Errorf("protocol: offsetTable queue: %w", err)
 		}
-		rest = bytes.TrimLeft(rest[end+1:], " \t\r\n")
-		if len(rest) == 0 || rest[0] != ':' {
-			return bad
-		}
-		rest = bytes.TrimLeft(rest[1:], " \t\r\n")
-		n := 0
-		for n < len(rest) && (rest[n] == '-' || rest[n] >= '0' && rest[n] <= '9') {
-			n++
-		}
-		off, err := strconv.ParseInt(string(rest[:n]), 10, 64)
-		if err != nil {
+		if err := json.Unmarshal(v, &off); err != nil {
 			return fmt.Errorf("protocol: offsetTable offset: %w", err)
 		}
 		b.OffsetTable[q] = off
-		rest = rest[n:]
-	}
-}
-
-func sortQueues(qs []MessageQueue) {
-	slices.SortFunc(qs, func(x, y MessageQueue) int {
-		return cmp.Or(cmp.Compare(x.Topic, y.Topic), cmp.Compare(x.BrokerName, y.BrokerName), cmp.Compare(x.QueueID, y.QueueID))
+		return nil
 	})
 }
+
+// CompareQueues orders queues by topic, broker name and queue id.
+func CompareQueues(x, y MessageQueue) int {
+	return cmp.Or(cmp.Compare(x.Topic, y.Topic), cmp.Compare(x.BrokerName, y.BrokerName), cmp.Compare(x.QueueID, y.QueueID))
+}
+
+func sortQueues(qs []MessageQueue) { slices.SortFunc(qs, CompareQueues) }

@@ -131,11 +131,21 @@ func DecodeConsumerRunningInfo(data []byte) (ConsumerRunningInfo, error) {
 		return r, fmt.Errorf("protocol: running info: %w", err)
 	}
 	for name, dst := range map[string]any{"properties": &r.Properties, "subscriptionSet": &r.SubscriptionSet,
-		"statusTable": &r.StatusTable, "jstack": &r.JStack} {
+		"statusTable": &r.StatusTable} {
 		if v, ok := fields[name]; ok {
 			if err := json.Unmarshal(v, dst); err != nil {
 				return r, fmt.Errorf("protocol: running info %s: %w", name, err)
 			}
+		}
+	}
+	if v, ok := fields["jstack"]; ok {
+		if err := json.Unmarshal(v, &r.JStack); err != nil {
+			// NB: the official Go client writes its stacks unescaped
+			// (raw newlines and tabs): keep the text as it is.
+			if len(v) < 2 || v[0] != '"' || v[len(v)-1] != '"' {
+				return r, fmt.Errorf("protocol: running info jstack: %w", err)
+			}
+			r.JStack = string(v[1 : len(v)-1])
 		}
 	}
 	r.MQTable = map[MessageQueue]ProcessQueueInfo{}

@@ -56,6 +56,14 @@ func TestConsumerRunningInfo_OfficialClientForm(t *testing.T) {
 	}, r.MQTable)
 }
 
+// TestConsumerRunningInfo_RawStacks reads the official client's stacks,
+// which it writes unescaped.
+func TestConsumerRunningInfo_RawStacks(t *testing.T) {
+	r, err := DecodeConsumerRunningInfo([]byte("{\"properties\":{},\"mqTable\":{}, \"jstack\":\"goroutine 1 [running]:\n\tmain.main()\" }"))
+	require.NoError(t, err)
+	require.Equal(t, "goroutine 1 [running]:\n\tmain.main()", r.JStack)
+}
+
 func TestConsumerRunningInfo_Bad(t *testing.T) {
 	for _, body := range []string{
 		``, `[]`, `{`, `{"mqTable":{{"topic":"t"}}}`, `{"mqTable":{{"topic":"t"}:}}`, `{"mqTable":{{"topic":"t"}:{}`,
@@ -106,5 +114,23 @@ func FuzzConsumerRunningInfo(f *testing.F) {
 		enc2, err := r2.Encode()
 		require.NoError(t, err)
 		require.Equal(t, string(enc), string(enc2))
+	})
+}
+
+// FuzzResetOffsetBody: no panic; what decodes (gson pairs or fastjson
+// object keys) re-encodes to gson pairs that decode to the same table.
+func FuzzResetOffsetBody(f *testing.F) {
+	f.Add([]byte(`{"offsetTable":[[{"topic":"t","brokerName":"b","queueId":1},5]]}`))
+	f.Add([]byte(`{"offsetTable":{{"topic":"t","brokerName":"b","queueId":1}:5,{"topic":"t","brokerName":"b","queueId":2}:-1}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var b ResetOffsetBody
+		if b.UnmarshalJSON(data) != nil {
+			return
+		}
+		enc, err := b.MarshalJSON()
+		require.NoError(t, err)
+		var b2 ResetOffsetBody
+		require.NoError(t, b2.UnmarshalJSON(enc), "%s", enc)
+		require.Equal(t, b.OffsetTable, b2.OffsetTable)
 	})
 }
