@@ -91,10 +91,17 @@ func (b *Broker) storePendingBurst(c *remoting.Conn) {
 	}
 }
 
+// monoEpoch is the origin of monoNow.
+var monoEpoch = time.Now()
+
+// monoNow reads the monotonic clock only: half the cost of time.Now (60
+// ns on this VM), for latency metrics.
+func monoNow() time.Duration { return time.Since(monoEpoch) }
+
 // send serves SEND_MESSAGE, V2 and batch. Inline, it returns false without
 // answering where it would have to block (see trySendInline).
 func (b *Broker) send(ctx context.Context, w remoting.ResponseWriter, req *remoting.Command, inline bool) bool {
-	start := time.Now()
+	start := monoNow()
 	h, err := decodeSendHeader(req)
 	if err != nil {
 		reply(w, req, protocol.SystemError, "bad send header: "+err.Error())
@@ -168,7 +175,7 @@ func (b *Broker) send(ctx context.Context, w remoting.ResponseWriter, req *remot
 		release()
 		b.stats.recordPut(m.Topic, 1, len(m.Body))
 		b.answerPut(w, req, res, m.QueueID, message.OffsetMsgID(b.storeHost, res.Pos), inline)
-		b.metrics.send.Observe(time.Since(start).Seconds())
+		b.metrics.send.Observe((monoNow() - start).Seconds())
 	}
 	switch {
 	case inline && w.Conn() != nil:
@@ -397,7 +404,7 @@ func (b *Broker) answerPut(w remoting.ResponseWriter, req *remoting.Command, res
 // sendBatch stores a SEND_BATCH_MESSAGE as consecutive records (spec 3.1
 // step 8).
 func (b *Broker) sendBatch(ctx context.Context, w remoting.ResponseWriter, req *remoting.Command, h protocol.SendMessageRequestHeader,
-	inline bool, start time.Time, release func(),
+	inline bool, start time.Duration, release func(),
 ) bool {
 	if message.TxType(h.SysFlag) != message.TxNot {
 		release()
@@ -462,7 +469,7 @@ func (b *Broker) sendBatch(ctx context.Context, w remoting.ResponseWriter, req *
 			ids = message.AppendOffsetMsgID(ids, b.storeHost, p)
 		}
 		b.answerPut(w, req, res, h.QueueID, string(ids), inline)
-		b.metrics.send.Observe(time.Since(start).Seconds())
+		b.metrics.send.Observe((monoNow() - start).Seconds())
 	}
 	if inline {
 		// NB: the sends this connection sent before the batch are stored

@@ -254,7 +254,13 @@ func (s *Server) idleLoop() {
 			return
 		case now := <-t.C:
 			for _, c := range s.Conns() {
-				if idle := now.Sub(time.Unix(0, c.lastRead.Load())); idle > s.opts.IdleTimeout {
+				// NB: idle since the sweep that saw its last frame: up to a
+				// period more than the last frame's time.
+				if n := c.frames.Load(); n != c.idleFrames {
+					c.idleFrames, c.idleSince = n, now
+					continue
+				}
+				if idle := now.Sub(c.idleSince); idle > s.opts.IdleTimeout {
 					s.opts.Logger.Info("remoting: closing idle connection",
 						"remote", addrString(c.remote), "conn", c.id, "idle", idle.Round(time.Millisecond))
 					c.closeWith(fmt.Errorf("%w: idle for %v", ErrConnClosed, idle.Round(time.Millisecond)))
