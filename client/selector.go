@@ -125,13 +125,13 @@ func (f *faultTracker) avoided(broker string) bool {
 // candidates returns the queues of brokers not avoided and other than last;
 // failing that, the queues other than last's; failing that, all of them.
 func (f *faultTracker) candidates(queues []MessageQueue, last string) []MessageQueue {
-	now := time.Now()
 	f.mu.Lock()
 	if last == "" && len(f.until) == 0 {
-		// NB: the common case, every broker healthy: no copy.
+		// NB: the common case, every broker healthy: no copy, no clock.
 		f.mu.Unlock()
 		return queues
 	}
+	now := time.Now()
 	good := make([]MessageQueue, 0, len(queues))
 	for _, q := range queues {
 		if q.BrokerName != last && !now.Before(f.until[q.BrokerName]) {
