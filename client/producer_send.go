@@ -277,7 +277,11 @@ func (p *Producer) attempt(ctx context.Context, addr string, q MessageQueue, o *
 
 func sendResult(resp *remoting.Command, q MessageQueue, o *outgoing) (SendResult, error) {
 	var rh protocol.SendMessageResponseHeader
-	if err := rh.FromExt(resp.ExtFields); err != nil {
+	err := rh.FromExt(resp.ExtFields)
+	if resp.ExtFields == nil && resp.ExtPairs != nil {
+		err = rh.FromExtPairs(resp.ExtPairs)
+	}
+	if err != nil {
 		return SendResult{}, fmt.Errorf("client: bad send response header: %w", err)
 	}
 	res := SendResult{MsgID: strings.Join(o.ids, ","), OffsetMsgID: rh.MsgID, QueueOffset: rh.QueueOffset,

@@ -112,11 +112,23 @@ type extReader struct {
 	letters [26]string
 	has     uint32
 	byKey   bool // letters, not ext
-	err     error
+	// pairs, when set, holds the fields as key, value, key, value… (a
+	// short header read without a map; see FromExtPairs).
+	pairs []string
+	err   error
 }
 
 // get returns key's value.
 func (r *extReader) get(key string) (string, bool) {
+	if r.pairs != nil {
+		// NB: the last of a repeated key counts, as in a map.
+		for i := len(r.pairs) - 2; i >= 0; i -= 2 {
+			if r.pairs[i] == key {
+				return r.pairs[i+1], true
+			}
+		}
+		return "", false
+	}
 	if !r.byKey {
 		v, ok := r.ext[key]
 		return v, ok

@@ -63,5 +63,16 @@ func FuzzExtFields(f *testing.F) {
 		for _, code := range []int16{SendMessage, SendMessageV2, SendBatchMessage} {
 			_, _ = DecodeSendMessageRequestHeader(code, ext)
 		}
+		// A send answer read from pairs reads as from the map.
+		var kv []string
+		for k, v := range ext {
+			kv = append(kv, k, v)
+		}
+		var fromMap, fromPairs SendMessageResponseHeader
+		errMap, errPairs := fromMap.FromExt(ext), fromPairs.FromExtPairs(kv)
+		require.Equal(t, errMap == nil, errPairs == nil, "%v / %v", errMap, errPairs)
+		if errMap == nil {
+			require.Equal(t, fromMap, fromPairs)
+		}
 	})
 }

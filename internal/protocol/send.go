@@ -228,7 +228,19 @@ func (h *SendMessageResponseHeader) WriteExt(e ExtEncoder) {
 
 // FromExt implements ExtHeader.
 func (h *SendMessageResponseHeader) FromExt(ext map[string]string) error {
-	r := extReader{header: "SendMessageResponseHeader", ext: ext}
+	return h.read(&extReader{header: "SendMessageResponseHeader", ext: ext})
+}
+
+// FromExtPairs is FromExt from the fields as key, value, key, value…
+// (remoting.Header.ExtPairs: a send's answer read without a map).
+func (h *SendMessageResponseHeader) FromExtPairs(kv []string) error {
+	if kv == nil {
+		kv = []string{} // NB: nil would read a map
+	}
+	return h.read(&extReader{header: "SendMessageResponseHeader", pairs: kv})
+}
+
+func (h *SendMessageResponseHeader) read(r *extReader) error {
 	*h = SendMessageResponseHeader{
 		MsgID:         r.str("msgId"),
 		QueueID:       r.int32("queueId"),

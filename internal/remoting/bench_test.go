@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/sluicemq/sluice/internal/protocol"
 )
 
 // BenchmarkHeaderCodec encodes and decodes the header of a real
@@ -76,6 +78,41 @@ func BenchmarkRoundTrip(b *testing.B) {
 					}
 				}
 			})
+		})
+	}
+}
+
+// BenchmarkSendAnswer decodes a send's answer header (msgpack) and reads
+// it: from pairs, as the producer does, or through a map, as for any
+// other answer.
+func BenchmarkSendAnswer(b *testing.B) {
+	h := Header{Code: protocol.Success, Flag: FlagResponse, Opaque: 7, ExtFields: map[string]string{
+		"msgId": "7F00000100002A9F0000000000A3C2D1", "queueId": "3", "queueOffset": "123456",
+		"MSG_REGION": "DefaultRegion", "TRACE_ON": "true"}}
+	enc, err := MsgpackCodec.AppendHeader(nil, &h)
+	require.NoError(b, err)
+	for _, pairs := range []bool{true, false} {
+		name := "map"
+		if pairs {
+			name = "pairs"
+		}
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			var out Header
+			var rh protocol.SendMessageResponseHeader
+			for b.Loop() {
+				if err := MsgpackCodec.DecodeHeader(enc, &out); err != nil {
+					b.Fatal(err)
+				}
+				if pairs {
+					err = rh.FromExtPairs(out.ExtPairs)
+				} else {
+					err = rh.FromExt(out.ExtMap())
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
 		})
 	}
 }

@@ -286,7 +286,8 @@ func (d *msgpackDecoder) header(h *Header) error {
 	// pairs are in d.kv, reused.
 	switch {
 	case h.ExtPairs == nil:
-	case (h.Code == protocol.SendMessageV2 || h.Code == protocol.SendBatchMessage) && h.Flag&FlagResponse == 0:
+	case (h.Code == protocol.SendMessageV2 || h.Code == protocol.SendBatchMessage) && h.Flag&FlagResponse == 0,
+		h.Flag&FlagResponse != 0: // NB: the waiting call decides (Conn.deliver)
 		h.ExtPairs = slices.Clone(h.ExtPairs)
 	default:
 		h.ExtFields, h.ExtPairs = h.ExtMap(), nil

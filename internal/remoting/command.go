@@ -50,10 +50,11 @@ type Header struct {
 	// it straight into the frame, the others through a map. Decoded
 	// headers have ExtFields instead.
 	ExtWriter protocol.ExtWriter
-	// ExtPairs, when ExtFields is nil, is a decoded request's custom header
-	// as key, value, key, value…: the msgpack codec decodes a send's
-	// header so (no map; its handler reads it with FromExtPairs). ExtMap
-	// returns either as a map.
+	// ExtPairs, when ExtFields is nil, is a decoded custom header as key,
+	// value, key, value…: the msgpack codec decodes a send request's
+	// header so (no map; its handler reads it with FromExtPairs), and a
+	// response's, which a connection turns into a map unless it answers a
+	// send (see pairsAnswer). ExtMap returns either as a map.
 	ExtPairs []string
 }
 

@@ -104,6 +104,15 @@ type call struct {
 	stop     func() bool           // InvokeAsync: stops the context watcher
 	deadline int64                 // unix nanos, 0 for none: see Client.InvokeWithin
 	inline   bool                  // cb runs where the call completes (Client.TryInvokeInline)
+	pairs    bool                  // the response may keep its ext as ExtPairs (see pairsAnswer)
+}
+
+// pairsAnswer reports whether the answer to a request with code keeps a
+// msgpack ext as Header.ExtPairs rather than a map: a send's, which the
+// client reads with SendMessageResponseHeader.FromExtPairs (a map per
+// answer was 6% of a producer's CPU). Every other answer gets its map.
+func pairsAnswer(code int16) bool {
+	return code == protocol.SendMessageV2 || code == protocol.SendBatchMessage
 }
 
 type result struct {
@@ -504,6 +513,9 @@ func (c *Conn) deliver(resp *Command) {
 			"remote", addrString(c.remote), "conn", c.id, "opaque", resp.Opaque, "code", resp.Code)
 		return
 	}
+	if resp.ExtPairs != nil && !cl.pairs {
+		resp.ExtFields, resp.ExtPairs = resp.ExtMap(), nil
+	}
 	c.finish(cl, resp, nil)
 }
 
@@ -559,6 +571,7 @@ func (c *Conn) register(req *Command, cl *call) error {
 	for c.pending[req.Opaque] != nil { // NB: only after the counter wrapped
 		req.Opaque = c.opaque.Add(1)
 	}
+	cl.pairs = pairsAnswer(req.Code)
 	c.pending[req.Opaque] = cl
 	c.busy.Add(1)
 	return nil
@@ -682,6 +695,7 @@ func (c *Conn) launch(ctx context.Context, req *Command, cl *call, fail func(err
 		req.Opaque = c.opaque.Add(1)
 	}
 	opaque := req.Opaque
+	cl.pairs = pairsAnswer(req.Code)
 	c.pending[opaque] = cl
 	c.busy.Add(1)
 	if ctx.Done() != nil {
