@@ -2,9 +2,13 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
+	"sync"
 	"time"
 
+	"github.com/sluicemq/sluice/broker/group"
 	"github.com/sluicemq/sluice/internal/message"
 	"github.com/sluicemq/sluice/internal/protocol"
 	"github.com/sluicemq/sluice/internal/remoting"
@@ -73,11 +77,7 @@ func (b *Broker) callConsumer(ctx context.Context, w remoting.ResponseWriter, re
 			clientID, group, b.cfg.BrokerName))
 		return
 	}
-	out := remoting.NewRequest(req.Code, ext, body)
-	out.Language = protocol.LanguageJava
-	cctx, cancel := context.WithTimeout(ctx, clientCallTimeout)
-	defer cancel()
-	resp, err := conn.Invoke(cctx, out)
+	resp, err := askClient(ctx, conn, req.Code, ext, body)
 	if err != nil {
 		reply(w, req, protocol.SystemError, fmt.Sprintf("consumer %s of group %s did not answer %s: %v",
 			clientID, group, protocol.CodeName(req.Code), err))
@@ -86,4 +86,98 @@ func (b *Broker) callConsumer(ctx context.Context, w remoting.ResponseWriter, re
 	relayed := remoting.NewResponse(req, resp.Code, resp.Remark)
 	relayed.Body = resp.Body
 	_ = w.Write(relayed)
+}
+
+// askClient sends a request to a client's connection and waits (at most
+// clientCallTimeout) for its answer.
+func askClient(ctx context.Context, conn *remoting.Conn, code int16, ext map[string]string, body []byte) (*remoting.Command, error) {
+	out := remoting.NewRequest(code, ext, body)
+	out.Language = protocol.LanguageJava
+	cctx, cancel := context.WithTimeout(ctx, clientCallTimeout)
+	defer cancel()
+	return conn.Invoke(cctx, out)
+}
+
+// handleGetConsumerStatus serves INVOKE_BROKER_TO_GET_CONSUMER_STATUS
+// (223) from an admin tool: the broker asks every live client of the group
+// (or the one clientAddr names, by client id) for its offsets of the topic
+// (GET_CONSUMER_STATUS_FROM_CLIENT, all at once) and answers with them by
+// client id. Clients that fail are left out and named in the remark.
+func (b *Broker) handleGetConsumerStatus(ctx context.Context, w remoting.ResponseWriter, req *remoting.Command) {
+	var h protocol.GetConsumerStatusRequestHeader
+	if !decodeHeader(w, req, &h, "bad header") {
+		return
+	}
+	type answer struct {
+		id      string
+		offsets map[protocol.MessageQueue]int64
+		err     error
+	}
+	var asked []group.Consumer
+	for _, m := range b.groups.Consumers(h.Group) {
+		if h.ClientAddr == "" || h.ClientAddr == m.ClientID {
+			asked = append(asked, m)
+		}
+	}
+	if len(asked) == 0 {
+		who := "client"
+		if h.ClientAddr != "" {
+			who += " " + h.ClientAddr
+		}
+		reply(w, req, protocol.SystemError, fmt.Sprintf("consumer group %s has no live %s on broker %s", h.Group, who, b.cfg.BrokerName))
+		return
+	}
+	answers := make([]answer, len(asked))
+	var wg sync.WaitGroup
+	for i, m := range asked {
+		answers[i].id = m.ClientID
+		conn := b.conn(m.ConnID)
+		if conn == nil {
+			answers[i].err = errors.New("connection gone")
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ext := protocol.Ext(&protocol.GetConsumerStatusRequestHeader{Topic: h.Topic, Group: h.Group, ClientAddr: m.Addr})
+			resp, err := askClient(ctx, conn, protocol.GetConsumerStatusFromClient, ext, nil)
+			switch {
+			case err != nil:
+			case resp.Code != protocol.Success:
+				err = fmt.Errorf("%s: %s", protocol.ResponseCodeName(resp.Code), resp.Remark)
+			default:
+				var st protocol.ConsumerStatusBody
+				if st, err = protocol.DecodeConsumerStatusBody(resp.Body); err == nil {
+					answers[i].offsets = st.MessageQueueTable
+				}
+			}
+			answers[i].err = err
+		}()
+	}
+	wg.Wait()
+	out := protocol.GetConsumerStatusBody{ConsumerTable: map[string]map[protocol.MessageQueue]int64{}}
+	var failed []string
+	for _, a := range answers {
+		if a.err != nil {
+			failed = append(failed, a.id+": "+a.err.Error())
+			continue
+		}
+		out.ConsumerTable[a.id] = a.offsets
+	}
+	if len(out.ConsumerTable) == 0 {
+		reply(w, req, protocol.SystemError, "no client of group "+h.Group+" answered: "+strings.Join(failed, "; "))
+		return
+	}
+	body, err := out.Encode()
+	if err != nil {
+		reply(w, req, protocol.SystemError, "broker: consumer status: "+err.Error())
+		return
+	}
+	remark := ""
+	if len(failed) > 0 {
+		remark = "not answered: " + strings.Join(failed, "; ")
+	}
+	resp := remoting.NewResponse(req, protocol.Success, remark)
+	resp.Body = body
+	_ = w.Write(resp)
 }

@@ -40,4 +40,5 @@ func (b *Broker) routes() {
 	s.Handle(protocol.GetConsumerConnectionList, b.handleConsumerConnections)
 	s.Handle(protocol.GetConsumerRunningInfo, b.handleConsumerRunningInfo)
 	s.Handle(protocol.ConsumeMessageDirectly, b.handleConsumeMessageDirectly)
+	s.Handle(protocol.InvokeBrokerToGetConsumerStatus, b.handleGetConsumerStatus)
 }

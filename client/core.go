@@ -31,6 +31,9 @@ type member interface {
 	runningInfo(jstack bool) protocol.ConsumerRunningInfo
 	// consumeDirectly hands m to its handler (CONSUME_MESSAGE_DIRECTLY).
 	consumeDirectly(m *Message) (protocol.ConsumeMessageDirectlyResult, error)
+	// queueOffsets returns the offsets it holds for topic's queues
+	// (GET_CONSUMER_STATUS_FROM_CLIENT).
+	queueOffsets(topic string) map[protocol.MessageQueue]int64
 }
 
 // core is what every client kind shares: the transport, the route cache,
@@ -308,6 +311,19 @@ func (c *core) onRequest(_ context.Context, w remoting.ResponseWriter, req *remo
 		m, resp := c.memberFor(req, &h, func() (string, string) { return h.ConsumerGroup, h.ClientID })
 		if m != nil {
 			resp = c.consumeDirectly(req, m, h.BrokerName)
+		}
+		_ = w.Write(resp)
+	case protocol.GetConsumerStatusFromClient:
+		var h protocol.GetConsumerStatusRequestHeader
+		m, resp := c.memberFor(req, &h, func() (string, string) { return h.Group, "" })
+		if m != nil {
+			body, err := protocol.ConsumerStatusBody{MessageQueueTable: m.queueOffsets(h.Topic)}.Encode()
+			if err != nil {
+				resp = remoting.NewResponse(req, protocol.SystemError, "client: consumer status: "+err.Error())
+			} else {
+				resp = remoting.NewResponse(req, protocol.Success, "")
+				resp.Body = body
+			}
 		}
 		_ = w.Write(resp)
 	default:

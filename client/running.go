@@ -139,3 +139,22 @@ func (c *PullConsumer) runningInfo(jstack bool) protocol.ConsumerRunningInfo {
 func (c *PullConsumer) consumeDirectly(*Message) (protocol.ConsumeMessageDirectlyResult, error) {
 	return protocol.ConsumeMessageDirectlyResult{}, fmt.Errorf("%w: consumer group %s is a pull consumer", errNoHandler, c.group)
 }
+
+// queueOffsets implements member: the commit offsets of the queues of
+// topic this consumer holds.
+func (c *PushConsumer) queueOffsets(topic string) map[protocol.MessageQueue]int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[protocol.MessageQueue]int64{}
+	for mq, pq := range c.queues {
+		if off := pq.offset.Load(); mq.Topic == topic && off >= 0 {
+			out[mq.wire()] = off
+		}
+	}
+	return out
+}
+
+// queueOffsets implements member: a pull consumer holds no queues.
+func (c *PullConsumer) queueOffsets(string) map[protocol.MessageQueue]int64 {
+	return map[protocol.MessageQueue]int64{}
+}

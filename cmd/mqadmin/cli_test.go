@@ -41,7 +41,7 @@ func TestCLI_Help(t *testing.T) {
 	r := mqRaw(t, "-h")
 	require.Equal(t, exitOK, r.code)
 	for _, name := range []string{"updateTopic", "deleteTopic", "topicList", "topicRoute", "topicStatus", "clusterList",
-		"brokerStatus", "updateSubGroup", "deleteSubGroup", "consumerProgress", "consumerConnection", "consumerStatus", "queryMsgById",
+		"brokerStatus", "updateSubGroup", "deleteSubGroup", "consumerProgress", "consumerConnection", "consumerStatus", "getConsumerStatus", "queryMsgById",
 		"queryMsgByKey", "queryMsgByOffset", "resetOffsetByTime", "sendMessage", "consumeMessage", "printMsg", "resendDLQ", "updateKvConfig", "deleteKvConfig"} {
 		require.Contains(t, r.stdout, name)
 	}

@@ -264,3 +264,84 @@ func (a *app) consumeDirectly(ctx context.Context, id, group, clientID string) e
 	fmt.Fprintln(a.stdout)
 	return nil
 }
+
+// queueOffset is one row of getConsumerStatus.
+type queueOffset struct {
+	protocol.MessageQueue
+	Offset int64 `json:"offset"`
+}
+
+func getConsumerStatusCmd(a *app) *cobra.Command {
+	var group, topic, clientID string
+	cmd := &cobra.Command{
+		Use:   "getConsumerStatus -g GROUP -t TOPIC [-i CLIENT_ID]",
+		Short: "Show the offsets each live client of a group holds for a topic's queues (asked through the brokers)",
+	}
+	f := cmd.Flags()
+	f.StringVarP(&group, "consumerGroup", "g", "", "consumer group")
+	f.StringVarP(&topic, "topic", "t", "", "topic")
+	f.StringVarP(&clientID, "originClientId", "i", "", "only this client")
+	cmd.RunE = action(func(ctx context.Context, cmd *cobra.Command) error {
+		if err := required(cmd, "consumerGroup", "topic"); err != nil {
+			return err
+		}
+		brokers, _, err := a.topicBrokers(ctx, topic)
+		if err != nil {
+			return err
+		}
+		byClient := map[string][]queueOffset{}
+		var warnings []string
+		var errs []error
+		for _, b := range brokers {
+			resp, err := a.callWithin(ctx, max(a.timeout, relayTimeout), "broker", b.Addr, protocol.InvokeBrokerToGetConsumerStatus,
+				&protocol.GetConsumerStatusRequestHeader{Topic: topic, Group: group, ClientAddr: clientID}, nil)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			st, err := protocol.DecodeGetConsumerStatusBody(resp.Body)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("broker %s answered with a consumer status mqadmin cannot read: %w", b.Addr, err))
+				continue
+			}
+			if resp.Remark != "" {
+				warnings = append(warnings, "broker "+brokerLabel(b)+": "+resp.Remark)
+			}
+			for id, table := range st.ConsumerTable {
+				for _, q := range slices.SortedFunc(maps.Keys(table), protocol.CompareQueues) {
+					byClient[id] = append(byClient[id], queueOffset{MessageQueue: q, Offset: table[q]})
+				}
+				if byClient[id] == nil {
+					byClient[id] = []queueOffset{}
+				}
+			}
+		}
+		if len(byClient) == 0 {
+			return fmt.Errorf("no client of group %s reported offsets of topic %s: %w", group, topic, joinLine(errs))
+		}
+		if a.json {
+			if err := a.printJSON(map[string]any{"group": group, "topic": topic, "clients": byClient,
+				"warnings": nonNil(warnings)}); err != nil {
+				return err
+			}
+		} else {
+			t := newTable(a.stdout, "ClientId", "Topic", "Broker", "QID", "Offset")
+			for _, id := range slices.Sorted(maps.Keys(byClient)) {
+				if len(byClient[id]) == 0 {
+					t.row(id, topic, "-", "-", "-")
+				}
+				for _, q := range byClient[id] {
+					t.row(id, q.Topic, q.BrokerName, q.QueueID, q.Offset)
+				}
+			}
+			if err := t.flush(); err != nil {
+				return err
+			}
+			for _, w := range warnings {
+				fmt.Fprintln(a.stdout, "WARNING "+w)
+			}
+		}
+		return errors.Join(errs...)
+	})
+	return cmd
+}

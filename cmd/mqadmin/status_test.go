@@ -95,6 +95,22 @@ func TestConsumerStatus(t *testing.T) {
 	require.Contains(t, c.fails(t, exitError, "queryMsgById", "-i", ids[0], "-g", "st-g", "-d", "nobody@1"),
 		"consumer nobody@1 of group st-g is not online on broker broker-a")
 
+	// The offsets each client holds, asked through the broker
+	// (INVOKE_BROKER_TO_GET_CONSUMER_STATUS → GET_CONSUMER_STATUS_FROM_CLIENT).
+	out = c.ok(t, "getConsumerStatus", "-g", "st-g", "-t", "st")
+	require.Equal(t, []string{pc.ClientID(), "st", "broker-a", "0", "3"}, findRow(t, out, pc.ClientID(), "st", "broker-a", "0"))
+	require.Equal(t, []string{pc.ClientID(), "st", "broker-a", "1", "3"}, findRow(t, out, pc.ClientID(), "st", "broker-a", "1"))
+	var gs struct {
+		Clients map[string][]struct {
+			QueueID int   `json:"queueId"`
+			Offset  int64 `json:"offset"`
+		} `json:"clients"`
+	}
+	c.okJSON(t, &gs, "getConsumerStatus", "-g", "st-g", "-t", "st", "-i", pc.ClientID())
+	require.Len(t, gs.Clients[pc.ClientID()], 2)
+	require.Contains(t, c.fails(t, exitError, "getConsumerStatus", "-g", "st-g", "-t", "st", "-i", "nobody@1"),
+		"consumer group st-g has no live client nobody@1 on broker broker-a")
+
 	// A member that does not answer GET_CONSUMER_RUNNING_INFO (this raw
 	// client answers REQUEST_CODE_NOT_SUPPORTED) is reported, and the
 	// command fails after printing the others.
@@ -104,4 +120,10 @@ func TestConsumerStatus(t *testing.T) {
 	require.NotNil(t, findRow(t, r.stdout, pc.ClientID()))
 	require.Contains(t, r.stdout, "ERROR 10.0.0.9@9: broker")
 	require.True(t, strings.Contains(r.stderr, "1 of 2 clients did not report their running info"), r.stderr)
+	// It does not answer GET_CONSUMER_STATUS_FROM_CLIENT either: the
+	// others are shown, and it is named.
+	out = c.ok(t, "getConsumerStatus", "-g", "st-g", "-t", "st")
+	require.NotNil(t, findRow(t, out, pc.ClientID(), "st", "broker-a"))
+	require.Contains(t, out, "WARNING broker broker-a")
+	require.Contains(t, out, "not answered: 10.0.0.9@9: REQUEST_CODE_NOT_SUPPORTED")
 }

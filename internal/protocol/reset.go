@@ -82,18 +82,7 @@ func (b *ResetOffsetBody) unmarshalFastjson(data []byte) error {
 	if !ok {
 		return errors.New("protocol: reset offset body has no offsetTable")
 	}
-	return objectKeyed(table, func(k, v []byte) error {
-		var q MessageQueue
-		var off int64
-		if err := json.Unmarshal(k, &q); err != nil {
-			return fmt.Errorf("protocol: offsetTable queue: %w", err)
-		}
-		if err := json.Unmarshal(v, &off); err != nil {
-			return fmt.Errorf("protocol: offsetTable offset: %w", err)
-		}
-		b.OffsetTable[q] = off
-		return nil
-	})
+	return readQueueOffsets(table, b.OffsetTable)
 }
 
 // CompareQueues orders queues by topic, broker name and queue id.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 )
 
@@ -360,4 +361,134 @@ type ConsumeMessageDirectlyResult struct {
 	ConsumeResult  ConsumeResultCode `json:"consumeResult"`
 	Remark         string            `json:"remark"`
 	SpentTimeMills int64             `json:"spentTimeMills"`
+}
+
+// ConsumerStatusBody is the body a client answers
+// GET_CONSUMER_STATUS_FROM_CLIENT (221) with: the offset it holds for
+// each queue of the topic asked about. Like ConsumerRunningInfo's mqTable
+// it is keyed by MessageQueue objects (fastjson form).
+type ConsumerStatusBody struct {
+	MessageQueueTable map[MessageQueue]int64
+}
+
+// Encode writes {"messageQueueTable":{{queue}:offset,...}}, sorted.
+func (b ConsumerStatusBody) Encode() ([]byte, error) {
+	out := []byte(`{"messageQueueTable":`)
+	out, err := appendQueueOffsets(out, b.MessageQueueTable)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, '}'), nil
+}
+
+// DecodeConsumerStatusBody reads a ConsumerStatusBody.
+func DecodeConsumerStatusBody(data []byte) (ConsumerStatusBody, error) {
+	b := ConsumerStatusBody{MessageQueueTable: map[MessageQueue]int64{}}
+	fields, err := topLevelFields(data)
+	if err != nil {
+		return b, fmt.Errorf("protocol: consumer status: %w", err)
+	}
+	if v, ok := fields["messageQueueTable"]; ok {
+		if err := readQueueOffsets(v, b.MessageQueueTable); err != nil {
+			return b, fmt.Errorf("protocol: consumer status messageQueueTable: %w", err)
+		}
+	}
+	return b, nil
+}
+
+// GetConsumerStatusBody is the body a broker answers
+// INVOKE_BROKER_TO_GET_CONSUMER_STATUS (223) with: each client's queue
+// offsets, by client id (Java's GetConsumerStatusBody).
+type GetConsumerStatusBody struct {
+	ConsumerTable map[string]map[MessageQueue]int64
+}
+
+// Encode writes {"messageQueueTable":{},"consumerTable":{"id":{{queue}:offset}}}.
+func (b GetConsumerStatusBody) Encode() ([]byte, error) {
+	out := []byte(`{"messageQueueTable":{},"consumerTable":{`)
+	ids := make([]string, 0, len(b.ConsumerTable))
+	for id := range b.ConsumerTable {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for i, id := range ids {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, strconv.Quote(id)...)
+		out = append(out, ':')
+		var err error
+		if out, err = appendQueueOffsets(out, b.ConsumerTable[id]); err != nil {
+			return nil, err
+		}
+	}
+	return append(out, "}}"...), nil
+}
+
+// DecodeGetConsumerStatusBody reads a GetConsumerStatusBody.
+func DecodeGetConsumerStatusBody(data []byte) (GetConsumerStatusBody, error) {
+	b := GetConsumerStatusBody{ConsumerTable: map[string]map[MessageQueue]int64{}}
+	fields, err := topLevelFields(data)
+	if err != nil {
+		return b, fmt.Errorf("protocol: consumer status: %w", err)
+	}
+	table, ok := fields["consumerTable"]
+	if !ok {
+		return b, nil
+	}
+	err = objectKeyed(table, func(k, v []byte) error {
+		var id string
+		if err := json.Unmarshal(k, &id); err != nil {
+			return fmt.Errorf("client id %s: %w", k, err)
+		}
+		offsets := map[MessageQueue]int64{}
+		if err := readQueueOffsets(v, offsets); err != nil {
+			return fmt.Errorf("client %s: %w", id, err)
+		}
+		b.ConsumerTable[id] = offsets
+		return nil
+	})
+	if err != nil {
+		return b, fmt.Errorf("protocol: consumer status consumerTable: %w", err)
+	}
+	return b, nil
+}
+
+// appendQueueOffsets appends {{queue}:offset,...}, queues sorted.
+func appendQueueOffsets(out []byte, table map[MessageQueue]int64) ([]byte, error) {
+	qs := make([]MessageQueue, 0, len(table))
+	for q := range table {
+		qs = append(qs, q)
+	}
+	sortQueues(qs)
+	out = append(out, '{')
+	for i, q := range qs {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		k, err := json.Marshal(q)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, k...)
+		out = append(out, ':')
+		out = strconv.AppendInt(out, table[q], 10)
+	}
+	return append(out, '}'), nil
+}
+
+// readQueueOffsets reads {{queue}:offset,...} into table.
+func readQueueOffsets(data []byte, table map[MessageQueue]int64) error {
+	return objectKeyed(data, func(k, v []byte) error {
+		var q MessageQueue
+		var off int64
+		if err := json.Unmarshal(k, &q); err != nil {
+			return fmt.Errorf("queue %s: %w", k, err)
+		}
+		if err := json.Unmarshal(v, &off); err != nil {
+			return fmt.Errorf("queue %s: offset: %w", k, err)
+		}
+		table[q] = off
+		return nil
+	})
 }

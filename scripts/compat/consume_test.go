@@ -379,8 +379,9 @@ func eachTwice(want map[string]sent) func([]delivery) bool {
 
 // TestConsumerStatusAndDirectConsume: mqadmin asks an official-client
 // consumer, through the broker, for its running info (the client writes
-// fastjson's object-keyed mqTable) and has it consume a stored message
-// again (CONSUME_MESSAGE_DIRECTLY), as RocketMQ's dashboard does.
+// fastjson's object-keyed mqTable) and its queue offsets, and has it
+// consume a stored message again (CONSUME_MESSAGE_DIRECTLY), as RocketMQ's
+// dashboard does.
 func TestConsumerStatusAndDirectConsume(t *testing.T) {
 	t.Parallel()
 	topic, group := name(t, "topic"), name(t, "group")
@@ -438,6 +439,21 @@ func TestConsumerStatusAndDirectConsume(t *testing.T) {
 	}
 	require.Equal(t, 4, n, "the topic's 4 queues are in the client's mqTable")
 	require.EqualValues(t, 4, committed, "their offsets cover the 4 messages")
+
+	// The offsets it holds (GET_CONSUMER_STATUS_FROM_CLIENT, relayed by
+	// the broker): the official client writes them with object keys too.
+	var offsets struct {
+		Clients map[string][]struct {
+			Offset int64 `json:"offset"`
+		} `json:"clients"`
+	}
+	require.NoError(t, json.Unmarshal(mq("getConsumerStatus", "-g", group, "-t", topic), &offsets))
+	require.Len(t, offsets.Clients[clientID], 4)
+	committed = 0
+	for _, q := range offsets.Clients[clientID] {
+		committed += q.Offset
+	}
+	require.EqualValues(t, 4, committed)
 
 	var res struct {
 		ConsumeResult string `json:"consumeResult"`
