@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -180,4 +181,40 @@ func (b *Broker) handleGetConsumerStatus(ctx context.Context, w remoting.Respons
 	resp := remoting.NewResponse(req, protocol.Success, remark)
 	resp.Body = body
 	_ = w.Write(resp)
+}
+
+// pushReply hands a reply message (SEND_REPLY_MESSAGE, request-reply) to
+// the client its REPLY_TO_CLIENT names, on that client's connection
+// (PUSH_REPLY_MESSAGE_TO_CLIENT): the requester registered as a producer
+// with this broker. It returns SUCCESS, or a code and remark for the
+// replier.
+func (b *Broker) pushReply(ctx context.Context, w remoting.ResponseWriter, m *message.Message, h protocol.SendMessageRequestHeader) (int16, string) {
+	to, _ := message.PropertyValue(m.Properties, message.PropReplyToClient)
+	if to == "" {
+		return protocol.MessageIllegal, "a reply message needs the property REPLY_TO_CLIENT: the requester's client id"
+	}
+	connID, ok := b.groups.ProducerConnID(to)
+	conn := b.conn(connID)
+	if !ok || conn == nil {
+		return protocol.SystemError, fmt.Sprintf("push reply message failed: requester %s is not connected to broker %s",
+			to, b.cfg.BrokerName)
+	}
+	now := time.Now().UnixMilli()
+	props, err := message.SetProperty(m.Properties, message.PropPushReplyTime, strconv.FormatInt(now, 10))
+	if err != nil {
+		return protocol.MessageIllegal, "reply properties: " + err.Error()
+	}
+	rh := &protocol.ReplyMessageRequestHeader{ProducerGroup: h.ProducerGroup, Topic: m.Topic, DefaultTopic: h.DefaultTopic,
+		DefaultTopicQueueNums: h.DefaultTopicQueueNums, QueueID: m.QueueID, SysFlag: m.SysFlag, BornTimestamp: m.BornTimestamp,
+		Flag: m.Flag, Properties: props, ReconsumeTimes: m.ReconsumeTimes, BornHost: peerAddr(w).String(),
+		StoreHost: b.storeHost.String(), StoreTimestamp: now}
+	resp, err := askClient(ctx, conn, protocol.PushReplyMessageToClient, protocol.Ext(rh), m.Body)
+	switch {
+	case err != nil:
+		return protocol.SystemError, fmt.Sprintf("push reply message to %s failed: %v", to, err)
+	case resp.Code != protocol.Success:
+		return protocol.SystemError, fmt.Sprintf("push reply message to %s failed: %s: %s", to,
+			protocol.ResponseCodeName(resp.Code), resp.Remark)
+	}
+	return protocol.Success, ""
 }

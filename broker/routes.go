@@ -8,6 +8,8 @@ func (b *Broker) routes() {
 	s.Handle(protocol.SendMessage, b.handleSend)
 	s.Handle(protocol.SendMessageV2, b.handleSend)
 	s.Handle(protocol.SendBatchMessage, b.handleSend)
+	s.Handle(protocol.SendReplyMessage, b.handleSend)
+	s.Handle(protocol.SendReplyMessageV2, b.handleSend)
 	for _, code := range []int16{protocol.SendMessage, protocol.SendMessageV2, protocol.SendBatchMessage} {
 		s.HandleInline(code, b.trySendInline)
 	}

@@ -31,10 +31,13 @@ func reply(w remoting.ResponseWriter, req *remoting.Command, code int16, remark 
 
 // decodeSendHeader reads the long (10) or one-letter (310, 320) send header.
 func decodeSendHeader(req *remoting.Command) (protocol.SendMessageRequestHeader, error) {
-	if req.Code == protocol.SendMessage {
+	switch req.Code {
+	case protocol.SendMessage:
 		var h protocol.SendMessageRequestHeader
 		err := h.FromExt(req.ExtFields)
 		return h, err
+	case protocol.SendReplyMessage, protocol.SendReplyMessageV2:
+		return protocol.DecodeSendMessageRequestHeader(req.Code, req.ExtMap())
 	}
 	var v2 protocol.SendMessageRequestHeaderV2
 	var err error
@@ -170,6 +173,15 @@ func (b *Broker) send(ctx context.Context, w remoting.ResponseWriter, req *remot
 	}
 	if props, err := message.SetProperty(m.Properties, message.PropCluster, b.cfg.ClusterName); err == nil {
 		m.Properties = props
+	}
+	if req.Code == protocol.SendReplyMessage || req.Code == protocol.SendReplyMessageV2 {
+		// NB: a reply goes to its requester first; it is stored after, as
+		// Java's broker does, only once it was delivered.
+		if code, remark := b.pushReply(ctx, w, m, h); code != protocol.Success {
+			release()
+			reply(w, req, code, remark)
+			return true
+		}
 	}
 	done := func(res store.PutResult) {
 		release()

@@ -53,7 +53,7 @@ func newBatcher(maxMessages, maxBytes int) *batcher {
 // delay or delivery time, no compressed body and nothing for a retry topic (the broker
 // refuses those), and a member must leave room for others.
 func (b *batcher) batchable(o *outgoing) bool {
-	return !o.batch && o.sysFlag == 0 && o.m.DelayLevel == 0 && o.m.DeliverAt.IsZero() && o.reconsum == 0 &&
+	return !o.batch && !o.reply && o.sysFlag == 0 && o.m.DelayLevel == 0 && o.m.DeliverAt.IsZero() && o.reconsum == 0 &&
 		!strings.HasPrefix(o.topic, retryPrefix) && batchItemSize(o) <= b.maxBytes/2
 }
 

@@ -54,8 +54,9 @@ type core struct {
 	stopOnce  sync.Once
 
 	mu        sync.Mutex
-	producers map[string]bool   // guarded by mu: producer groups
-	consumers map[string]member // guarded by mu: by group
+	producers map[string]bool          // guarded by mu: producer groups
+	consumers map[string]member        // guarded by mu: by group
+	replies   map[string]chan *Message // guarded by mu: Requests waiting, by correlation id
 }
 
 func newCore(cfg *config) *core {
@@ -313,6 +314,8 @@ func (c *core) onRequest(_ context.Context, w remoting.ResponseWriter, req *remo
 			resp = c.consumeDirectly(req, m, h.BrokerName)
 		}
 		_ = w.Write(resp)
+	case protocol.PushReplyMessageToClient:
+		_ = w.Write(c.onReply(req))
 	case protocol.GetConsumerStatusFromClient:
 		var h protocol.GetConsumerStatusRequestHeader
 		m, resp := c.memberFor(req, &h, func() (string, string) { return h.Group, "" })

@@ -35,7 +35,10 @@
 // before the retry. heartbeatLoop heartbeats the registered producer group
 // or consumer group to every broker of the topics in use every 30 s.
 // Brokers call back over the same connections: NOTIFY_CONSUMER_IDS_CHANGED
-// makes a push consumer rebalance at once.
+// makes a push consumer rebalance at once; a consumer answers
+// GET_CONSUMER_RUNNING_INFO, GET_CONSUMER_STATUS_FROM_CLIENT and
+// CONSUME_MESSAGE_DIRECTLY (admin tools, relayed by a broker), and a
+// requester gets its replies (PUSH_REPLY_MESSAGE_TO_CLIENT).
 //
 // # Producer
 //
@@ -66,6 +69,14 @@
 // meanwhile wait for that answer, or until they fill a batch, and go as
 // one SEND_BATCH_MESSAGE. Each callback gets its own id, offset id and
 // queue offset. Delayed, compressed and retry-topic messages go alone.
+//
+// # Request-reply
+//
+// Producer.Request sends a message and waits for the reply a consumer
+// builds with NewReply and sends with any Producer (RocketMQ 4.6's
+// request-reply): the reply goes to the cluster's reply topic, and the
+// broker that stores it pushes it on the requester's own connection
+// (PUSH_REPLY_MESSAGE_TO_CLIENT). Replies go as SEND_REPLY_MESSAGE_V2.
 //
 // # Pull consumer
 //

@@ -266,6 +266,7 @@ type outgoing struct {
 	props    string
 	ids      []string
 	batch    bool
+	reply    bool   // a request-reply reply (MSG_TYPE reply): SEND_REPLY_MESSAGE_V2
 	group    string // producer group in the header
 	reconsum int32
 	maxRecon *int32
@@ -380,7 +381,8 @@ func (p *Producer) prepare(m *Message) (*outgoing, error) {
 	if err != nil {
 		return nil, err
 	}
-	o := &outgoing{m: m, topic: m.Topic, body: m.Body, flag: m.Flag, props: props, ids: []string{id}, group: p.cfg.group}
+	o := &outgoing{m: m, topic: m.Topic, body: m.Body, flag: m.Flag, props: props, ids: []string{id}, group: p.cfg.group,
+		reply: m.Properties[message.PropMsgType] == replyMsgType}
 	if p.cfg.compressOver > 0 && len(m.Body) >= p.cfg.compressOver {
 		if c, err := message.Compress(m.Body, p.cfg.compressLevel); err == nil && len(c) < len(m.Body) {
 			o.body, o.sysFlag = c, message.FlagCompressed

@@ -248,8 +248,11 @@ func (p *Producer) sendRequest(q MessageQueue, o *outgoing, now time.Time, timeo
 	}
 	v2 := h.V2()
 	code := int16(protocol.SendMessageV2)
-	if o.batch {
+	switch {
+	case o.batch:
 		code = protocol.SendBatchMessage
+	case o.reply:
+		code = protocol.SendReplyMessageV2
 	}
 	return request{code: code, hdr: &v2, body: o.body, timeout: timeout, at: now}
 }

@@ -136,6 +136,23 @@ func (r *Registry) RegisterProducer(group, clientID string, connID uint64, now t
 	g.producers[consumerKey{clientID, connID}] = now
 }
 
+// ProducerConnID returns the connection a producer client registered on
+// most recently, in any group (request-reply pushes replies on it).
+func (r *Registry) ProducerConnID(clientID string) (uint64, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var id uint64
+	var at time.Time
+	for _, g := range r.producers {
+		for k, seen := range g.producers {
+			if k.clientID == clientID && (id == 0 || seen.After(at)) {
+				id, at = k.connID, seen
+			}
+		}
+	}
+	return id, id != 0
+}
+
 // Unregister removes a client from a consumer group and reports whether it
 // was a member.
 func (r *Registry) Unregister(group, clientID string) bool {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	rocketmq "github.com/apache/rocketmq-client-go/v2"
 	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/stretchr/testify/require"
@@ -169,4 +170,42 @@ func TestAutoCreateTopic(t *testing.T) {
 		consumer.WithConsumeFromWhere(consumer.ConsumeFromLastOffset)))
 	in.waitIDs(t, ids(want))
 	requireExactlyOnce(t, in.quiet(), want)
+}
+
+// TestRequestReply: an official-client requester's Request gets the reply
+// an official-client responder sends (SEND_REPLY_MESSAGE, long header
+// names) to the cluster's reply topic; the broker pushes it on the
+// requester's connection (PUSH_REPLY_MESSAGE_TO_CLIENT). The reply is
+// built by hand as Java's MessageUtil.createReplyMessage does: the Go
+// client's CreateReplyMessage parses the body as properties and loses it.
+func TestRequestReply(t *testing.T) {
+	t.Parallel()
+	topic, group := name(t, "topic"), name(t, "group")
+	createTopic(t, topic, 2)
+	responder := newProducer(t, "responder")
+	c, err := rocketmq.NewPushConsumer(consumerOptions(group, name(t, "c1"))...)
+	require.NoError(t, err)
+	require.NoError(t, c.Subscribe(topic, consumer.MessageSelector{Type: consumer.TAG, Expression: "*"},
+		func(ctx context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+			for _, m := range msgs {
+				r := primitive.NewMessage(m.GetProperty(primitive.PropertyCluster)+"_REPLY_TOPIC", append([]byte("re:"), m.Body...))
+				r.WithProperty(primitive.PropertyMsgType, "reply")
+				r.WithProperty(primitive.PropertyCorrelationID, m.GetProperty(primitive.PropertyCorrelationID))
+				r.WithProperty(primitive.PropertyMessageReplyToClient, m.GetProperty(primitive.PropertyMessageReplyToClient))
+				r.WithProperty(primitive.PropertyMessageTTL, m.GetProperty(primitive.PropertyMessageTTL))
+				if _, err := responder.SendSync(ctx, r); err != nil {
+					return consumer.ConsumeRetryLater, err
+				}
+			}
+			return consumer.ConsumeSuccess, nil
+		}))
+	require.NoError(t, c.Start())
+	t.Cleanup(func() { _ = c.Shutdown() })
+
+	requester := newProducer(t, "requester")
+	reply, err := requester.Request(waitContext(t, patience), 20*time.Second, primitive.NewMessage(topic, []byte("ping")))
+	require.NoError(t, err)
+	require.Equal(t, "re:ping", string(reply.Body))
+	require.Equal(t, "reply", reply.GetProperty(primitive.PropertyMsgType))
+	require.NotEmpty(t, reply.GetProperty(primitive.PropertyReplyMessageArriveTime))
 }

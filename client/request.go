@@ -1,0 +1,188 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"strconv"
+	"time"
+
+	"github.com/sluicemq/sluice/internal/message"
+	"github.com/sluicemq/sluice/internal/protocol"
+	"github.com/sluicemq/sluice/internal/remoting"
+)
+
+// Request-reply (RocketMQ 4.6+): a requester's message carries a
+// correlation id and the requester's client id; a consumer answers it with
+// NewReply, sent with any Producer to the cluster's reply topic; the
+// broker that gets the reply pushes it to the requester's connection
+// (PUSH_REPLY_MESSAGE_TO_CLIENT), where Request is waiting for it.
+
+// ErrNoReply is returned by Request when no reply came before its
+// deadline (or the request's TTL).
+var ErrNoReply = errors.New("client: no reply to the request")
+
+// defaultRequestTTL bounds a Request whose context has no deadline.
+const defaultRequestTTL = 3 * time.Second
+
+// replyTopic is the reply topic of a cluster (the broker's ReplyTopic).
+func replyTopic(cluster string) string { return cluster + "_REPLY_TOPIC" }
+
+// Request sends m and waits for a consumer's reply to it (see NewReply),
+// until ctx ends; without a deadline, for 3 s. The deadline is also the
+// request's TTL, in whole seconds (at least one), as the official client
+// sets it. The reply carries the replier's body and properties; its
+// ARRIVE_TIME property is when it reached this client (unix ms).
+func (p *Producer) Request(ctx context.Context, m *Message) (*Message, error) {
+	if err := p.checkStarted(); err != nil {
+		return nil, err
+	}
+	if m == nil {
+		return nil, invalidMessage("nil message")
+	}
+	ttl := defaultRequestTTL
+	if d, ok := ctx.Deadline(); ok {
+		ttl = time.Until(d)
+	} else {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, ttl)
+		defer cancel()
+	}
+	if ttl <= 0 {
+		return nil, fmt.Errorf("%w: %w", ErrNoReply, context.DeadlineExceeded)
+	}
+	c := p.core
+	if err := c.ensureReplyRoutes(ctx, m.Topic); err != nil {
+		return nil, err
+	}
+	id := c.ids.Next()
+	req := *m
+	req.Properties = maps.Clone(m.Properties)
+	if req.Properties == nil {
+		req.Properties = map[string]string{}
+	}
+	req.Properties[message.PropCorrelationID] = id
+	req.Properties[message.PropReplyToClient] = c.id
+	req.Properties[message.PropTTL] = strconv.Itoa(max(int(ttl/time.Second), 1))
+	ch := c.expectReply(id)
+	defer c.dropReply(id)
+	if _, err := p.Send(ctx, &req); err != nil {
+		return nil, fmt.Errorf("client: request to %s not sent: %w", m.Topic, err)
+	}
+	select {
+	case r := <-ch:
+		return r, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%w: correlation id %s, topic %s: %w", ErrNoReply, id, m.Topic, ctx.Err())
+	case <-c.quit:
+		return nil, ErrClosed
+	}
+}
+
+// NewReply returns the reply to request (a message delivered to a
+// consumer, sent with Request): send it with any started Producer. body is
+// the reply's body; the reply goes to the requester's cluster's reply
+// topic, with the correlation id, requester and TTL of the request.
+func NewReply(request *Message, body []byte) (*Message, error) {
+	if request == nil {
+		return nil, invalidMessage("nil request")
+	}
+	props := request.Properties
+	cluster, corr, to := props[message.PropCluster], props[message.PropCorrelationID], props[message.PropReplyToClient]
+	if cluster == "" || corr == "" || to == "" {
+		return nil, invalidMessage("message %s is not a request: it lacks CLUSTER, CORRELATION_ID or REPLY_TO_CLIENT", request.MsgID)
+	}
+	reply := &Message{Topic: replyTopic(cluster), Body: body, Properties: map[string]string{
+		message.PropMsgType: replyMsgType, message.PropCorrelationID: corr, message.PropReplyToClient: to,
+	}}
+	if ttl := props[message.PropTTL]; ttl != "" {
+		reply.Properties[message.PropTTL] = ttl
+	}
+	return reply, nil
+}
+
+// replyMsgType is MSG_TYPE of a reply: sent as SEND_REPLY_MESSAGE_V2.
+const replyMsgType = "reply"
+
+// ensureReplyRoutes makes sure this client talks to every broker a reply
+// to a request on topic can come from (the reply topics of topic's
+// clusters, on all their brokers), and that they know it as a producer:
+// a reply is pushed on the requester's own connection.
+func (c *core) ensureReplyRoutes(ctx context.Context, topic string) error {
+	r, err := c.routes.get(ctx, topic)
+	if err != nil {
+		return err
+	}
+	fresh := false
+	for _, b := range r.data.BrokerDatas {
+		t := replyTopic(b.Cluster)
+		if b.Cluster == "" || c.routes.cached(t) != nil {
+			continue
+		}
+		if _, err := c.routes.get(ctx, t); err != nil {
+			return fmt.Errorf("client: route of the reply topic %s: %w", t, err)
+		}
+		fresh = true
+	}
+	if fresh {
+		if err := c.heartbeat(ctx); err != nil {
+			return fmt.Errorf("client: register with the brokers that push replies: %w", err)
+		}
+	}
+	return nil
+}
+
+// expectReply registers a request's correlation id and returns the
+// channel its reply arrives on.
+func (c *core) expectReply(id string) chan *Message {
+	ch := make(chan *Message, 1)
+	c.mu.Lock()
+	if c.replies == nil {
+		c.replies = map[string]chan *Message{}
+	}
+	c.replies[id] = ch
+	c.mu.Unlock()
+	return ch
+}
+
+func (c *core) dropReply(id string) {
+	c.mu.Lock()
+	delete(c.replies, id)
+	c.mu.Unlock()
+}
+
+// onReply serves PUSH_REPLY_MESSAGE_TO_CLIENT: the reply goes to the
+// Request waiting for its correlation id; one nobody waits for (late, or
+// for another process) is dropped.
+func (c *core) onReply(req *remoting.Command) *remoting.Command {
+	var h protocol.ReplyMessageRequestHeader
+	if err := h.FromExt(req.ExtMap()); err != nil {
+		return remoting.NewResponse(req, protocol.SystemError, "client: bad PUSH_REPLY_MESSAGE_TO_CLIENT header: "+err.Error())
+	}
+	body := req.Body
+	if h.SysFlag&message.FlagCompressed != 0 {
+		b, err := message.Decompress(body, c.cfg.maxBodySize)
+		if err != nil {
+			return remoting.NewResponse(req, protocol.SystemError, "client: reply body: "+err.Error())
+		}
+		body = b
+	}
+	props := message.ParseProperties(h.Properties)
+	props[message.PropArriveTime] = strconv.FormatInt(time.Now().UnixMilli(), 10)
+	m := &Message{Topic: h.Topic, Body: body, Flag: h.Flag, Properties: props, Tags: props[message.PropTags],
+		MsgID: props[message.PropUniqKey], Queue: MessageQueue{Topic: h.Topic, QueueID: int(h.QueueID)},
+		ReconsumeTimes: int(h.ReconsumeTimes), BornTimestamp: time.UnixMilli(h.BornTimestamp),
+		StoreTimestamp: time.UnixMilli(h.StoreTimestamp), BornHost: h.BornHost, StoreHost: h.StoreHost}
+	corr := props[message.PropCorrelationID]
+	c.mu.Lock()
+	ch := c.replies[corr]
+	delete(c.replies, corr)
+	c.mu.Unlock()
+	if ch == nil {
+		c.log.Debug("client: reply nobody waits for", "correlation_id", corr, "from", h.BornHost)
+	} else {
+		ch <- m
+	}
+	return remoting.NewResponse(req, protocol.Success, "")
+}
