@@ -280,9 +280,11 @@ func (p *Producer) attempt(ctx context.Context, addr string, q MessageQueue, o *
 
 func sendResult(resp *remoting.Command, q MessageQueue, o *outgoing) (SendResult, error) {
 	var rh protocol.SendMessageResponseHeader
-	err := rh.FromExt(resp.ExtFields)
+	var err error
 	if resp.ExtFields == nil && resp.ExtPairs != nil {
 		err = rh.FromExtPairs(resp.ExtPairs)
+	} else {
+		err = rh.FromExt(resp.ExtFields)
 	}
 	if err != nil {
 		return SendResult{}, fmt.Errorf("client: bad send response header: %w", err)
