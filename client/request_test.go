@@ -27,8 +27,11 @@ func TestRequestReply(t *testing.T) {
 				continue
 			}
 			r.Properties["by"] = "rq-g"
-			if _, err := responder.Send(ctx, r); err != nil && ctx.Err() == nil {
-				t.Errorf("send reply: %v", err) // NB: not when the consumer closes at the end
+			if _, err := responder.Send(ctx, r); err != nil {
+				// NB: not an error of the test: a duplicate delivery (at
+				// least once) can be answered after its requester left.
+				// Every Request below must get its reply.
+				t.Logf("send reply: %v", err)
 			}
 		}
 		return ConsumeSuccess
