@@ -78,7 +78,7 @@ func (b *Broker) callConsumer(ctx context.Context, w remoting.ResponseWriter, re
 			clientID, group, b.cfg.BrokerName))
 		return
 	}
-	resp, err := askClient(ctx, conn, req.Code, ext, body)
+	resp, err := askClient(ctx, conn, req.Code, ext, body, clientCallTimeout)
 	if err != nil {
 		reply(w, req, protocol.SystemError, fmt.Sprintf("consumer %s of group %s did not answer %s: %v",
 			clientID, group, protocol.CodeName(req.Code), err))
@@ -89,12 +89,13 @@ func (b *Broker) callConsumer(ctx context.Context, w remoting.ResponseWriter, re
 	_ = w.Write(relayed)
 }
 
-// askClient sends a request to a client's connection and waits (at most
-// clientCallTimeout) for its answer.
-func askClient(ctx context.Context, conn *remoting.Conn, code int16, ext map[string]string, body []byte) (*remoting.Command, error) {
+// askClient sends a request to a client's connection and waits at most
+// timeout for its answer.
+func askClient(ctx context.Context, conn *remoting.Conn, code int16, ext map[string]string, body []byte,
+	timeout time.Duration) (*remoting.Command, error) {
 	out := remoting.NewRequest(code, ext, body)
-	out.Language = protocol.LanguageJava
-	cctx, cancel := context.WithTimeout(ctx, clientCallTimeout)
+	out.Language = protocol.LanguageJava // NB: as a Java broker's; the Go client decodes no other name
+	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	return conn.Invoke(cctx, out)
 }
@@ -141,7 +142,7 @@ func (b *Broker) handleGetConsumerStatus(ctx context.Context, w remoting.Respons
 		go func() {
 			defer wg.Done()
 			ext := protocol.Ext(&protocol.GetConsumerStatusRequestHeader{Topic: h.Topic, Group: h.Group, ClientAddr: m.Addr})
-			resp, err := askClient(ctx, conn, protocol.GetConsumerStatusFromClient, ext, nil)
+			resp, err := askClient(ctx, conn, protocol.GetConsumerStatusFromClient, ext, nil, clientCallTimeout)
 			switch {
 			case err != nil:
 			case resp.Code != protocol.Success:
@@ -183,38 +184,54 @@ func (b *Broker) handleGetConsumerStatus(ctx context.Context, w remoting.Respons
 	_ = w.Write(resp)
 }
 
+// pushReplyTimeout bounds a reply's push to its requester: below a
+// replier's send timeout (3 s by default), so that the replier learns the
+// outcome of its attempt.
+const pushReplyTimeout = 2 * time.Second
+
 // pushReply hands a reply message (SEND_REPLY_MESSAGE, request-reply) to
 // the client its REPLY_TO_CLIENT names, on that client's connection
 // (PUSH_REPLY_MESSAGE_TO_CLIENT): the requester registered as a producer
-// with this broker. It returns SUCCESS, or a code and remark for the
-// replier.
+// with this broker. Several connections can carry one client id (producers
+// of one process share it unless named apart): the reply goes to each, the
+// most recent first, until one takes it (a Sluice client refuses a reply
+// no request of its waits for). It returns SUCCESS, or a code and remark
+// for the replier. m gets PUSH_REPLY_TIME.
 func (b *Broker) pushReply(ctx context.Context, w remoting.ResponseWriter, m *message.Message, h protocol.SendMessageRequestHeader) (int16, string) {
 	to, _ := message.PropertyValue(m.Properties, message.PropReplyToClient)
 	if to == "" {
 		return protocol.MessageIllegal, "a reply message needs the property REPLY_TO_CLIENT: the requester's client id"
-	}
-	connID, ok := b.groups.ProducerConnID(to)
-	conn := b.conn(connID)
-	if !ok || conn == nil {
-		return protocol.SystemError, fmt.Sprintf("push reply message failed: requester %s is not connected to broker %s",
-			to, b.cfg.BrokerName)
 	}
 	now := time.Now().UnixMilli()
 	props, err := message.SetProperty(m.Properties, message.PropPushReplyTime, strconv.FormatInt(now, 10))
 	if err != nil {
 		return protocol.MessageIllegal, "reply properties: " + err.Error()
 	}
+	m.Properties = props
 	rh := &protocol.ReplyMessageRequestHeader{ProducerGroup: h.ProducerGroup, Topic: m.Topic, DefaultTopic: h.DefaultTopic,
 		DefaultTopicQueueNums: h.DefaultTopicQueueNums, QueueID: m.QueueID, SysFlag: m.SysFlag, BornTimestamp: m.BornTimestamp,
 		Flag: m.Flag, Properties: props, ReconsumeTimes: m.ReconsumeTimes, BornHost: peerAddr(w).String(),
 		StoreHost: b.storeHost.String(), StoreTimestamp: now}
-	resp, err := askClient(ctx, conn, protocol.PushReplyMessageToClient, protocol.Ext(rh), m.Body)
-	switch {
-	case err != nil:
-		return protocol.SystemError, fmt.Sprintf("push reply message to %s failed: %v", to, err)
-	case resp.Code != protocol.Success:
-		return protocol.SystemError, fmt.Sprintf("push reply message to %s failed: %s: %s", to,
-			protocol.ResponseCodeName(resp.Code), resp.Remark)
+	ext := protocol.Ext(rh)
+	var refused []string
+	for _, id := range b.groups.ClientProducerConns(to) {
+		conn := b.conn(id)
+		if conn == nil {
+			continue
+		}
+		resp, err := askClient(ctx, conn, protocol.PushReplyMessageToClient, ext, m.Body, pushReplyTimeout)
+		switch {
+		case err != nil:
+			refused = append(refused, err.Error())
+		case resp.Code != protocol.Success:
+			refused = append(refused, protocol.ResponseCodeName(resp.Code)+": "+resp.Remark)
+		default:
+			return protocol.Success, ""
+		}
 	}
-	return protocol.Success, ""
+	if len(refused) == 0 {
+		return protocol.SystemError, fmt.Sprintf("push reply message failed: requester %s is not connected to broker %s",
+			to, b.cfg.BrokerName)
+	}
+	return protocol.SystemError, fmt.Sprintf("push reply message to %s failed: %s", to, strings.Join(refused, "; "))
 }

@@ -141,7 +141,8 @@ func (b *Broker) send(ctx context.Context, w remoting.ResponseWriter, req *remot
 	// (SYSTEM_BUSY is retried by clients). An inline send in async mode
 	// waits for nothing.
 	release := func() {}
-	if !inline || b.cfg.Store.SyncFlush() {
+	isReply := req.Code == protocol.SendReplyMessage || req.Code == protocol.SendReplyMessageV2
+	if (!inline || b.cfg.Store.SyncFlush()) && !isReply {
 		select {
 		case b.sendSem <- struct{}{}:
 			release = func() { <-b.sendSem }
@@ -174,11 +175,13 @@ func (b *Broker) send(ctx context.Context, w remoting.ResponseWriter, req *remot
 	if props, err := message.SetProperty(m.Properties, message.PropCluster, b.cfg.ClusterName); err == nil {
 		m.Properties = props
 	}
-	if req.Code == protocol.SendReplyMessage || req.Code == protocol.SendReplyMessageV2 {
-		// NB: a reply goes to its requester first; it is stored after, as
-		// Java's broker does, only once it was delivered.
+	if isReply {
+		// NB: a reply goes to its requester first; unlike Java's broker,
+		// which stores it whatever the push gave, it is stored only once
+		// delivered: nobody reads a reply topic, and the replier learns
+		// that its reply was lost. The push holds no send slot (see the
+		// flow control above): a slow requester must not make sends busy.
 		if code, remark := b.pushReply(ctx, w, m, h); code != protocol.Success {
-			release()
 			reply(w, req, code, remark)
 			return true
 		}

@@ -30,10 +30,6 @@ func openTopics(dir string) (*topic.Table, error) {
 	return topic.Open(filepath.Join(dir, "topics"))
 }
 
-// ReplyTopic is the topic request-reply responders send their replies to
-// (spec 7.10): one per cluster, on every broker of it.
-func ReplyTopic(cluster string) string { return cluster + "_REPLY_TOPIC" }
-
 // createSystemTopics creates the topics a RocketMQ broker has at start
 // (spec 7.10): the auto-create template TBW102 when auto-create is on, the
 // delay topic, topics named after the cluster and the broker, and the
@@ -48,7 +44,7 @@ func (b *Broker) createSystemTopics() error {
 	}
 	if topic.ValidateName(b.cfg.ClusterName) == nil {
 		cfgs = append(cfgs, topic.Config{TopicName: b.cfg.ClusterName, ReadQueueNums: 16, WriteQueueNums: 16, Perm: protocol.PermInherit | rw},
-			topic.Config{TopicName: ReplyTopic(b.cfg.ClusterName), ReadQueueNums: 1, WriteQueueNums: 1, Perm: rw})
+			topic.Config{TopicName: protocol.ReplyTopic(b.cfg.ClusterName), ReadQueueNums: 1, WriteQueueNums: 1, Perm: rw})
 	}
 	if b.cfg.AutoCreateTopic {
 		n := max(b.cfg.DefaultTopicQueueNums, 8)

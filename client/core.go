@@ -57,6 +57,9 @@ type core struct {
 	producers map[string]bool          // guarded by mu: producer groups
 	consumers map[string]member        // guarded by mu: by group
 	replies   map[string]chan *Message // guarded by mu: Requests waiting, by correlation id
+	// replyReady holds the reply topics whose brokers know this client
+	// (guarded by mu; see ensureReplyRoutes).
+	replyReady map[string]bool
 }
 
 func newCore(cfg *config) *core {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
 	"time"
 
@@ -25,9 +26,6 @@ var ErrNoReply = errors.New("client: no reply to the request")
 
 // defaultRequestTTL bounds a Request whose context has no deadline.
 const defaultRequestTTL = 3 * time.Second
-
-// replyTopic is the reply topic of a cluster (the broker's ReplyTopic).
-func replyTopic(cluster string) string { return cluster + "_REPLY_TOPIC" }
 
 // Request sends m and waits for a consumer's reply to it (see NewReply),
 // until ctx ends; without a deadline, for 3 s. The deadline is also the
@@ -93,7 +91,7 @@ func NewReply(request *Message, body []byte) (*Message, error) {
 	if cluster == "" || corr == "" || to == "" {
 		return nil, invalidMessage("message %s is not a request: it lacks CLUSTER, CORRELATION_ID or REPLY_TO_CLIENT", request.MsgID)
 	}
-	reply := &Message{Topic: replyTopic(cluster), Body: body, Properties: map[string]string{
+	reply := &Message{Topic: protocol.ReplyTopic(cluster), Body: body, Properties: map[string]string{
 		message.PropMsgType: replyMsgType, message.PropCorrelationID: corr, message.PropReplyToClient: to,
 	}}
 	if ttl := props[message.PropTTL]; ttl != "" {
@@ -108,28 +106,44 @@ const replyMsgType = "reply"
 // ensureReplyRoutes makes sure this client talks to every broker a reply
 // to a request on topic can come from (the reply topics of topic's
 // clusters, on all their brokers), and that they know it as a producer:
-// a reply is pushed on the requester's own connection.
+// a reply is pushed on the requester's own connection. A reply topic
+// counts as done once a heartbeat that followed its route went through;
+// until then every Request tries again.
 func (c *core) ensureReplyRoutes(ctx context.Context, topic string) error {
 	r, err := c.routes.get(ctx, topic)
 	if err != nil {
 		return err
 	}
-	fresh := false
+	var todo []string
+	c.mu.Lock()
 	for _, b := range r.data.BrokerDatas {
-		t := replyTopic(b.Cluster)
-		if b.Cluster == "" || c.routes.cached(t) != nil {
-			continue
+		if t := protocol.ReplyTopic(b.Cluster); b.Cluster != "" && !c.replyReady[t] && !slices.Contains(todo, t) {
+			todo = append(todo, t)
 		}
+	}
+	c.mu.Unlock()
+	if len(todo) == 0 {
+		return nil
+	}
+	for _, t := range todo {
 		if _, err := c.routes.get(ctx, t); err != nil {
 			return fmt.Errorf("client: route of the reply topic %s: %w", t, err)
 		}
-		fresh = true
 	}
-	if fresh {
-		if err := c.heartbeat(ctx); err != nil {
-			return fmt.Errorf("client: register with the brokers that push replies: %w", err)
-		}
+	if err := c.heartbeat(ctx); err != nil {
+		// NB: a broker the reply cannot come from may be the one that
+		// failed; the request goes on, and the next one heartbeats again.
+		c.log.Warn("client: heartbeat before a request", "err", err)
+		return nil
 	}
+	c.mu.Lock()
+	if c.replyReady == nil {
+		c.replyReady = map[string]bool{}
+	}
+	for _, t := range todo {
+		c.replyReady[t] = true
+	}
+	c.mu.Unlock()
 	return nil
 }
 
@@ -180,9 +194,13 @@ func (c *core) onReply(req *remoting.Command) *remoting.Command {
 	delete(c.replies, corr)
 	c.mu.Unlock()
 	if ch == nil {
+		// NB: refused, so that a broker holding several connections of
+		// this client id (producers of one process share it) tries the
+		// next one, and a replier learns of a late or duplicate reply.
 		c.log.Debug("client: reply nobody waits for", "correlation_id", corr, "from", h.BornHost)
-	} else {
-		ch <- m
+		return remoting.NewResponse(req, protocol.SystemError,
+			fmt.Sprintf("client: no request of this producer waits for correlation id %s (late or duplicate reply)", corr))
 	}
+	ch <- m
 	return remoting.NewResponse(req, protocol.Success, "")
 }

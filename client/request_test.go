@@ -18,7 +18,8 @@ import (
 func TestRequestReply(t *testing.T) {
 	c := newCluster(t, 1)
 	c.createTopic("rq", 2)
-	responder := c.producer()
+	// NB: no periodic heartbeat: the test orders them itself.
+	responder := c.producer(WithHeartbeatInterval(time.Hour))
 	c.pushConsumer("rq-g", "rq", func(ctx context.Context, msgs []*Message) ConsumeResult {
 		for _, m := range msgs {
 			r, err := NewReply(m, append([]byte("re:"), m.Body...))
@@ -36,7 +37,7 @@ func TestRequestReply(t *testing.T) {
 		}
 		return ConsumeSuccess
 	})
-	requester := c.producer()
+	requester := c.producer(WithHeartbeatInterval(time.Hour))
 
 	ctx := ctxT(t, 20*time.Second)
 	r, err := requester.Request(ctx, &Message{Topic: "rq", Body: []byte("one"), Properties: map[string]string{"k": "v"}})
@@ -70,7 +71,25 @@ func TestRequestReply(t *testing.T) {
 	}
 	requester.core.mu.Lock()
 	require.Empty(t, requester.core.replies, "no request left waiting")
+	require.Equal(t, requester.core.id, responder.core.id, "both producers carry the process's client id")
 	requester.core.mu.Unlock()
+
+	// The broker pushes a reply on the connection of that id seen last
+	// first: now the responder's, whose client refuses a reply it does not
+	// wait for, and the broker goes on to the requester's.
+	require.NoError(t, responder.core.heartbeat(ctx))
+	r, err = requester.Request(ctx, &Message{Topic: "rq", Body: []byte("two")})
+	require.NoError(t, err)
+	require.Equal(t, "re:two", string(r.Body))
+
+	// A reply nobody waits for (late, or duplicate) is refused with a
+	// remark the replier gets.
+	late, err := NewReply(&Message{Properties: map[string]string{message.PropCluster: "DefaultCluster",
+		message.PropCorrelationID: "gone", message.PropReplyToClient: requester.core.id}}, []byte("late"))
+	require.NoError(t, err)
+	_, err = c.producer(WithRetries(0)).Send(ctx, late)
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "no request of this producer waits for correlation id gone")
 }
 
 func TestRequestReply_Errors(t *testing.T) {

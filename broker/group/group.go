@@ -136,21 +136,23 @@ func (r *Registry) RegisterProducer(group, clientID string, connID uint64, now t
 	g.producers[consumerKey{clientID, connID}] = now
 }
 
-// ProducerConnID returns the connection a producer client registered on
-// most recently, in any group (request-reply pushes replies on it).
-func (r *Registry) ProducerConnID(clientID string) (uint64, bool) {
+// ClientProducerConns returns the connections producers registered with
+// clientID, in any group, the most recently seen first (request-reply
+// pushes a reply on the one whose client waits for it).
+func (r *Registry) ClientProducerConns(clientID string) []uint64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var id uint64
-	var at time.Time
+	seen := map[uint64]time.Time{}
 	for _, g := range r.producers {
-		for k, seen := range g.producers {
-			if k.clientID == clientID && (id == 0 || seen.After(at)) {
-				id, at = k.connID, seen
+		for k, at := range g.producers {
+			if k.clientID == clientID && at.After(seen[k.connID]) {
+				seen[k.connID] = at
 			}
 		}
 	}
-	return id, id != 0
+	ids := slices.Collect(maps.Keys(seen))
+	slices.SortFunc(ids, func(a, b uint64) int { return seen[b].Compare(seen[a]) })
+	return ids
 }
 
 // Unregister removes a client from a consumer group and reports whether it

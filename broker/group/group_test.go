@@ -92,3 +92,15 @@ func TestConfigTable(t *testing.T) {
 	all, _ := tb2.All()
 	require.Empty(t, all)
 }
+
+func TestClientProducerConns(t *testing.T) {
+	r := New()
+	t0 := time.Unix(1_700_000_000, 0)
+	r.RegisterProducer("pg1", "ip@1", 7, t0)
+	r.RegisterProducer("pg2", "ip@1", 9, t0.Add(2*time.Second))
+	r.RegisterProducer("pg3", "ip@1", 8, t0.Add(time.Second))
+	r.RegisterProducer("pg1", "other@2", 5, t0.Add(3*time.Second))
+	r.RegisterProducer("pg3", "ip@1", 7, t0.Add(500*time.Millisecond)) // conn 7 in two groups: its latest counts
+	require.Equal(t, []uint64{9, 8, 7}, r.ClientProducerConns("ip@1"), "most recently seen first")
+	require.Empty(t, r.ClientProducerConns("nobody@3"))
+}

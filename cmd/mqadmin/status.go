@@ -289,7 +289,9 @@ func getConsumerStatusCmd(a *app) *cobra.Command {
 		if err != nil {
 			return err
 		}
-		byClient := map[string][]queueOffset{}
+		// NB: every broker asks the same clients, and a client answers
+		// with all its queues of the topic: merged by queue.
+		tables := map[string]map[protocol.MessageQueue]int64{}
 		var warnings []string
 		var errs []error
 		for _, b := range brokers {
@@ -308,12 +310,17 @@ func getConsumerStatusCmd(a *app) *cobra.Command {
 				warnings = append(warnings, "broker "+brokerLabel(b)+": "+resp.Remark)
 			}
 			for id, table := range st.ConsumerTable {
-				for _, q := range slices.SortedFunc(maps.Keys(table), protocol.CompareQueues) {
-					byClient[id] = append(byClient[id], queueOffset{MessageQueue: q, Offset: table[q]})
+				if tables[id] == nil {
+					tables[id] = map[protocol.MessageQueue]int64{}
 				}
-				if byClient[id] == nil {
-					byClient[id] = []queueOffset{}
-				}
+				maps.Copy(tables[id], table)
+			}
+		}
+		byClient := map[string][]queueOffset{}
+		for id, table := range tables {
+			byClient[id] = []queueOffset{}
+			for _, q := range slices.SortedFunc(maps.Keys(table), protocol.CompareQueues) {
+				byClient[id] = append(byClient[id], queueOffset{MessageQueue: q, Offset: table[q]})
 			}
 		}
 		if len(byClient) == 0 {

@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicemq/sluice/broker"
 	"github.com/sluicemq/sluice/client"
+	"github.com/sluicemq/sluice/conf"
 	"github.com/stretchr/testify/require"
 )
 
@@ -126,4 +128,44 @@ func TestConsumerStatus(t *testing.T) {
 	require.NotNil(t, findRow(t, out, pc.ClientID(), "st", "broker-a"))
 	require.Contains(t, out, "WARNING broker broker-a")
 	require.Contains(t, out, "not answered: 10.0.0.9@9: REQUEST_CODE_NOT_SUPPORTED")
+}
+
+// TestGetConsumerStatus_TwoBrokers: every broker of the topic asks the
+// same clients, which answer with all their queues: each queue is shown
+// once.
+func TestGetConsumerStatus_TwoBrokers(t *testing.T) {
+	c := startCluster(t)
+	bcfg := conf.DefaultBroker()
+	bcfg.BrokerName = "broker-b"
+	bcfg.Listen = "127.0.0.1:0"
+	bcfg.Store.Dir = t.TempDir()
+	bcfg.Store.SegmentSize = 8 << 20
+	bcfg.Store.ConsumeQueueEntries = 1000
+	bcfg.NamesrvAddr = c.ns
+	bcfg.RegisterInterval = 100 * time.Millisecond
+	b2, err := broker.New(bcfg, broker.Options{Logger: quiet()})
+	require.NoError(t, err)
+	require.NoError(t, b2.Start())
+	t.Cleanup(func() { b2.Close() })
+	require.Eventually(t, func() bool {
+		return strings.Contains(c.ok(t, "clusterList"), "broker-b")
+	}, 10*time.Second, 50*time.Millisecond)
+	c.ok(t, "updateTopic", "-t", "two", "-c", "DefaultCluster", "-r", "2", "-w", "2")
+	require.Eventually(t, func() bool {
+		return strings.Count(c.ok(t, "topicRoute", "-t", "two"), "broker-") >= 2
+	}, 10*time.Second, 50*time.Millisecond)
+	var handled atomic.Int64
+	pc := c.startConsumer(t, "two-g", "two", &handled)
+
+	var gs struct {
+		Clients map[string][]struct {
+			BrokerName string `json:"brokerName"`
+			QueueID    int    `json:"queueId"`
+		} `json:"clients"`
+	}
+	require.Eventually(t, func() bool {
+		c.okJSON(t, &gs, "getConsumerStatus", "-g", "two-g", "-t", "two")
+		return len(gs.Clients[pc.ClientID()]) >= 4
+	}, 10*time.Second, 50*time.Millisecond)
+	require.Len(t, gs.Clients[pc.ClientID()], 4, "2 queues on each of 2 brokers, each once")
 }

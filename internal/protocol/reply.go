@@ -1,5 +1,9 @@
 package protocol
 
+// ReplyTopic is the topic request-reply responders send their replies to
+// (spec 7.10): one per cluster, on every broker of it.
+func ReplyTopic(cluster string) string { return cluster + "_REPLY_TOPIC" }
+
 // ReplyMessageRequestHeader is the header of PUSH_REPLY_MESSAGE_TO_CLIENT
 // (326), broker → the requesting client (request-reply, spec §4): the
 // reply message's fields, long names, as Java's.
