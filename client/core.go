@@ -60,6 +60,10 @@ type core struct {
 	// replyReady holds the reply topics whose brokers know this client
 	// (guarded by mu; see ensureReplyRoutes).
 	replyReady map[string]bool
+	// txListener answers the brokers' transaction checks for producer
+	// group txGroup (guarded by mu; set by a transactional Producer).
+	txListener TransactionListener
+	txGroup    string
 }
 
 func newCore(cfg *config) *core {
@@ -317,6 +321,8 @@ func (c *core) onRequest(_ context.Context, w remoting.ResponseWriter, req *remo
 			resp = c.consumeDirectly(req, m, h.BrokerName)
 		}
 		_ = w.Write(resp)
+	case protocol.CheckTransactionState:
+		c.onCheckTransaction(req, w.Conn()) // NB: oneway: no answer but END_TRANSACTION
 	case protocol.PushReplyMessageToClient:
 		_ = w.Write(c.onReply(req))
 	case protocol.GetConsumerStatusFromClient:

@@ -37,8 +37,9 @@
 // Brokers call back over the same connections: NOTIFY_CONSUMER_IDS_CHANGED
 // makes a push consumer rebalance at once; a consumer answers
 // GET_CONSUMER_RUNNING_INFO, GET_CONSUMER_STATUS_FROM_CLIENT and
-// CONSUME_MESSAGE_DIRECTLY (admin tools, relayed by a broker), and a
-// requester gets its replies (PUSH_REPLY_MESSAGE_TO_CLIENT).
+// CONSUME_MESSAGE_DIRECTLY (admin tools, relayed by a broker), a
+// requester gets its replies (PUSH_REPLY_MESSAGE_TO_CLIENT), and a
+// transactional producer answers CHECK_TRANSACTION_STATE.
 //
 // # Producer
 //
@@ -69,6 +70,14 @@
 // meanwhile wait for that answer, or until they fill a batch, and go as
 // one SEND_BATCH_MESSAGE. Each callback gets its own id, offset id and
 // queue offset. Delayed, compressed and retry-topic messages go alone.
+//
+// # Transactions
+//
+// A producer made WithTransactionListener sends with SendInTransaction: the
+// message is stored as a half message (sysFlag prepared, TRAN_MSG, PGROUP),
+// the listener's ExecuteLocal runs, and END_TRANSACTION commits or rolls it
+// back. An undecided half message makes the broker ask a producer of the
+// group (CHECK_TRANSACTION_STATE), which answers with CheckLocal.
 //
 // # Request-reply
 //

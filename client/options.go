@@ -87,6 +87,7 @@ type config struct {
 	busyMaxBackoff    time.Duration
 	busyRetryDeadline time.Duration // when ctx has none
 	autoBatchMessages int           // 0: off
+	txListener        TransactionListener
 	autoBatchBytes    int
 
 	// consumer

@@ -88,6 +88,11 @@ func (p *Producer) Start() error {
 		return ErrClosed
 	}
 	p.core.addProducer(p.cfg.group)
+	if p.cfg.txListener != nil {
+		p.core.mu.Lock()
+		p.core.txListener, p.core.txGroup = p.cfg.txListener, p.cfg.group
+		p.core.mu.Unlock()
+	}
 	p.core.start()
 	p.state = stateStarted
 	return nil

@@ -12,6 +12,7 @@ import (
 	rocketmq "github.com/apache/rocketmq-client-go/v2"
 	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
+	"github.com/apache/rocketmq-client-go/v2/producer"
 	"github.com/stretchr/testify/require"
 )
 
@@ -208,4 +209,41 @@ func TestRequestReply(t *testing.T) {
 	require.Equal(t, "re:ping", string(reply.Body))
 	require.Equal(t, "reply", reply.GetProperty(primitive.PropertyMsgType))
 	require.NotEmpty(t, reply.GetProperty(primitive.PropertyReplyMessageArriveTime))
+}
+
+// compatTx commits or rolls back by the message's body.
+type compatTx struct{}
+
+func (compatTx) ExecuteLocalTransaction(m *primitive.Message) primitive.LocalTransactionState {
+	if string(m.Body) == "commit" {
+		return primitive.CommitMessageState
+	}
+	return primitive.RollbackMessageState
+}
+
+func (compatTx) CheckLocalTransaction(*primitive.MessageExt) primitive.LocalTransactionState {
+	return primitive.RollbackMessageState
+}
+
+// TestTransaction: the official client's transactional producer sends half
+// messages and ends them (END_TRANSACTION): the committed one is
+// delivered, the rolled-back one never.
+func TestTransaction(t *testing.T) {
+	t.Parallel()
+	topic := name(t, "topic")
+	createTopic(t, topic, 2)
+	p, err := rocketmq.NewTransactionProducer(compatTx{}, producer.WithNameServer(nameservers),
+		producer.WithGroupName(name(t, "txgroup")), producer.WithInstanceName(name(t, "tx")))
+	require.NoError(t, err)
+	require.NoError(t, p.Start())
+	t.Cleanup(func() { _ = p.Shutdown() })
+	for _, body := range []string{"rollback", "commit"} {
+		res, err := p.SendMessageInTransaction(waitContext(t, patience), primitive.NewMessage(topic, []byte(body)))
+		require.NoError(t, err, body)
+		require.Equal(t, primitive.SendOK, res.Status, body)
+	}
+	in := consumeAll(t, topic)
+	got := in.waitFor(t, "the committed message", func(d []delivery) bool { return len(d) >= 1 })
+	require.Equal(t, "commit", string(got[0].msg.Body))
+	require.Len(t, in.quiet(), 1, "the rolled-back message is never delivered")
 }

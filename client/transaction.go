@@ -1,0 +1,193 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"maps"
+
+	"github.com/sluicemq/sluice/internal/message"
+	"github.com/sluicemq/sluice/internal/protocol"
+	"github.com/sluicemq/sluice/internal/remoting"
+)
+
+// Transactional messages (RocketMQ's): SendInTransaction stores the
+// message as a half message, invisible to consumers, runs the local
+// transaction, and tells the broker to commit (deliver) or roll back
+// (drop) it (END_TRANSACTION). A half message left undecided (the local
+// transaction's state unknown, the producer gone before it decided) makes
+// the broker ask a producer of the group later (CHECK_TRANSACTION_STATE),
+// which answers with its listener's CheckLocal.
+
+// TransactionState is a local transaction's outcome.
+type TransactionState int
+
+const (
+	// TransactionCommit delivers the half message.
+	TransactionCommit TransactionState = iota
+	// TransactionRollback drops it.
+	TransactionRollback
+	// TransactionUnknown leaves it undecided: the broker asks CheckLocal
+	// later.
+	TransactionUnknown
+)
+
+func (s TransactionState) String() string {
+	switch s {
+	case TransactionCommit:
+		return "COMMIT"
+	case TransactionRollback:
+		return "ROLLBACK"
+	}
+	return "UNKNOWN"
+}
+
+// TransactionListener runs and checks the local transactions of a
+// transactional producer (WithTransactionListener). A panic in either
+// counts as TransactionUnknown.
+type TransactionListener interface {
+	// ExecuteLocal runs the local transaction of m, which the broker holds
+	// as a half message.
+	ExecuteLocal(ctx context.Context, m *Message) TransactionState
+	// CheckLocal returns the state of m's local transaction when the
+	// broker asks about an undecided half message. m is the message as
+	// stored (its MsgID is the one SendInTransaction returned).
+	CheckLocal(ctx context.Context, m *Message) TransactionState
+}
+
+// WithTransactionListener makes a producer transactional: it can
+// SendInTransaction, and it answers the brokers' checks of its group's
+// undecided half messages. Give the producers of one group the same
+// listener logic, with WithGroup: a check goes to any of them.
+func WithTransactionListener(l TransactionListener) Option {
+	return func(c *config) { c.txListener = l }
+}
+
+// TransactionResult is what SendInTransaction did.
+type TransactionResult struct {
+	SendResult
+	// State is the local transaction's outcome, told to the broker: a
+	// half message that was not stored (SendResult.Status not SendOK)
+	// is rolled back without running it.
+	State TransactionState
+}
+
+// SendInTransaction sends m as a half message, runs the listener's
+// ExecuteLocal once the broker stored it, and commits or rolls back m
+// accordingly. An error means m was not stored (and ExecuteLocal did not
+// run). Delay levels and delivery times are refused, as RocketMQ does. If
+// the decision cannot reach the broker, the broker asks CheckLocal later.
+func (p *Producer) SendInTransaction(ctx context.Context, m *Message) (TransactionResult, error) {
+	if err := p.checkStarted(); err != nil {
+		return TransactionResult{}, err
+	}
+	l := p.cfg.txListener
+	if l == nil {
+		return TransactionResult{}, invalidOption("SendInTransaction needs a producer made with WithTransactionListener")
+	}
+	if m == nil {
+		return TransactionResult{}, invalidMessage("nil message")
+	}
+	if m.DelayLevel > 0 || !m.DeliverAt.IsZero() {
+		return TransactionResult{}, invalidMessage("a transactional message cannot be delayed")
+	}
+	half := *m
+	half.Properties = maps.Clone(m.Properties)
+	if half.Properties == nil {
+		half.Properties = map[string]string{}
+	}
+	half.Properties[message.PropTranMsg] = "true"
+	half.Properties[message.PropProducerGroup] = p.cfg.group
+	o, err := p.prepare(&half)
+	if err != nil {
+		return TransactionResult{}, err
+	}
+	o.sysFlag |= message.TxPrepared
+	res, err := p.send(ctx, o, false)
+	if err != nil {
+		return TransactionResult{}, err
+	}
+	m.MsgID = res.MsgID
+	out := TransactionResult{SendResult: res, State: TransactionRollback}
+	if res.Status == SendOK {
+		out.State = runListener(func() TransactionState { return l.ExecuteLocal(ctx, m) })
+	}
+	_, off, err := message.ParseOffsetMsgID(res.OffsetMsgID)
+	if err != nil {
+		return out, fmt.Errorf("client: half message stored with a bad offset id %q: %w", res.OffsetMsgID, err)
+	}
+	h := &protocol.EndTransactionRequestHeader{ProducerGroup: p.cfg.group, TranStateTableOffset: res.QueueOffset,
+		CommitLogOffset: off, CommitOrRollback: txType(out.State), MsgID: res.MsgID, TransactionID: res.MsgID,
+		BrokerName: res.Queue.BrokerName}
+	if addr, ok := p.core.routes.brokerAddr(res.Queue.BrokerName); ok {
+		cctx, cancel := p.core.callCtx(ctx)
+		err = p.core.tr.oneway(cctx, addr, request{code: protocol.EndTransaction, ext: protocol.Ext(h)})
+		cancel()
+	} else {
+		err = fmt.Errorf("%w: no address for broker %s", ErrNoRoute, res.Queue.BrokerName)
+	}
+	if err != nil {
+		// NB: the half message stays undecided: the broker checks back.
+		p.core.log.Warn("client: END_TRANSACTION not delivered; the broker will ask CheckLocal",
+			"msg_id", res.MsgID, "state", out.State, "err", err)
+	}
+	return out, nil
+}
+
+// txType is the END_TRANSACTION commitOrRollback of a state.
+func txType(s TransactionState) int32 {
+	switch s {
+	case TransactionCommit:
+		return message.TxCommit
+	case TransactionRollback:
+		return message.TxRollback
+	}
+	return message.TxNot
+}
+
+// runListener runs f, a panic counting as TransactionUnknown.
+func runListener(f func() TransactionState) (s TransactionState) {
+	defer func() {
+		if r := recover(); r != nil {
+			s = TransactionUnknown
+		}
+	}()
+	return f()
+}
+
+// onCheckTransaction serves CHECK_TRANSACTION_STATE: the broker asks about
+// an undecided half message of this producer's group; the listener's
+// CheckLocal answers, with END_TRANSACTION on the same connection.
+func (c *core) onCheckTransaction(req *remoting.Command, conn *remoting.Conn) {
+	var h protocol.CheckTransactionStateRequestHeader
+	if err := h.FromExt(req.ExtMap()); err != nil {
+		c.log.Warn("client: bad CHECK_TRANSACTION_STATE", "err", err)
+		return
+	}
+	c.mu.Lock()
+	l, group := c.txListener, c.txGroup
+	c.mu.Unlock()
+	msgs, err := decodeRecords(req.Body, "", c.cfg.maxBodySize)
+	if err != nil || len(msgs) != 1 || l == nil || conn == nil {
+		c.log.Warn("client: cannot answer CHECK_TRANSACTION_STATE", "listener", l != nil, "err", err)
+		return
+	}
+	m := msgs[0]
+	if g := m.Properties[message.PropProducerGroup]; g != group {
+		c.log.Warn("client: CHECK_TRANSACTION_STATE for another producer group", "group", g, "mine", group)
+		return
+	}
+	ctx, cancel := c.quitCtx()
+	defer cancel()
+	state := runListener(func() TransactionState { return l.CheckLocal(ctx, m) })
+	if state == TransactionUnknown {
+		return // NB: the broker asks again at its next check
+	}
+	end := &protocol.EndTransactionRequestHeader{ProducerGroup: group, TranStateTableOffset: h.TranStateTableOffset,
+		CommitLogOffset: h.CommitLogOffset, CommitOrRollback: txType(state), FromTransactionCheck: true,
+		MsgID: h.MsgID, TransactionID: h.TransactionID}
+	cctx, cancel2 := c.callCtx(ctx)
+	defer cancel2()
+	if err := conn.InvokeOneway(cctx, remoting.NewRequest(protocol.EndTransaction, protocol.Ext(end), nil)); err != nil {
+		c.log.Warn("client: END_TRANSACTION after a check", "msg_id", h.MsgID, "err", err)
+	}
+}
