@@ -214,12 +214,19 @@ func (b *Broker) pushReply(ctx context.Context, w remoting.ResponseWriter, m *me
 		StoreHost: b.storeHost.String(), StoreTimestamp: now}
 	ext := protocol.Ext(rh)
 	var refused []string
+	// NB: one bound for all the connections tried.
+	ctx, cancel := context.WithTimeout(ctx, pushReplyTimeout)
+	defer cancel()
 	for _, id := range b.groups.ClientProducerConns(to) {
 		conn := b.conn(id)
 		if conn == nil {
 			continue
 		}
 		resp, err := askClient(ctx, conn, protocol.PushReplyMessageToClient, ext, m.Body, pushReplyTimeout)
+		if ctx.Err() != nil && err != nil {
+			refused = append(refused, err.Error())
+			break
+		}
 		switch {
 		case err != nil:
 			refused = append(refused, err.Error())

@@ -274,7 +274,9 @@ func (b *Broker) handleSendBack(ctx context.Context, w remoting.ResponseWriter, 
 	}
 	m := &message.Message{Topic: retryTopic, Flag: r.Flag, SysFlag: r.SysFlag &^ (message.FlagBornHostV6 | message.FlagStoreHostV6),
 		BornTimestamp: r.BornTimestamp, BornHost: r.BornHost, StoreHost: b.storeHost,
-		ReconsumeTimes: r.ReconsumeTimes + 1, Body: r.Body, Properties: message.DeleteProperty(props, message.PropDelay)}
+		ReconsumeTimes: r.ReconsumeTimes + 1, Body: r.Body,
+		// NB: a committed transactional message is no longer one (spec 3.8).
+		Properties: message.DeleteProperty(message.DeleteProperty(props, message.PropDelay), message.PropTranMsg)}
 	if r.ReconsumeTimes >= maxRe || h.DelayLevel < 0 {
 		dlq := topic.DLQPrefix + h.Group
 		if _, err := b.ensureTopic(dlq, 1); err != nil {
@@ -349,7 +351,10 @@ func (b *Broker) handleEndTransaction(ctx context.Context, w remoting.ResponseWr
 	realTopic, _ := message.PropertyValue(props, message.PropRealTopic)
 	realQID, _ := message.PropertyValue(props, message.PropRealQueueID)
 	qid, _ := strconv.Atoi(realQID)
-	props = message.DeleteProperty(message.DeleteProperty(props, message.PropRealTopic), message.PropRealQueueID)
+	// NB: delivered as a plain message, as Java's EndTransactionProcessor
+	// does: a consumer that sends it on must not make a half message of it.
+	props = message.DeleteProperty(message.DeleteProperty(message.DeleteProperty(props, message.PropRealTopic),
+		message.PropRealQueueID), message.PropTranMsg)
 	m := &message.Message{Topic: realTopic, QueueID: int32(qid), Flag: r.Flag,
 		SysFlag:       (r.SysFlag &^ (message.TxMask | message.FlagBornHostV6 | message.FlagStoreHostV6)) | message.TxCommit,
 		BornTimestamp: r.BornTimestamp, BornHost: r.BornHost, StoreHost: b.storeHost,

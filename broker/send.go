@@ -189,7 +189,11 @@ func (b *Broker) send(ctx context.Context, w remoting.ResponseWriter, req *remot
 	done := func(res store.PutResult) {
 		release()
 		b.stats.recordPut(m.Topic, 1, len(m.Body))
-		b.answerPut(w, req, res, m.QueueID, message.OffsetMsgID(b.storeHost, res.Pos), inline)
+		qid := m.QueueID
+		if m.Topic == transHalfTopic {
+			qid = h.QueueID // NB: as Java: the queue asked for, not the half topic's
+		}
+		b.answerPut(w, req, res, qid, message.OffsetMsgID(b.storeHost, res.Pos), inline)
 		b.metrics.send.Observe((monoNow() - start).Seconds())
 	}
 	switch {

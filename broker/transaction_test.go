@@ -25,6 +25,7 @@ func sendHalf(t *testing.T, c *remoting.Client, b *Broker, body string) (int64, 
 	require.Equal(t, protocol.Success, int(resp.Code), resp.Remark)
 	var sh protocol.SendMessageResponseHeader
 	require.NoError(t, sh.FromExt(resp.ExtFields))
+	require.Equal(t, int32(1), sh.QueueID, "answered with the queue asked for, as Java")
 	_, pos, err := message.ParseOffsetMsgID(sh.MsgID)
 	require.NoError(t, err)
 	return sh.QueueOffset, pos
@@ -54,6 +55,8 @@ func TestBroker_TransactionCommitAndRollback(t *testing.T) {
 	require.Equal(t, message.TxCommit, message.TxType(recs[1].SysFlag))
 	u, _ := message.PropertyValueBytes(recs[1].Properties, message.PropUniqKey)
 	require.Equal(t, "U-commit-me", string(u), "the message id survives the commit")
+	_, tran := message.PropertyValueBytes(recs[1].Properties, message.PropTranMsg)
+	require.False(t, tran, "delivered as a plain message: TRAN_MSG removed")
 	// A wrong group is refused.
 	h3, p3 := sendHalf(t, c, b, "x")
 	resp := invoke(t, c, b.Addr(), protocol.EndTransaction, &protocol.EndTransactionRequestHeader{ProducerGroup: "other",

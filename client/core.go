@@ -64,7 +64,15 @@ type core struct {
 	// group txGroup (guarded by mu; set by a transactional Producer).
 	txListener TransactionListener
 	txGroup    string
+	txBusy     map[string]bool // guarded by mu: message ids with a local transaction or a check running
 }
+
+// processIDs is the one message id generator of the process: ids are
+// unique through its sequence, and two generators of one process (same
+// address and pid) would make the same ids in the same millisecond.
+var processIDs = sync.OnceValue(func() *message.UniqIDGenerator {
+	return message.NewUniqIDGenerator(localIPv4(), os.Getpid())
+})
 
 func newCore(cfg *config) *core {
 	ip := localIPv4()
@@ -75,7 +83,7 @@ func newCore(cfg *config) *core {
 	c := &core{
 		cfg:       cfg,
 		id:        ip.String() + "@" + instance,
-		ids:       message.NewUniqIDGenerator(ip, os.Getpid()),
+		ids:       processIDs(),
 		quit:      make(chan struct{}),
 		routeKick: make(chan struct{}, 1),
 		hbKick:    make(chan struct{}, 1),

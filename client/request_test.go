@@ -131,3 +131,32 @@ func TestRequestReply_Errors(t *testing.T) {
 	require.NoError(t, p.Close())
 	require.ErrorIs(t, <-done, ErrClosed)
 }
+
+// TestMessageIDs_UniqueAcrossClients: every client of a process draws
+// message ids (and request correlation ids) from one generator: ids made
+// in the same millisecond by two producers differ.
+func TestMessageIDs_UniqueAcrossClients(t *testing.T) {
+	a, err := NewProducer(WithNameServers("127.0.0.1:9876"))
+	require.NoError(t, err)
+	b, err := NewProducer(WithNameServers("127.0.0.1:9876"))
+	require.NoError(t, err)
+	const n = 20000
+	ids := make(chan string, 2*n)
+	var wg sync.WaitGroup
+	for _, p := range []*Producer{a, b} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range n {
+				ids <- p.core.ids.Next()
+			}
+		}()
+	}
+	wg.Wait()
+	close(ids)
+	seen := map[string]bool{}
+	for id := range ids {
+		require.False(t, seen[id], "id %s made twice", id)
+		seen[id] = true
+	}
+}

@@ -50,7 +50,9 @@ type TransactionListener interface {
 	ExecuteLocal(ctx context.Context, m *Message) TransactionState
 	// CheckLocal returns the state of m's local transaction when the
 	// broker asks about an undecided half message. m is the message as
-	// stored (its MsgID is the one SendInTransaction returned).
+	// stored (its MsgID is the one SendInTransaction returned). It is not
+	// called while this producer's ExecuteLocal of m runs, and is bounded
+	// by the call timeout (WithCallTimeout).
 	CheckLocal(ctx context.Context, m *Message) TransactionState
 }
 
@@ -65,17 +67,23 @@ func WithTransactionListener(l TransactionListener) Option {
 // TransactionResult is what SendInTransaction did.
 type TransactionResult struct {
 	SendResult
-	// State is the local transaction's outcome, told to the broker: a
-	// half message that was not stored (SendResult.Status not SendOK)
-	// is rolled back without running it.
+	// State is the local transaction's outcome, told to the broker. A half
+	// message whose store was not confirmed as the producer asked
+	// (SendResult.Status not SendOK: a flush or replication timeout) is
+	// rolled back without running the local transaction, as the official
+	// clients do.
 	State TransactionState
 }
 
 // SendInTransaction sends m as a half message, runs the listener's
-// ExecuteLocal once the broker stored it, and commits or rolls back m
-// accordingly. An error means m was not stored (and ExecuteLocal did not
-// run). Delay levels and delivery times are refused, as RocketMQ does. If
-// the decision cannot reach the broker, the broker asks CheckLocal later.
+// ExecuteLocal with it (MsgID set to the half message's id; m itself is not
+// changed) once the broker stored it, and commits or rolls back m
+// accordingly. An error means ExecuteLocal did not run. Delay levels and
+// delivery times are refused, as RocketMQ does. The decision goes out
+// within the send timeout, whatever ctx does meanwhile; if it cannot reach
+// the broker, the broker asks CheckLocal later. While ExecuteLocal runs,
+// the broker's checks of that message are not answered: CheckLocal never
+// overlaps its own transaction.
 func (p *Producer) SendInTransaction(ctx context.Context, m *Message) (TransactionResult, error) {
 	if err := p.checkStarted(); err != nil {
 		return TransactionResult{}, err
@@ -102,24 +110,32 @@ func (p *Producer) SendInTransaction(ctx context.Context, m *Message) (Transacti
 		return TransactionResult{}, err
 	}
 	o.sysFlag |= message.TxPrepared
+	// NB: marked before the send: a check of this message that comes
+	// before the decision is not answered (see onCheckTransaction).
+	id := o.ids[0]
+	p.core.txRunning(id, true)
+	defer p.core.txRunning(id, false)
 	res, err := p.send(ctx, o, false)
 	if err != nil {
 		return TransactionResult{}, err
 	}
-	m.MsgID = res.MsgID
-	out := TransactionResult{SendResult: res, State: TransactionRollback}
-	if res.Status == SendOK {
-		out.State = runListener(func() TransactionState { return l.ExecuteLocal(ctx, m) })
-	}
 	_, off, err := message.ParseOffsetMsgID(res.OffsetMsgID)
 	if err != nil {
-		return out, fmt.Errorf("client: half message stored with a bad offset id %q: %w", res.OffsetMsgID, err)
+		return TransactionResult{}, fmt.Errorf("client: half message stored with a bad offset id %q: %w", res.OffsetMsgID, err)
+	}
+	out := TransactionResult{SendResult: res, State: TransactionRollback}
+	if res.Status == SendOK {
+		local := *m
+		local.MsgID = res.MsgID
+		out.State = runListener(func() TransactionState { return l.ExecuteLocal(ctx, &local) })
 	}
 	h := &protocol.EndTransactionRequestHeader{ProducerGroup: p.cfg.group, TranStateTableOffset: res.QueueOffset,
 		CommitLogOffset: off, CommitOrRollback: txType(out.State), MsgID: res.MsgID, TransactionID: res.MsgID,
 		BrokerName: res.Queue.BrokerName}
 	if addr, ok := p.core.routes.brokerAddr(res.Queue.BrokerName); ok {
-		cctx, cancel := p.core.callCtx(ctx)
+		// NB: not ctx: a local transaction that outlived the caller's
+		// deadline still gets its decision to the broker.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.sendTimeout)
 		err = p.core.tr.oneway(cctx, addr, request{code: protocol.EndTransaction, ext: protocol.Ext(h)})
 		cancel()
 	} else {
@@ -176,8 +192,29 @@ func (c *core) onCheckTransaction(req *remoting.Command, conn *remoting.Conn) {
 		c.log.Warn("client: CHECK_TRANSACTION_STATE for another producer group", "group", g, "mine", group)
 		return
 	}
+	if h.MsgID == "" {
+		h.MsgID = m.MsgID // NB: as the official client, from the message when the header has none
+	}
+	if h.TransactionID == "" {
+		h.TransactionID = m.MsgID
+	}
+	c.mu.Lock()
+	busy := c.txBusy[m.MsgID]
+	if !busy {
+		if c.txBusy == nil {
+			c.txBusy = map[string]bool{}
+		}
+		c.txBusy[m.MsgID] = true // NB: one check of a message at a time
+	}
+	c.mu.Unlock()
+	if busy {
+		return // its ExecuteLocal, or another check of it, is running: the broker asks again
+	}
+	defer c.txRunning(m.MsgID, false)
 	ctx, cancel := c.quitCtx()
 	defer cancel()
+	ctx, cancelCheck := context.WithTimeout(ctx, c.cfg.callTimeout)
+	defer cancelCheck()
 	state := runListener(func() TransactionState { return l.CheckLocal(ctx, m) })
 	if state == TransactionUnknown {
 		return // NB: the broker asks again at its next check
@@ -190,4 +227,19 @@ func (c *core) onCheckTransaction(req *remoting.Command, conn *remoting.Conn) {
 	if err := conn.InvokeOneway(cctx, remoting.NewRequest(protocol.EndTransaction, protocol.Ext(end), nil)); err != nil {
 		c.log.Warn("client: END_TRANSACTION after a check", "msg_id", h.MsgID, "err", err)
 	}
+}
+
+// txRunning marks id as having a local transaction or a check running
+// (running) or not.
+func (c *core) txRunning(id string, running bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !running {
+		delete(c.txBusy, id)
+		return
+	}
+	if c.txBusy == nil {
+		c.txBusy = map[string]bool{}
+	}
+	c.txBusy[id] = true
 }

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -32,10 +33,19 @@ type txListener struct {
 	mu      sync.Mutex
 	checks  map[string]TransactionState // body → answer to CheckLocal
 	checked []string
+	ids     map[string]string // body → MsgID, from ExecuteLocal and CheckLocal
 }
 
 func (l *txListener) ExecuteLocal(_ context.Context, m *Message) TransactionState {
+	l.mu.Lock()
+	if l.ids[string(m.Body)] == "" {
+		l.ids[string(m.Body)] = m.MsgID
+	}
+	l.mu.Unlock()
 	switch string(m.Body) {
+	case "slow":
+		time.Sleep(700 * time.Millisecond) // NB: past several of the broker's checks
+		return TransactionCommit
 	case "commit":
 		return TransactionCommit
 	case "rollback":
@@ -50,6 +60,9 @@ func (l *txListener) CheckLocal(_ context.Context, m *Message) TransactionState 
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.checked = append(l.checked, string(m.Body))
+	if id := l.ids[string(m.Body)]; id != m.MsgID {
+		l.ids[string(m.Body)] = "MISMATCH " + id + " " + m.MsgID
+	}
 	if s, ok := l.checks[string(m.Body)]; ok {
 		return s
 	}
@@ -61,34 +74,57 @@ func (l *txListener) CheckLocal(_ context.Context, m *Message) TransactionState 
 func TestTransaction(t *testing.T) {
 	c := txCluster(t)
 	c.createTopic("tx", 2)
-	l := &txListener{checks: map[string]TransactionState{"late-commit": TransactionCommit, "late-rollback": TransactionRollback,
-		"panic": TransactionRollback}}
+	// NB: a check of a rolled-back message would commit it: a rollback the
+	// broker did not record shows as a delivery.
+	l := &txListener{ids: map[string]string{}, checks: map[string]TransactionState{"late-commit": TransactionCommit,
+		"late-rollback": TransactionRollback, "panic": TransactionRollback, "rollback": TransactionCommit}}
 	p := c.producer(WithGroup("tx-pg"), WithTransactionListener(l))
 	rec := newRecorder()
 	c.pushConsumer("tx-cg", "tx", rec.handler("c"), WithConsumeFrom(ConsumeFromFirst))
 
 	ctx := ctxT(t, 20*time.Second)
 	want := map[string]TransactionState{"commit": TransactionCommit, "rollback": TransactionRollback,
-		"late-commit": TransactionUnknown, "late-rollback": TransactionUnknown, "panic": TransactionUnknown}
+		"late-commit": TransactionUnknown, "late-rollback": TransactionUnknown, "panic": TransactionUnknown,
+		"slow": TransactionCommit}
 	for body, state := range want {
 		m := &Message{Topic: "tx", Body: []byte(body), Keys: []string{"k-" + body}}
 		res, err := p.SendInTransaction(ctx, m)
 		require.NoError(t, err, body)
 		require.Equal(t, SendOK, res.Status, body)
 		require.Equal(t, state, res.State, body)
-		require.Equal(t, res.MsgID, m.MsgID)
+		require.Empty(t, m.MsgID, "the caller's message is not changed")
+		l.mu.Lock()
+		require.Equal(t, res.MsgID, l.ids[body], "ExecuteLocal gets the half message's id")
+		l.mu.Unlock()
 	}
-	// commit at once, late-commit after a check; the rolled-back ones
-	// never.
-	rec.waitDistinct(t, 2, 15*time.Second)
-	time.Sleep(700 * time.Millisecond) // NB: a few more checks: nothing else may come
+	// commit and slow at once, late-commit after a check; the rolled-back
+	// ones never.
+	rec.waitDistinct(t, 3, 15*time.Second)
+	var checks int
+	require.Eventually(t, func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		checks = len(l.checked)
+		return slices.Contains(l.checked, "late-rollback") && slices.Contains(l.checked, "panic")
+	}, 10*time.Second, 10*time.Millisecond, "the undecided ones are checked")
+	time.Sleep(700 * time.Millisecond) // NB: a few more check rounds: nothing else may come, nor be asked
 	rec.mu.Lock()
-	require.Equal(t, map[string]int{"commit": 1, "late-commit": 1}, rec.count)
+	require.Equal(t, map[string]int{"commit": 1, "late-commit": 1, "slow": 1}, rec.count)
+	for _, m := range rec.msgs {
+		require.NotContains(t, m.Properties, "TRAN_MSG", "delivered as a plain message")
+	}
 	rec.mu.Unlock()
 	l.mu.Lock()
 	require.Contains(t, l.checked, "late-commit")
 	require.Contains(t, l.checked, "late-rollback")
+	require.Contains(t, l.checked, "panic")
 	require.NotContains(t, l.checked, "commit", "decided at once: never checked")
+	require.NotContains(t, l.checked, "rollback", "decided at once: never checked")
+	require.NotContains(t, l.checked, "slow", "not checked while its ExecuteLocal runs")
+	require.Len(t, l.checked, checks, "decided messages are not checked again")
+	for body, id := range l.ids {
+		require.NotContains(t, id, "MISMATCH", "CheckLocal gets the id of %s", body)
+	}
 	l.mu.Unlock()
 
 	// A plain producer cannot send in a transaction; a delay is refused.

@@ -221,8 +221,10 @@ func (compatTx) ExecuteLocalTransaction(m *primitive.Message) primitive.LocalTra
 	return primitive.RollbackMessageState
 }
 
+// CheckLocalTransaction commits: a rollback the broker failed to record
+// would be checked and then delivered.
 func (compatTx) CheckLocalTransaction(*primitive.MessageExt) primitive.LocalTransactionState {
-	return primitive.RollbackMessageState
+	return primitive.CommitMessageState
 }
 
 // TestTransaction: the official client's transactional producer sends half
