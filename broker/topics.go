@@ -15,12 +15,12 @@ import (
 
 // System topics producers may not send to directly (spec 3.1).
 var systemTopics = map[string]bool{
-	store.ScheduleTopic:          true,
-	"RMQ_SYS_TRANS_HALF_TOPIC":   true,
-	transOpTopic:                 true,
-	"TRANS_CHECK_MAX_TIME_TOPIC": true,
-	"SELF_TEST_TOPIC":            true,
-	"OFFSET_MOVED_EVENT":         true,
+	store.ScheduleTopic:        true,
+	"RMQ_SYS_TRANS_HALF_TOPIC": true,
+	transOpTopic:               true,
+	transCheckMaxTopic:         true,
+	"SELF_TEST_TOPIC":          true,
+	"OFFSET_MOVED_EVENT":       true,
 }
 
 func openTopics(dir string) (*topic.Table, error) {

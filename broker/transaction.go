@@ -156,12 +156,15 @@ func (tx *transactions) check(now time.Time, timeout time.Duration) {
 			case now.Sub(time.UnixMilli(r.StoreTimestamp)) < timeout:
 				advancing = false
 			case n >= transactionCheckMax:
-				tx.giveUp(r.QueueOffset, n)
+				tx.giveUp(&r, n)
 			default:
-				tx.askProducer(&r, rec)
-				tx.mu.Lock()
-				tx.checks[r.QueueOffset] = n + 1
-				tx.mu.Unlock()
+				// NB: only a check a producer got counts: with no producer
+				// of the group online, the message waits for one.
+				if tx.askProducer(&r, rec) {
+					tx.mu.Lock()
+					tx.checks[r.QueueOffset] = n + 1
+					tx.mu.Unlock()
+				}
 				advancing = false
 			}
 			if advancing {
@@ -172,21 +175,42 @@ func (tx *transactions) check(now time.Time, timeout time.Duration) {
 	}
 }
 
-// giveUp records that the half message at halfOffset is abandoned after n
-// checks, unless an END_TRANSACTION decided it meanwhile.
-func (tx *transactions) giveUp(halfOffset int64, n int) {
+// transCheckMaxTopic keeps the half messages given up after
+// transactionCheckMax checks, as Java's broker does, for an operator to
+// look at (mqadmin consumeMessage) and resend by hand.
+const transCheckMaxTopic = "TRANS_CHECK_MAX_TIME_TOPIC"
+
+// giveUp abandons the half message r after n checks, unless an
+// END_TRANSACTION decided it meanwhile: it is stored, as it was, in
+// TRANS_CHECK_MAX_TIME_TOPIC, then recorded as done.
+func (tx *transactions) giveUp(r *message.Record, n int) {
+	halfOffset := r.QueueOffset
 	unlock := tx.lockDecision(halfOffset)
 	defer unlock()
 	if tx.decided(halfOffset) {
 		return
 	}
-	tx.b.logger.Warn("broker: transaction given up after max checks", "half_offset", halfOffset, "checks", n)
+	b := tx.b
+	b.logger.Warn("broker: transaction given up after max checks; kept in "+transCheckMaxTopic,
+		"half_offset", halfOffset, "checks", n, "msg_id", propOf(r.Properties, message.PropUniqKey))
+	if _, err := b.ensureTopic(transCheckMaxTopic, 1); err != nil {
+		b.logger.Error("broker: create "+transCheckMaxTopic, "err", err)
+		return // NB: not marked done: given up again at the next check
+	}
+	m := r.Message()
+	m.Topic, m.QueueID = transCheckMaxTopic, 0
+	m.SysFlag &^= message.TxMask | message.FlagBornHostV6 | message.FlagStoreHostV6
+	if res := b.store.Put(context.Background(), &m); res.Status != store.PutOK {
+		b.logger.Error("broker: keep a given-up half message", "half_offset", halfOffset, "status", res.Status, "remark", res.Remark)
+		return
+	}
 	_ = tx.markDone(context.Background(), halfOffset)
 }
 
 // askProducer sends CHECK_TRANSACTION_STATE to one live producer of the
-// half message's group, with the message as stored but its real topic.
-func (tx *transactions) askProducer(r *message.Record, rec []byte) {
+// half message's group, with the message as stored but its real topic, and
+// reports whether one got it.
+func (tx *transactions) askProducer(r *message.Record, rec []byte) bool {
 	b := tx.b
 	grp := propOf(r.Properties, message.PropProducerGroup)
 	var conn *remoting.Conn
@@ -196,7 +220,7 @@ func (tx *transactions) askProducer(r *message.Record, rec []byte) {
 		}
 	}
 	if conn == nil {
-		return // no producer online: try again at the next check
+		return false // no producer online: try again at the next check
 	}
 	m := r.Message()
 	m.Topic = propOf(r.Properties, message.PropRealTopic)
@@ -216,7 +240,9 @@ func (tx *transactions) askProducer(r *message.Record, rec []byte) {
 	defer cancel()
 	if err := conn.InvokeOneway(ctx, req); err != nil {
 		b.logger.Debug("broker: transaction check", "group", grp, "err", err)
+		return false
 	}
+	return true
 }
 
 // checkLoop runs the checker every interval.

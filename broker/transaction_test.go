@@ -178,3 +178,44 @@ func TestBroker_SendBackLeavesTransactionsAlone(t *testing.T) {
 	waitIndexed(t, b)
 	require.Equal(t, []string{"plain", "commit-me"}, recordBodiesOf(pullAll(t, c, b, "orders", 1)))
 }
+
+// TestBroker_TransactionGiveUp: a half message is given up only after
+// transactionCheckMax checks a producer got: with no producer online it
+// waits; with one that never decides, it ends in
+// TRANS_CHECK_MAX_TIME_TOPIC, as in Java, and is not delivered.
+func TestBroker_TransactionGiveUp(t *testing.T) {
+	b := startBroker(t, testConfig(t.TempDir()), Options{TransactionCheckInterval: 10 * time.Millisecond, TransactionTimeout: 10 * time.Millisecond})
+	var asked atomic.Int32
+	producer := remoting.NewClient(remoting.ClientOptions{SerializeType: remoting.SerializeJSON, Logger: quiet(),
+		OnRequest: func(_ context.Context, _ remoting.ResponseWriter, req *remoting.Command) {
+			if req.Code == protocol.CheckTransactionState {
+				asked.Add(1) // NB: never answers
+			}
+		}})
+	defer producer.Close()
+	mustSend(t, producer, b.Addr(), "orders", 1, "plain", nil)
+	sendHalf(t, producer, b, "undecided")
+	time.Sleep(400 * time.Millisecond) // NB: 40 check rounds with no producer online
+	_, ok := b.topics.Get(transCheckMaxTopic)
+	require.False(t, ok, "not given up: no producer was asked")
+
+	body, err := remoting.EncodeBody(remoting.SerializeJSON, protocol.HeartbeatData{ClientID: "p1",
+		ProducerDataSet: []protocol.ProducerData{{GroupName: "pg"}}})
+	require.NoError(t, err)
+	require.Equal(t, protocol.Success, int(invoke(t, producer, b.Addr(), protocol.HeartBeat, nil, body).Code))
+	require.Eventually(t, func() bool {
+		_, ok := b.topics.Get(transCheckMaxTopic)
+		return ok && len(pullAll(t, producer, b, transCheckMaxTopic, 0)) == 1
+	}, 10*time.Second, 20*time.Millisecond)
+	require.GreaterOrEqual(t, asked.Load(), int32(transactionCheckMax))
+	kept := pullAll(t, producer, b, transCheckMaxTopic, 0)[0]
+	require.Equal(t, "undecided", string(kept.Body))
+	require.Equal(t, message.TxNot, message.TxType(kept.SysFlag))
+	real, _ := message.PropertyValueBytes(kept.Properties, message.PropRealTopic)
+	require.Equal(t, "orders", string(real), "the real topic is kept for a resend")
+	n := asked.Load()
+	time.Sleep(100 * time.Millisecond)
+	require.Equal(t, n, asked.Load(), "no more checks once given up")
+	waitIndexed(t, b)
+	require.Equal(t, []string{"plain"}, recordBodiesOf(pullAll(t, producer, b, "orders", 1)), "never delivered")
+}

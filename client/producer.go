@@ -92,8 +92,22 @@ func (p *Producer) Start() error {
 		p.core.mu.Lock()
 		p.core.txListener, p.core.txGroup = p.cfg.txListener, p.cfg.group
 		p.core.mu.Unlock()
+		// NB: a transactional producer heartbeats every broker of the
+		// auto-create template's route (as Java's, whose publish table
+		// starts with it), so that a broker holding undecided half
+		// messages of its group can ask it after a restart, before it
+		// sends again.
+		ctx, cancel := context.WithTimeout(context.Background(), p.cfg.callTimeout)
+		if _, err := p.core.routes.get(ctx, p.cfg.createTopicKey); err != nil {
+			p.core.log.Warn("client: transactional producer: no route of "+p.cfg.createTopicKey+
+				"; it is known to the brokers of the topics it sends to only", "err", err)
+		}
+		cancel()
 	}
 	p.core.start()
+	if p.cfg.txListener != nil {
+		kick(p.core.hbKick)
+	}
 	p.state = stateStarted
 	return nil
 }

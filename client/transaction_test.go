@@ -133,3 +133,28 @@ func TestTransaction(t *testing.T) {
 	_, err = p.SendInTransaction(ctx, &Message{Topic: "tx", Body: []byte("x"), DelayLevel: 2})
 	require.ErrorIs(t, err, ErrInvalidMessage)
 }
+
+// TestTransaction_CheckAfterRestart: a half message left undecided by a
+// producer that went away is decided by the next producer of its group,
+// which never sent anything: it registered with the brokers at Start.
+func TestTransaction_CheckAfterRestart(t *testing.T) {
+	c := txCluster(t)
+	c.createTopic("tx2", 1)
+	first := c.producer(WithGroup("tx2-pg"), WithTransactionListener(&txListener{ids: map[string]string{}}))
+	res, err := first.SendInTransaction(ctxT(t, 10*time.Second), &Message{Topic: "tx2", Body: []byte("orphan")})
+	require.NoError(t, err)
+	require.Equal(t, TransactionUnknown, res.State)
+	require.NoError(t, first.Close())
+
+	l := &txListener{ids: map[string]string{}, checks: map[string]TransactionState{"orphan": TransactionCommit}}
+	p, err := NewProducer(c.opts(WithGroup("tx2-pg"), WithTransactionListener(l), WithHeartbeatInterval(time.Hour))...)
+	require.NoError(t, err)
+	require.NoError(t, p.Start())
+	t.Cleanup(func() { p.Close() })
+	rec := newRecorder()
+	c.pushConsumer("tx2-cg", "tx2", rec.handler("c"), WithConsumeFrom(ConsumeFromFirst))
+	rec.waitDistinct(t, 1, 15*time.Second)
+	l.mu.Lock()
+	require.Contains(t, l.checked, "orphan")
+	l.mu.Unlock()
+}
