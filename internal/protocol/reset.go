@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 )
@@ -24,14 +25,9 @@ type ResetOffsetBody struct {
 
 // MarshalJSON writes the gson form, sorted for a stable output.
 func (b ResetOffsetBody) MarshalJSON() ([]byte, error) {
-	qs := make([]MessageQueue, 0, len(b.OffsetTable))
-	for q := range b.OffsetTable {
-		qs = append(qs, q)
-	}
-	sortQueues(qs)
 	var out bytes.Buffer
 	out.WriteString(`{"offsetTable":[`)
-	for i, q := range qs {
+	for i, q := range slices.SortedFunc(maps.Keys(b.OffsetTable), CompareQueues) {
 		if i > 0 {
 			out.WriteByte(',')
 		}
@@ -89,5 +85,3 @@ func (b *ResetOffsetBody) unmarshalFastjson(data []byte) error {
 func CompareQueues(x, y MessageQueue) int {
 	return cmp.Or(cmp.Compare(x.Topic, y.Topic), cmp.Compare(x.BrokerName, y.BrokerName), cmp.Compare(x.QueueID, y.QueueID))
 }
-
-func sortQueues(qs []MessageQueue) { slices.SortFunc(qs, CompareQueues) }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 )
@@ -96,30 +97,15 @@ func (r ConsumerRunningInfo) Encode() ([]byte, error) {
 		field("statusTable", status), field("jstack", r.JStack)); err != nil {
 		return nil, err
 	}
-	qs := make([]MessageQueue, 0, len(r.MQTable))
-	for q := range r.MQTable {
-		qs = append(qs, q)
+	out.WriteString(`"mqTable":`)
+	b, err := appendQueueKeyed(out.Bytes(), r.MQTable, func(b []byte, pq ProcessQueueInfo) ([]byte, error) {
+		v, err := json.Marshal(pq)
+		return append(b, v...), err
+	})
+	if err != nil {
+		return nil, err
 	}
-	sortQueues(qs)
-	out.WriteString(`"mqTable":{`)
-	for i, q := range qs {
-		if i > 0 {
-			out.WriteByte(',')
-		}
-		k, err := json.Marshal(q)
-		if err != nil {
-			return nil, err
-		}
-		v, err := json.Marshal(r.MQTable[q])
-		if err != nil {
-			return nil, err
-		}
-		out.Write(k)
-		out.WriteByte(':')
-		out.Write(v)
-	}
-	out.WriteString("}}")
-	return out.Bytes(), nil
+	return append(b, '}'), nil
 }
 
 // DecodeConsumerRunningInfo reads a running info body: the fastjson form
@@ -456,13 +442,14 @@ func DecodeGetConsumerStatusBody(data []byte) (GetConsumerStatusBody, error) {
 
 // appendQueueOffsets appends {{queue}:offset,...}, queues sorted.
 func appendQueueOffsets(out []byte, table map[MessageQueue]int64) ([]byte, error) {
-	qs := make([]MessageQueue, 0, len(table))
-	for q := range table {
-		qs = append(qs, q)
-	}
-	sortQueues(qs)
+	return appendQueueKeyed(out, table, func(b []byte, off int64) ([]byte, error) { return strconv.AppendInt(b, off, 10), nil })
+}
+
+// appendQueueKeyed appends table as fastjson writes a map keyed by
+// MessageQueue, {{queue}:value,...}, queues sorted; value appends one value.
+func appendQueueKeyed[V any](out []byte, table map[MessageQueue]V, value func([]byte, V) ([]byte, error)) ([]byte, error) {
 	out = append(out, '{')
-	for i, q := range qs {
+	for i, q := range slices.SortedFunc(maps.Keys(table), CompareQueues) {
 		if i > 0 {
 			out = append(out, ',')
 		}
@@ -470,9 +457,10 @@ func appendQueueOffsets(out []byte, table map[MessageQueue]int64) ([]byte, error
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, k...)
-		out = append(out, ':')
-		out = strconv.AppendInt(out, table[q], 10)
+		out = append(append(out, k...), ':')
+		if out, err = value(out, table[q]); err != nil {
+			return nil, err
+		}
 	}
 	return append(out, '}'), nil
 }
