@@ -148,14 +148,14 @@ func (s *Store) deliverTime(storeTS int64, level int32) int64 {
 }
 
 func (s *Store) indexKeys(di *message.DispatchInfo) error {
-	topic := string(di.Topic)
+	// NB: hashed from the record's bytes: no key string per message.
 	if len(di.UniqKey) > 0 {
-		if err := s.index.Put(keyindex.Key(topic, string(di.UniqKey)), di.PhysicalOffset, di.StoreTimestamp); err != nil {
+		if err := s.index.PutHash(keyindex.KeyHash(di.Topic, di.UniqKey), di.PhysicalOffset, di.StoreTimestamp); err != nil {
 			return fmt.Errorf("store: key index: %w", err)
 		}
 	}
 	for k := range message.KeysSeq(di.Keys) {
-		if err := s.index.Put(keyindex.Key(topic, string(k)), di.PhysicalOffset, di.StoreTimestamp); err != nil {
+		if err := s.index.PutHash(keyindex.KeyHash(di.Topic, k), di.PhysicalOffset, di.StoreTimestamp); err != nil {
 			return fmt.Errorf("store: key index: %w", err)
 		}
 	}

@@ -85,6 +85,11 @@ func Open(dir string, opts Options) (*Index, error) {
 // re-dispatch after restart) and ignored. REQUIRES: one caller at a time
 // (the dispatcher); Query may run concurrently.
 func (x *Index) Put(key string, pos, storeTimestamp int64) error {
+	return x.PutHash(keyHash(key), pos, storeTimestamp)
+}
+
+// PutHash is Put of the key whose KeyHash is h.
+func (x *Index) PutHash(h int32, pos, storeTimestamp int64) error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if x.closed {
@@ -106,7 +111,6 @@ func (x *Index) Put(key string, pos, storeTimestamp int64) error {
 			return err
 		}
 	}
-	h := keyHash(key)
 	s := h % a.slots
 	a.buf = appendEntry(a.buf, entry{hash: h, pos: pos, diff: timeDiff(storeTimestamp, a.beginTs), prev: a.slotTab[s]})
 	a.slotTab[s] = a.count
