@@ -440,35 +440,21 @@ func (b *Broker) sendBatch(ctx context.Context, w remoting.ResponseWriter, req *
 		reply(w, req, protocol.MessageIllegal, "batch messages cannot be sent to a retry topic")
 		return true
 	}
-	var items []message.BatchItem
-	// NB: each item's properties get CLUSTER; they are written into one
-	// string for the whole batch, then sliced.
-	var props strings.Builder
-	props.Grow(len(req.Body) / 8)
-	var ends []int
-	err := message.DecodeBatch(req.Body, func(it message.BatchItem) error {
-		p := it.Properties
-		if strings.Contains(p, message.PropTimerDeliverMS+"\x01") {
-			return errors.New("a batch member has a delivery time (" + message.PropTimerDeliverMS + "); batches cannot be delayed")
+	// NB: each item's properties get CLUSTER, in the one string the
+	// items' properties are cut from.
+	items, err := message.DecodeBatchItems(req.Body, b.clusterProp)
+	if err == nil {
+		for _, it := range items {
+			if strings.Contains(it.Properties, message.PropTimerDeliverMS+"\x01") {
+				err = errors.New("a batch member has a delivery time (" + message.PropTimerDeliverMS + "); batches cannot be delayed")
+				break
+			}
 		}
-		props.WriteString(p)
-		if p != "" && !strings.HasSuffix(p, "\x02") {
-			props.WriteByte(message.PropertySeparator)
-		}
-		props.WriteString(b.clusterProp)
-		ends = append(ends, props.Len())
-		items = append(items, it)
-		return nil
-	})
+	}
 	if err != nil {
 		release()
 		reply(w, req, protocol.MessageIllegal, "bad batch body: "+err.Error())
 		return true
-	}
-	all, from := props.String(), 0
-	for i, end := range ends {
-		items[i].Properties = all[from:end]
-		from = end
 	}
 	batch := &store.Batch{Template: message.Message{Topic: h.Topic, QueueID: h.QueueID, SysFlag: h.SysFlag,
 		BornTimestamp: h.BornTimestamp, BornHost: peerAddr(w), StoreHost: b.storeHost, ReconsumeTimes: h.ReconsumeTimes},

@@ -26,44 +26,69 @@ type BatchItem struct {
 // ErrMalformedBatch and give the item index and byte position. DecodeBatch
 // never panics; items are not checked against CheckLimits.
 func DecodeBatch(body []byte, fn func(BatchItem) error) error {
-	if len(body) == 0 {
-		return fmt.Errorf("%w: no items", ErrMalformedBatch)
+	items, err := DecodeBatchItems(body, "")
+	if err != nil {
+		return err
 	}
-	propsLen := 0
-	for i, pos := 0, 0; pos < len(body); i++ {
+	for _, it := range items {
+		if err := fn(it); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// DecodeBatchItems splits a batch body as DecodeBatch does and returns its
+// items. suffix, when not empty, is a property pair ("NAME\x01value\x02")
+// appended to every item's properties (after a separator if they lack
+// one): the broker adds CLUSTER so. The items' properties are substrings of
+// one string: one allocation a batch, not one an item.
+func DecodeBatchItems(body []byte, suffix string) ([]BatchItem, error) {
+	if len(body) == 0 {
+		return nil, fmt.Errorf("%w: no items", ErrMalformedBatch)
+	}
+	count, propsLen := 0, 0
+	for pos := 0; pos < len(body); count++ {
 		size, bodyEnd, err := checkBatchItem(body[pos:])
 		if err != nil {
-			return fmt.Errorf("%w: item %d at byte %d: %w", ErrMalformedBatch, i, pos, err)
+			return nil, fmt.Errorf("%w: item %d at byte %d: %w", ErrMalformedBatch, count, pos, err)
 		}
 		propsLen += size - bodyEnd - LenPropsLen
 		pos += size
 	}
-	// NB: the items' properties are substrings of one string: one
-	// allocation a batch, not one an item.
+	if suffix != "" {
+		propsLen += count * (len(suffix) + 1)
+	}
 	var sb strings.Builder
 	sb.Grow(propsLen)
+	ends := make([]int, 0, count)
 	for pos := 0; pos < len(body); {
 		size, bodyEnd, _ := checkBatchItem(body[pos:])
-		sb.Write(body[pos+bodyEnd+LenPropsLen : pos+size])
+		p := body[pos+bodyEnd+LenPropsLen : pos+size]
+		sb.Write(p)
+		if suffix != "" {
+			if len(p) > 0 && p[len(p)-1] != PropertySeparator {
+				sb.WriteByte(PropertySeparator)
+			}
+			sb.WriteString(suffix)
+		}
+		ends = append(ends, sb.Len())
 		pos += size
 	}
 	all := sb.String()
-	for pos := 0; pos < len(body); {
+	items := make([]BatchItem, count)
+	for i, pos, from := 0, 0, 0; pos < len(body); i++ {
 		size, bodyEnd, _ := checkBatchItem(body[pos:])
 		b := body[pos : pos+size]
-		n := size - bodyEnd - LenPropsLen
-		it := BatchItem{
+		items[i] = BatchItem{
 			Flag:       getI32(b, batchOffFlag),
 			Body:       b[batchOffBody:bodyEnd:bodyEnd],
-			Properties: all[:n],
+			Properties: all[from:ends[i]],
 		}
-		all = all[n:]
-		if err := fn(it); err != nil {
-			return err
-		}
+		from = ends[i]
 		pos += size
 	}
-	return nil
+	return items, nil
 }
 
 // checkBatchItem checks the item at the start of b and returns its size and

@@ -149,3 +149,26 @@ func TestDecodeBatch_GoldenSendBatch(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, f.Body, out)
 }
+
+// TestDecodeBatchItems_Suffix: the suffix pair is appended to every item's
+// properties, after a separator when they lack one, and the items come out
+// as DecodeBatch gives them otherwise.
+func TestDecodeBatchItems_Suffix(t *testing.T) {
+	body, err := AppendBatch(nil, []BatchItem{{Body: []byte("b1")}, {Body: []byte("b2"), Properties: "TAGS\x01TB\x02"},
+		{Flag: 3, Body: []byte("b3"), Properties: "KEYS\x01k"}})
+	require.NoError(t, err)
+	items, err := DecodeBatchItems(body, "CLUSTER\x01c\x02")
+	require.NoError(t, err)
+	require.Equal(t, []BatchItem{
+		{Body: []byte("b1"), Properties: "CLUSTER\x01c\x02"},
+		{Body: []byte("b2"), Properties: "TAGS\x01TB\x02CLUSTER\x01c\x02"},
+		{Flag: 3, Body: []byte("b3"), Properties: "KEYS\x01k\x02CLUSTER\x01c\x02"},
+	}, items)
+	plain, err := DecodeBatchItems(body, "")
+	require.NoError(t, err)
+	collected, err := collectBatch(body)
+	require.NoError(t, err)
+	require.Equal(t, collected, plain)
+	_, err = DecodeBatchItems(body[:len(body)-1], "x")
+	require.ErrorIs(t, err, ErrMalformedBatch)
+}

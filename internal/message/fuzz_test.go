@@ -180,6 +180,17 @@ func FuzzBatchBody(f *testing.F) {
 			require.True(t, bytes.Equal(items[i].Body, again[i].Body))
 			require.Equal(t, items[i].Properties, again[i].Properties)
 		}
+		// With a suffix: the same items, each with the pair at the end.
+		suffixed, err := DecodeBatchItems(body, "CLUSTER\x01c\x02")
+		require.NoError(t, err)
+		require.Len(t, suffixed, len(items))
+		for i, it := range suffixed {
+			p, ok := strings.CutSuffix(it.Properties, "CLUSTER\x01c\x02")
+			require.True(t, ok)
+			if p != items[i].Properties {
+				require.Equal(t, items[i].Properties+"\x02", p, "a separator added, nothing else")
+			}
+		}
 	})
 }
 
