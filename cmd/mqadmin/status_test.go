@@ -152,8 +152,9 @@ func TestGetConsumerStatus_TwoBrokers(t *testing.T) {
 	}, 10*time.Second, 50*time.Millisecond)
 	c.ok(t, "updateTopic", "-t", "two", "-c", "DefaultCluster", "-r", "2", "-w", "2")
 	require.Eventually(t, func() bool {
-		return strings.Count(c.ok(t, "topicRoute", "-t", "two"), "broker-") >= 2
-	}, 10*time.Second, 50*time.Millisecond)
+		out := c.ok(t, "topicRoute", "-t", "two")
+		return strings.Contains(out, "broker-a") && strings.Contains(out, "broker-b")
+	}, 10*time.Second, 50*time.Millisecond, "the topic is on both brokers")
 	var handled atomic.Int64
 	pc := c.startConsumer(t, "two-g", "two", &handled)
 
