@@ -119,6 +119,7 @@ func (tx *transactions) markDone(ctx context.Context, halfOffset int64) error {
 	}
 	tx.mu.Lock()
 	tx.done[halfOffset] = true
+	delete(tx.checks, halfOffset) // NB: never checked again
 	tx.mu.Unlock()
 	return nil
 }
@@ -153,7 +154,7 @@ func (tx *transactions) check(now time.Time, timeout time.Duration) {
 			tx.mu.Unlock()
 			switch {
 			case done:
-			case now.Sub(time.UnixMilli(r.StoreTimestamp)) < timeout:
+			case now.Sub(time.UnixMilli(r.StoreTimestamp)) < checkAfter(&r, timeout):
 				advancing = false
 			case n >= transactionCheckMax:
 				tx.giveUp(&r, n)
@@ -179,6 +180,18 @@ func (tx *transactions) check(now time.Time, timeout time.Duration) {
 // transactionCheckMax checks, as Java's broker does, for an operator to
 // look at (mqadmin consumeMessage) and resend by hand.
 const transCheckMaxTopic = "TRANS_CHECK_MAX_TIME_TOPIC"
+
+// checkAfter is how old the half message r must be before it is checked:
+// timeout, or its CHECK_IMMUNITY_TIME_IN_SECONDS when the producer set a
+// longer one (spec 3.9).
+func checkAfter(r *message.Record, timeout time.Duration) time.Duration {
+	if v := propOf(r.Properties, message.PropCheckImmunityTime); v != "" {
+		if secs, err := strconv.ParseInt(v, 10, 32); err == nil && secs > 0 {
+			return max(timeout, time.Duration(secs)*time.Second)
+		}
+	}
+	return timeout
+}
 
 // giveUp abandons the half message r after n checks, unless an
 // END_TRANSACTION decided it meanwhile: it is stored, as it was, in

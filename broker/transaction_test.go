@@ -219,3 +219,51 @@ func TestBroker_TransactionGiveUp(t *testing.T) {
 	waitIndexed(t, b)
 	require.Equal(t, []string{"plain"}, recordBodiesOf(pullAll(t, producer, b, "orders", 1)), "never delivered")
 }
+
+// TestBroker_TransactionCheckImmunity: a half message with
+// CHECK_IMMUNITY_TIME_IN_SECONDS is not checked before that age, even past
+// the transaction timeout; one without is checked at the timeout.
+func TestBroker_TransactionCheckImmunity(t *testing.T) {
+	b := startBroker(t, testConfig(t.TempDir()), Options{TransactionCheckInterval: 10 * time.Millisecond, TransactionTimeout: 10 * time.Millisecond})
+	var mu sync.Mutex
+	first := map[string]time.Time{} // body → first check
+	producer := remoting.NewClient(remoting.ClientOptions{SerializeType: remoting.SerializeJSON, Logger: quiet(),
+		OnRequest: func(_ context.Context, _ remoting.ResponseWriter, req *remoting.Command) {
+			if r, err := message.Decode(req.Body); err == nil && req.Code == protocol.CheckTransactionState {
+				mu.Lock()
+				if _, ok := first[string(r.Body)]; !ok {
+					first[string(r.Body)] = time.Now()
+				}
+				mu.Unlock()
+			}
+		}})
+	defer producer.Close()
+	body, err := remoting.EncodeBody(remoting.SerializeJSON, protocol.HeartbeatData{ClientID: "p1",
+		ProducerDataSet: []protocol.ProducerData{{GroupName: "pg"}}})
+	require.NoError(t, err)
+	require.Equal(t, protocol.Success, int(invoke(t, producer, b.Addr(), protocol.HeartBeat, nil, body).Code))
+	mustSend(t, producer, b.Addr(), "orders", 1, "plain", nil)
+	sent := time.Now()
+	for body, props := range map[string]map[string]string{
+		"immune": {message.PropCheckImmunityTime: "1"},
+		"plain":  {},
+	} {
+		props[message.PropTranMsg], props[message.PropProducerGroup], props[message.PropUniqKey] = "true", "pg", "U-"+body
+		h := &protocol.SendMessageRequestHeader{ProducerGroup: "pg", Topic: "orders", DefaultTopic: "TBW102", DefaultTopicQueueNums: 4,
+			QueueID: 1, SysFlag: message.TxPrepared, BornTimestamp: time.Now().UnixMilli(), Properties: string(message.AppendProperties(nil, props))}
+		resp := invoke(t, producer, b.Addr(), protocol.SendMessage, h, []byte(body))
+		require.Equal(t, protocol.Success, int(resp.Code), resp.Remark)
+	}
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		_, ok := first["immune"]
+		return ok
+	}, 10*time.Second, 10*time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	require.GreaterOrEqual(t, first["immune"].Sub(sent), time.Second, "not checked before its immunity time")
+	plain, ok := first["plain"]
+	require.True(t, ok, "the plain one was checked")
+	require.Less(t, plain.Sub(sent), time.Second, "checked at the transaction timeout")
+}
