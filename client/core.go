@@ -225,7 +225,11 @@ func (c *core) addConsumer(group string, m member) {
 // heartbeat sends one heartbeat, describing every registered producer and
 // consumer, to every broker of the topics in use: all addresses when there
 // are consumers, masters only otherwise (spec §3.3).
-func (c *core) heartbeat(ctx context.Context) error {
+func (c *core) heartbeat(ctx context.Context) error { return c.heartbeatTo(ctx, nil) }
+
+// heartbeatTo is heartbeat to the brokers at addrs only (all those in use
+// when nil).
+func (c *core) heartbeatTo(ctx context.Context, only []string) error {
 	hb := protocol.HeartbeatData{ClientID: c.id, ProducerDataSet: []protocol.ProducerData{}, ConsumerDataSet: []protocol.ConsumerData{}}
 	c.mu.Lock()
 	for g := range c.producers {
@@ -241,9 +245,12 @@ func (c *core) heartbeat(ctx context.Context) error {
 		return nil
 	}
 	var addrs []string
-	if len(hb.ConsumerDataSet) > 0 {
+	switch {
+	case only != nil:
+		addrs = only
+	case len(hb.ConsumerDataSet) > 0:
 		addrs = c.routes.addrsOf(topics, true)
-	} else {
+	default:
 		addrs = c.routes.addrsOf(c.routes.topicNames(), false)
 	}
 	var errs []error

@@ -107,8 +107,8 @@ const replyMsgType = "reply"
 // to a request on topic can come from (the reply topics of topic's
 // clusters, on all their brokers), and that they know it as a producer:
 // a reply is pushed on the requester's own connection. A reply topic
-// counts as done once a heartbeat that followed its route went through;
-// until then every Request tries again.
+// counts as done once a heartbeat to its brokers went through; until then
+// every Request tries again.
 func (c *core) ensureReplyRoutes(ctx context.Context, topic string) error {
 	r, err := c.routes.get(ctx, topic)
 	if err != nil {
@@ -130,9 +130,11 @@ func (c *core) ensureReplyRoutes(ctx context.Context, topic string) error {
 			return fmt.Errorf("client: route of the reply topic %s: %w", t, err)
 		}
 	}
-	if err := c.heartbeat(ctx); err != nil {
-		// NB: a broker the reply cannot come from may be the one that
-		// failed; the request goes on, and the next one heartbeats again.
+	// NB: only the brokers a reply can come from: one down elsewhere must
+	// not make every request heartbeat again.
+	if err := c.heartbeatTo(ctx, c.routes.addrsOf(todo, false)); err != nil {
+		// NB: the request goes on (the reply may come through another
+		// broker of the cluster), and the next one heartbeats again.
 		c.log.Warn("client: heartbeat before a request", "err", err)
 		return nil
 	}
