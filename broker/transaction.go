@@ -98,12 +98,34 @@ func (tx *transactions) refreshLocked() {
 	}
 }
 
-// decided reports whether a half message was committed or rolled back.
+// decided reports whether a half message was committed or rolled back:
+// every one below the checker's committed offset was (the checker moves
+// past decided ones only), and done holds those above it.
 func (tx *transactions) decided(halfOffset int64) bool {
+	if checked, ok := tx.b.sched.offsets.Query(transCheckGroup, transHalfTopic, 0); ok && halfOffset < checked {
+		return true
+	}
 	tx.mu.Lock()
 	defer tx.mu.Unlock()
 	tx.refreshLocked()
 	return tx.done[halfOffset]
+}
+
+// pruneLocked forgets the decisions below the checker's committed offset,
+// which decided answers from that offset: the bookkeeping stays as large as
+// the undecided window, not every transaction ever made.
+// REQUIRES: mu held.
+func (tx *transactions) pruneLocked(checked int64) {
+	for off := range tx.done {
+		if off < checked {
+			delete(tx.done, off)
+		}
+	}
+	for off := range tx.checks {
+		if off < checked {
+			delete(tx.checks, off)
+		}
+	}
 }
 
 // markDone stores the op record of a decision.
@@ -173,6 +195,11 @@ func (tx *transactions) check(now time.Time, timeout time.Duration) {
 			}
 		}
 		off = res.NextOffset
+	}
+	if checked, ok := b.sched.offsets.Query(transCheckGroup, transHalfTopic, 0); ok {
+		tx.mu.Lock()
+		tx.pruneLocked(checked)
+		tx.mu.Unlock()
 	}
 }
 

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -266,4 +267,32 @@ func TestBroker_TransactionCheckImmunity(t *testing.T) {
 	plain, ok := first["plain"]
 	require.True(t, ok, "the plain one was checked")
 	require.Less(t, plain.Sub(sent), time.Second, "checked at the transaction timeout")
+}
+
+// TestBroker_TransactionBookkeepingPruned: once the checker has moved past
+// decided half messages, their bookkeeping is dropped, and a late,
+// duplicate END_TRANSACTION still finds them decided (no second delivery).
+func TestBroker_TransactionBookkeepingPruned(t *testing.T) {
+	b := startBroker(t, testConfig(t.TempDir()), Options{TransactionCheckInterval: 10 * time.Millisecond, TransactionTimeout: 10 * time.Millisecond})
+	c := newClient(t, remoting.SerializeJSON)
+	mustSend(t, c, b.Addr(), "orders", 1, "plain", nil)
+	type half struct{ off, pos int64 }
+	var halves []half
+	for i := range 5 {
+		h, p := sendHalf(t, c, b, fmt.Sprint("tx-", i))
+		halves = append(halves, half{h, p})
+	}
+	for _, h := range halves {
+		endTx(t, c, b, h.off, h.pos, message.TxCommit)
+	}
+	require.Eventually(t, func() bool {
+		checked, _ := b.sched.offsets.Query(transCheckGroup, transHalfTopic, 0)
+		b.tx.mu.Lock()
+		defer b.tx.mu.Unlock()
+		return checked == 5 && len(b.tx.done) == 0
+	}, 10*time.Second, 10*time.Millisecond, "the checker moved past the decided ones and forgot them")
+	endTx(t, c, b, halves[2].off, halves[2].pos, message.TxCommit) // a late duplicate
+	waitIndexed(t, b)
+	require.Equal(t, []string{"plain", "tx-0", "tx-1", "tx-2", "tx-3", "tx-4"}, recordBodiesOf(pullAll(t, c, b, "orders", 1)),
+		"committed once each")
 }
