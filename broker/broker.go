@@ -284,12 +284,8 @@ func (b *Broker) tellGroup(group string, code int16, h protocol.ExtHeader, body 
 		if c == nil {
 			continue
 		}
-		req := remoting.NewRequest(code, protocol.Ext(h), body)
-		req.Language = protocol.LanguageJava
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		if err := c.InvokeOneway(ctx, req); err != nil {
+		if err := tellClient(c, code, protocol.Ext(h), body); err != nil {
 			b.logger.Debug("broker: request to a consumer", "request", protocol.CodeName(code), "group", group, "conn", c, "err", err)
 		}
-		cancel()
 	}
 }

@@ -93,11 +93,24 @@ func (b *Broker) callConsumer(ctx context.Context, w remoting.ResponseWriter, re
 // timeout for its answer.
 func askClient(ctx context.Context, conn *remoting.Conn, code int16, ext map[string]string, body []byte,
 	timeout time.Duration) (*remoting.Command, error) {
-	out := remoting.NewRequest(code, ext, body)
-	out.Language = protocol.LanguageJava // NB: as a Java broker's; the Go client decodes no other name
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	return conn.Invoke(cctx, out)
+	return conn.Invoke(cctx, clientRequest(code, ext, body))
+}
+
+// tellClient sends a oneway request to a client's connection, waiting at
+// most 3 s for the write.
+func tellClient(conn *remoting.Conn, code int16, ext map[string]string, body []byte) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	return conn.InvokeOneway(ctx, clientRequest(code, ext, body))
+}
+
+// clientRequest is a request from the broker to a client.
+func clientRequest(code int16, ext map[string]string, body []byte) *remoting.Command {
+	out := remoting.NewRequest(code, ext, body)
+	out.Language = protocol.LanguageJava // NB: as a Java broker's; the Go client decodes no other name
+	return out
 }
 
 // handleGetConsumerStatus serves INVOKE_BROKER_TO_GET_CONSUMER_STATUS

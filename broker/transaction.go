@@ -274,11 +274,7 @@ func (tx *transactions) askProducer(r *message.Record, rec []byte) bool {
 	uniq := propOf(r.Properties, message.PropUniqKey)
 	h := protocol.CheckTransactionStateRequestHeader{TranStateTableOffset: r.QueueOffset, CommitLogOffset: r.PhysicalOffset,
 		MsgID: uniq, TransactionID: uniq, OffsetMsgID: message.OffsetMsgID(b.storeHost, r.PhysicalOffset)}
-	req := remoting.NewRequest(protocol.CheckTransactionState, protocol.Ext(&h), body)
-	req.Language = protocol.LanguageJava
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	defer cancel()
-	if err := conn.InvokeOneway(ctx, req); err != nil {
+	if err := tellClient(conn, protocol.CheckTransactionState, protocol.Ext(&h), body); err != nil {
 		b.logger.Debug("broker: transaction check", "group", grp, "err", err)
 		return false
 	}

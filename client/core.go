@@ -81,14 +81,17 @@ func newCore(cfg *config) *core {
 		instance = strconv.Itoa(os.Getpid())
 	}
 	c := &core{
-		cfg:       cfg,
-		id:        ip.String() + "@" + instance,
-		ids:       processIDs(),
-		quit:      make(chan struct{}),
-		routeKick: make(chan struct{}, 1),
-		hbKick:    make(chan struct{}, 1),
-		producers: make(map[string]bool),
-		consumers: make(map[string]member),
+		cfg:        cfg,
+		id:         ip.String() + "@" + instance,
+		ids:        processIDs(),
+		quit:       make(chan struct{}),
+		routeKick:  make(chan struct{}, 1),
+		hbKick:     make(chan struct{}, 1),
+		producers:  make(map[string]bool),
+		txBusy:     make(map[string]bool),
+		replies:    make(map[string]chan *Message),
+		replyReady: make(map[string]bool),
+		consumers:  make(map[string]member),
 	}
 	c.log = cfg.logger.With(slog.String("client_id", c.id))
 	c.tr = newTransport(cfg, c.onRequest)
@@ -321,12 +324,7 @@ func (c *core) onRequest(_ context.Context, w remoting.ResponseWriter, req *remo
 		m, resp := c.memberFor(req, &h, func() (string, string) { return h.ConsumerGroup, h.ClientID })
 		if m != nil {
 			body, err := m.runningInfo(h.JstackEnable).Encode()
-			if err != nil {
-				resp = remoting.NewResponse(req, protocol.SystemError, "client: running info: "+err.Error())
-			} else {
-				resp = remoting.NewResponse(req, protocol.Success, "")
-				resp.Body = body
-			}
+			resp = bodyResponse(req, body, err, "running info")
 		}
 		_ = w.Write(resp)
 	case protocol.ConsumeMessageDirectly:
@@ -345,12 +343,7 @@ func (c *core) onRequest(_ context.Context, w remoting.ResponseWriter, req *remo
 		m, resp := c.memberFor(req, &h, func() (string, string) { return h.Group, "" })
 		if m != nil {
 			body, err := protocol.ConsumerStatusBody{MessageQueueTable: m.queueOffsets(h.Topic)}.Encode()
-			if err != nil {
-				resp = remoting.NewResponse(req, protocol.SystemError, "client: consumer status: "+err.Error())
-			} else {
-				resp = remoting.NewResponse(req, protocol.Success, "")
-				resp.Body = body
-			}
+			resp = bodyResponse(req, body, err, "consumer status")
 		}
 		_ = w.Write(resp)
 	default:
@@ -392,8 +385,14 @@ func (c *core) consumeDirectly(req *remoting.Command, m member, brokerName strin
 		return remoting.NewResponse(req, protocol.SystemError, "client: "+err.Error())
 	}
 	body, err := json.Marshal(res)
+	return bodyResponse(req, body, err, "consume result")
+}
+
+// bodyResponse answers req with body, or SYSTEM_ERROR when encoding what
+// (err) failed.
+func bodyResponse(req *remoting.Command, body []byte, err error, what string) *remoting.Command {
 	if err != nil {
-		return remoting.NewResponse(req, protocol.SystemError, "client: consume result: "+err.Error())
+		return remoting.NewResponse(req, protocol.SystemError, "client: "+what+": "+err.Error())
 	}
 	resp := remoting.NewResponse(req, protocol.Success, "")
 	resp.Body = body

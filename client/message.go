@@ -316,6 +316,19 @@ func (m *Message) clone() *Message {
 	return &c
 }
 
+// cloneWith is clone with the properties kv (name, value, name, value…)
+// set.
+func (m *Message) cloneWith(kv ...string) *Message {
+	c := m.clone()
+	if c.Properties == nil {
+		c.Properties = make(map[string]string, len(kv)/2)
+	}
+	for i := 0; i+1 < len(kv); i += 2 {
+		c.Properties[kv[i]] = kv[i+1]
+	}
+	return c
+}
+
 // SendStatus is how a broker stored a message that counts as sent.
 type SendStatus int
 

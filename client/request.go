@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strconv"
 	"time"
@@ -55,17 +54,11 @@ func (p *Producer) Request(ctx context.Context, m *Message) (*Message, error) {
 		return nil, err
 	}
 	id := c.ids.Next()
-	req := *m
-	req.Properties = maps.Clone(m.Properties)
-	if req.Properties == nil {
-		req.Properties = map[string]string{}
-	}
-	req.Properties[message.PropCorrelationID] = id
-	req.Properties[message.PropReplyToClient] = c.id
-	req.Properties[message.PropTTL] = strconv.Itoa(max(int(ttl/time.Second), 1))
+	req := m.cloneWith(message.PropCorrelationID, id, message.PropReplyToClient, c.id,
+		message.PropTTL, strconv.Itoa(max(int(ttl/time.Second), 1)))
 	ch := c.expectReply(id)
 	defer c.dropReply(id)
-	if _, err := p.Send(ctx, &req); err != nil {
+	if _, err := p.Send(ctx, req); err != nil {
 		return nil, fmt.Errorf("client: request to %s not sent: %w", m.Topic, err)
 	}
 	select {
@@ -139,9 +132,6 @@ func (c *core) ensureReplyRoutes(ctx context.Context, topic string) error {
 		return nil
 	}
 	c.mu.Lock()
-	if c.replyReady == nil {
-		c.replyReady = map[string]bool{}
-	}
 	for _, t := range todo {
 		c.replyReady[t] = true
 	}
@@ -154,9 +144,6 @@ func (c *core) ensureReplyRoutes(ctx context.Context, topic string) error {
 func (c *core) expectReply(id string) chan *Message {
 	ch := make(chan *Message, 1)
 	c.mu.Lock()
-	if c.replies == nil {
-		c.replies = map[string]chan *Message{}
-	}
 	c.replies[id] = ch
 	c.mu.Unlock()
 	return ch

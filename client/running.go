@@ -24,19 +24,12 @@ func baseProperties(cfg *config, group, consumeType string, started time.Time) m
 	return map[string]string{
 		protocol.PropNameServerAddr:         strings.Join(cfg.nameServers, ";"),
 		protocol.PropConsumeType:            consumeType,
-		protocol.PropClientVersion:          versionName(protocol.CurrentVersion),
+		protocol.PropClientVersion:          protocol.VersionName(protocol.CurrentVersion),
 		protocol.PropConsumerStartTimestamp: strconv.FormatInt(started.UnixMilli(), 10),
 		"consumerGroup":                     group,
 		"instanceName":                      cfg.instance,
 		"language":                          "GO",
 	}
-}
-
-func versionName(v int16) string {
-	if v == protocol.Version498 {
-		return "V4_9_8"
-	}
-	return strconv.Itoa(int(v))
 }
 
 // goroutineStacks returns every goroutine's stack, at most maxStackDump

@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"fmt"
-	"maps"
 
 	"github.com/sluicemq/sluice/internal/message"
 	"github.com/sluicemq/sluice/internal/protocol"
@@ -98,14 +97,8 @@ func (p *Producer) SendInTransaction(ctx context.Context, m *Message) (Transacti
 	if m.DelayLevel > 0 || !m.DeliverAt.IsZero() {
 		return TransactionResult{}, invalidMessage("a transactional message cannot be delayed")
 	}
-	half := *m
-	half.Properties = maps.Clone(m.Properties)
-	if half.Properties == nil {
-		half.Properties = map[string]string{}
-	}
-	half.Properties[message.PropTranMsg] = "true"
-	half.Properties[message.PropProducerGroup] = p.cfg.group
-	o, err := p.prepare(&half)
+	half := m.cloneWith(message.PropTranMsg, "true", message.PropProducerGroup, p.cfg.group)
+	o, err := p.prepare(half)
 	if err != nil {
 		return TransactionResult{}, err
 	}
@@ -113,8 +106,8 @@ func (p *Producer) SendInTransaction(ctx context.Context, m *Message) (Transacti
 	// NB: marked before the send: a check of this message that comes
 	// before the decision is not answered (see onCheckTransaction).
 	id := o.ids[0]
-	p.core.txRunning(id, true)
-	defer p.core.txRunning(id, false)
+	p.core.txClaim(id) // NB: a fresh id: always claimed
+	defer p.core.txRelease(id)
 	res, err := p.send(ctx, o, false)
 	if err != nil {
 		return TransactionResult{}, err
@@ -198,24 +191,15 @@ func (c *core) onCheckTransaction(req *remoting.Command, conn *remoting.Conn) {
 	if h.TransactionID == "" {
 		h.TransactionID = m.MsgID
 	}
-	c.mu.Lock()
-	busy := c.txBusy[m.MsgID]
-	if !busy {
-		if c.txBusy == nil {
-			c.txBusy = map[string]bool{}
-		}
-		c.txBusy[m.MsgID] = true // NB: one check of a message at a time
-	}
-	c.mu.Unlock()
-	if busy {
+	if !c.txClaim(m.MsgID) {
 		return // its ExecuteLocal, or another check of it, is running: the broker asks again
 	}
-	defer c.txRunning(m.MsgID, false)
+	defer c.txRelease(m.MsgID)
 	ctx, cancel := c.quitCtx()
 	defer cancel()
-	ctx, cancelCheck := context.WithTimeout(ctx, c.cfg.callTimeout)
-	defer cancelCheck()
-	state := runListener(func() TransactionState { return l.CheckLocal(ctx, m) })
+	checkCtx, cancelCheck := c.callCtx(ctx)
+	state := runListener(func() TransactionState { return l.CheckLocal(checkCtx, m) })
+	cancelCheck()
 	if state == TransactionUnknown {
 		return // NB: the broker asks again at its next check
 	}
@@ -229,17 +213,21 @@ func (c *core) onCheckTransaction(req *remoting.Command, conn *remoting.Conn) {
 	}
 }
 
-// txRunning marks id as having a local transaction or a check running
-// (running) or not.
-func (c *core) txRunning(id string, running bool) {
+// txClaim marks id as having its local transaction or a check running,
+// and reports false when it already had one.
+func (c *core) txClaim(id string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !running {
-		delete(c.txBusy, id)
-		return
-	}
-	if c.txBusy == nil {
-		c.txBusy = map[string]bool{}
+	if c.txBusy[id] {
+		return false
 	}
 	c.txBusy[id] = true
+	return true
+}
+
+// txRelease ends what txClaim marked.
+func (c *core) txRelease(id string) {
+	c.mu.Lock()
+	delete(c.txBusy, id)
+	c.mu.Unlock()
 }

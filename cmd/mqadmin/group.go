@@ -307,7 +307,7 @@ func consumerConnectionCmd(a *app) *cobra.Command {
 			for _, topic := range slices.Sorted(maps.Keys(c.Subscriptions)) {
 				subs = append(subs, topic+"="+strconv.Quote(c.Subscriptions[topic]))
 			}
-			t.row(c.ClientID, c.ClientAddr, c.Language, versionName(c.Version), strings.Join(subs, " "))
+			t.row(c.ClientID, c.ClientAddr, c.Language, protocol.VersionName(c.Version), strings.Join(subs, " "))
 		}
 		if err := t.flush(); err != nil {
 			return err
@@ -320,13 +320,4 @@ func consumerConnectionCmd(a *app) *cobra.Command {
 		return nil
 	})
 	return cmd
-}
-
-// versionName shows a MQVersion ordinal with its name when known.
-func versionName(v int32) string {
-	names := map[int32]string{protocol.Version452: "V4_5_2", protocol.Version494: "V4_9_4", protocol.Version498: "V4_9_8"}
-	if n, ok := names[v]; ok {
-		return n
-	}
-	return strconv.Itoa(int(v))
 }

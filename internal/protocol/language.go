@@ -95,3 +95,23 @@ const (
 	// CurrentVersion is the version Sluice puts in the commands it sends.
 	CurrentVersion = Version498
 )
+
+// VersionName names a MQVersion ordinal RocketMQ's way ("V4_9_8") when it
+// is one of those above, and gives the number otherwise.
+func VersionName(v int32) string {
+	switch v {
+	case Version3011:
+		return "V3_0_11"
+	case Version349:
+		return "V3_4_9"
+	case Version410:
+		return "V4_1_0"
+	case Version452:
+		return "V4_5_2"
+	case Version494:
+		return "V4_9_4"
+	case Version498:
+		return "V4_9_8"
+	}
+	return strconv.Itoa(int(v))
+}
