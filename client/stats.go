@@ -2,25 +2,37 @@ package client
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicemq/sluice/internal/protocol"
 )
 
-// topicCounters are a push consumer's running totals for one topic.
-type topicCounters struct {
+// topicTotals are a push consumer's running totals for one topic.
+type topicTotals struct {
 	pulls, pullNanos, pulled          int64 // pulls that found messages, their time, their messages
 	batches, consumeNanos, ok, failed int64 // handler calls, their time, messages acknowledged and failed
 }
 
-func (c *topicCounters) minus(o topicCounters) topicCounters {
-	return topicCounters{pulls: c.pulls - o.pulls, pullNanos: c.pullNanos - o.pullNanos, pulled: c.pulled - o.pulled,
+func (c topicTotals) minus(o topicTotals) topicTotals {
+	return topicTotals{pulls: c.pulls - o.pulls, pullNanos: c.pullNanos - o.pullNanos, pulled: c.pulled - o.pulled,
 		batches: c.batches - o.batches, consumeNanos: c.consumeNanos - o.consumeNanos, ok: c.ok - o.ok, failed: c.failed - o.failed}
+}
+
+// topicCounters are topicTotals counted without a lock.
+type topicCounters struct {
+	pulls, pullNanos, pulled          atomic.Int64
+	batches, consumeNanos, ok, failed atomic.Int64
+}
+
+func (c *topicCounters) load() topicTotals {
+	return topicTotals{pulls: c.pulls.Load(), pullNanos: c.pullNanos.Load(), pulled: c.pulled.Load(),
+		batches: c.batches.Load(), consumeNanos: c.consumeNanos.Load(), ok: c.ok.Load(), failed: c.failed.Load()}
 }
 
 type statsSample struct {
 	at time.Time
-	c  map[string]topicCounters
+	c  map[string]topicTotals
 }
 
 // Sampling of consumeStats: a sample at most every statsSampleEvery, kept
@@ -37,89 +49,105 @@ const (
 // goroutine keeps the windows: before an event is counted, the totals are
 // those of the previous event's time, and stay so until this one. A window
 // starts at the newest sample at least its length old (or at the start).
+//
+// NB: an event (a handled batch: a message, by default) costs atomic adds;
+// the lock is taken only to sample, and by status.
 type consumeStats struct {
+	topics  sync.Map     // topic → *topicCounters
+	last    atomic.Int64 // unix ns of the last event
+	sampled atomic.Int64 // unix ns of the newest sample
+
 	mu      sync.Mutex
-	now     map[string]*topicCounters // guarded by mu
-	last    time.Time                 // guarded by mu: the last event's time
-	samples []statsSample             // guarded by mu: oldest first
+	samples []statsSample // guarded by mu: oldest first
 }
 
 func newConsumeStats(start time.Time) *consumeStats {
-	return &consumeStats{now: map[string]*topicCounters{}, last: start, samples: []statsSample{{at: start}}}
+	s := &consumeStats{samples: []statsSample{{at: start}}}
+	s.last.Store(start.UnixNano())
+	s.sampled.Store(start.UnixNano())
+	return s
 }
 
 // pulledMsgs counts a pull of topic that found n messages in rt, answered
 // at now.
 func (s *consumeStats) pulledMsgs(topic string, n int, rt time.Duration, now time.Time) {
-	s.mu.Lock()
-	c := s.eventLocked(topic, now)
-	c.pulls++
-	c.pullNanos += int64(rt)
-	c.pulled += int64(n)
-	s.mu.Unlock()
+	c := s.event(topic, now)
+	c.pulls.Add(1)
+	c.pullNanos.Add(int64(rt))
+	c.pulled.Add(int64(n))
 }
 
 // consumed counts a handler call of topic over n messages that took took
 // and returned at now.
 func (s *consumeStats) consumed(topic string, n int, ok bool, took time.Duration, now time.Time) {
-	s.mu.Lock()
-	c := s.eventLocked(topic, now)
-	c.batches++
-	c.consumeNanos += int64(took)
+	c := s.event(topic, now)
+	c.batches.Add(1)
+	c.consumeNanos.Add(int64(took))
 	if ok {
-		c.ok += int64(n)
+		c.ok.Add(int64(n))
 	} else {
-		c.failed += int64(n)
+		c.failed.Add(int64(n))
 	}
-	s.mu.Unlock()
 }
 
-// eventLocked samples the totals when the last sample is old enough, and
-// returns topic's counters for an event at now to be added to.
-// REQUIRES: mu held.
-func (s *consumeStats) eventLocked(topic string, now time.Time) *topicCounters {
-	// NB: a sample is taken at the last event's time, whose totals hold
-	// until now: 10 s after the previous sample, or at once before a quiet
-	// spell of 10 s ends.
-	if prev := s.samples[len(s.samples)-1].at; s.last.After(prev) &&
-		(s.last.Sub(prev) >= statsSampleEvery || now.Sub(s.last) >= statsSampleEvery) {
-		s.samples = append(s.samples, statsSample{at: s.last, c: s.snapshotLocked()})
-		// NB: keep the newest sample at least statsKeep old: the hour's base.
-		k := 0
-		for k+1 < len(s.samples) && now.Sub(s.samples[k+1].at) >= statsKeep {
-			k++
-		}
-		if k > 0 {
-			s.samples = append(s.samples[:0], s.samples[k:]...)
+// event samples the totals when a sample is due (the last event is 10 s
+// after the previous sample, or a quiet spell of 10 s ends), and returns
+// topic's counters for an event at now to be added to.
+func (s *consumeStats) event(topic string, now time.Time) *topicCounters {
+	n := now.UnixNano()
+	if last, prev := s.last.Load(), s.sampled.Load(); last > prev &&
+		(last-prev >= int64(statsSampleEvery) || n-last >= int64(statsSampleEvery)) {
+		s.sample(now)
+	}
+	for {
+		if l := s.last.Load(); n <= l || s.last.CompareAndSwap(l, n) {
+			break
 		}
 	}
-	if now.After(s.last) {
-		s.last = now
+	if c, ok := s.topics.Load(topic); ok {
+		return c.(*topicCounters)
 	}
-	c := s.now[topic]
-	if c == nil {
-		c = &topicCounters{}
-		s.now[topic] = c
-	}
-	return c
+	c, _ := s.topics.LoadOrStore(topic, &topicCounters{})
+	return c.(*topicCounters)
 }
 
-// REQUIRES: mu held.
-func (s *consumeStats) snapshotLocked() map[string]topicCounters {
-	c := make(map[string]topicCounters, len(s.now))
-	for t, v := range s.now {
-		c[t] = *v
+// sample records the totals at the last event's time, whose totals hold
+// until now, and drops the samples no window needs.
+func (s *consumeStats) sample(now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	last, prev := s.last.Load(), s.sampled.Load()
+	n := now.UnixNano()
+	if last <= prev || last-prev < int64(statsSampleEvery) && n-last < int64(statsSampleEvery) {
+		return // NB: another event sampled meanwhile
 	}
-	return c
+	s.samples = append(s.samples, statsSample{at: time.Unix(0, last), c: s.snapshot()})
+	s.sampled.Store(last)
+	// NB: keep the newest sample at least statsKeep old: the hour's base.
+	k := 0
+	for k+1 < len(s.samples) && now.Sub(s.samples[k+1].at) >= statsKeep {
+		k++
+	}
+	if k > 0 {
+		s.samples = append(s.samples[:0], s.samples[k:]...)
+	}
 }
 
-// baseLocked returns the totals age before now: the current ones when
-// nothing happened since, else the newest sample at least age old, or the
-// oldest.
+func (s *consumeStats) snapshot() map[string]topicTotals {
+	out := map[string]topicTotals{}
+	s.topics.Range(func(t, c any) bool {
+		out[t.(string)] = c.(*topicCounters).load()
+		return true
+	})
+	return out
+}
+
+// baseLocked returns the totals age before now: cur when nothing happened
+// since, else the newest sample at least age old, or the oldest.
 // REQUIRES: mu held.
-func (s *consumeStats) baseLocked(now time.Time, age time.Duration) statsSample {
-	if now.Sub(s.last) >= age {
-		return statsSample{at: now.Add(-age), c: s.snapshotLocked()}
+func (s *consumeStats) baseLocked(now time.Time, age time.Duration, cur map[string]topicTotals) statsSample {
+	if now.Sub(time.Unix(0, s.last.Load())) >= age {
+		return statsSample{at: now.Add(-age), c: cur}
 	}
 	base := s.samples[0]
 	for _, sm := range s.samples[1:] {
@@ -135,12 +163,13 @@ func (s *consumeStats) baseLocked(now time.Time, age time.Duration) statsSample 
 func (s *consumeStats) status(now time.Time) map[string]protocol.ConsumeStatus {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	minute, hour := s.baseLocked(now, time.Minute), s.baseLocked(now, statsKeep)
+	cur := s.snapshot()
+	minute, hour := s.baseLocked(now, time.Minute, cur), s.baseLocked(now, statsKeep, cur)
 	secs := now.Sub(minute.at).Seconds()
-	out := make(map[string]protocol.ConsumeStatus, len(s.now))
-	for t, cur := range s.now {
-		d := cur.minus(minute.c[t])
-		st := protocol.ConsumeStatus{ConsumeFailedMsgs: cur.failed - hour.c[t].failed}
+	out := make(map[string]protocol.ConsumeStatus, len(cur))
+	for t, c := range cur {
+		d := c.minus(minute.c[t])
+		st := protocol.ConsumeStatus{ConsumeFailedMsgs: c.failed - hour.c[t].failed}
 		if secs > 0 {
 			st.PullTPS = float64(d.pulled) / secs
 			st.ConsumeOKTPS = float64(d.ok) / secs
