@@ -103,11 +103,9 @@ func (p *Producer) Start() error {
 				"; it is known to the brokers of the topics it sends to only", "err", err)
 		}
 		cancel()
+		kick(p.core.hbKick) // NB: buffered: the heartbeat loop takes it once started
 	}
 	p.core.start()
-	if p.cfg.txListener != nil {
-		kick(p.core.hbKick)
-	}
 	p.state = stateStarted
 	return nil
 }

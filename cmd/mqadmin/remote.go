@@ -157,6 +157,13 @@ func (a *app) call(ctx context.Context, role, addr string, code int16, h interfa
 // waits up to 10 s for the client's answer.
 const relayTimeout = 15 * time.Second
 
+// callRelayed is call for a request a broker relays to a client: given
+// the time the broker waits for the client, or --timeout when longer.
+func (a *app) callRelayed(ctx context.Context, role, addr string, code int16, h interface{ ToExt(map[string]string) },
+	body any, ok ...int16) (*remoting.Command, error) {
+	return a.callWithin(ctx, max(a.timeout, relayTimeout), role, addr, code, h, body, ok...)
+}
+
 // callWithin is call with its own timeout.
 func (a *app) callWithin(ctx context.Context, timeout time.Duration, role, addr string, code int16,
 	h interface{ ToExt(map[string]string) }, body any, ok ...int16) (*remoting.Command, error) {

@@ -49,7 +49,7 @@ func (a *app) runningInfo(ctx context.Context, group string, c connView, jstack 
 	var err error
 	for i, addr := range c.addrs {
 		st.Broker = c.Brokers[i]
-		resp, err = a.callWithin(ctx, max(a.timeout, relayTimeout), "broker", addr, protocol.GetConsumerRunningInfo,
+		resp, err = a.callRelayed(ctx, "broker", addr, protocol.GetConsumerRunningInfo,
 			&protocol.GetConsumerRunningInfoRequestHeader{ConsumerGroup: group, ClientID: c.ClientID, JstackEnable: jstack}, nil)
 		var se *serverError
 		if !errors.As(err, &se) || se.err == nil {
@@ -242,7 +242,7 @@ func (a *app) consumeDirectly(ctx context.Context, id, group, clientID string) e
 	if err != nil {
 		return usagef("-i %s is not an offset message id: %v", id, err)
 	}
-	resp, err := a.callWithin(ctx, max(a.timeout, relayTimeout), "broker", host.String(), protocol.ConsumeMessageDirectly,
+	resp, err := a.callRelayed(ctx, "broker", host.String(), protocol.ConsumeMessageDirectly,
 		&protocol.ConsumeMessageDirectlyRequestHeader{ConsumerGroup: group, ClientID: clientID, MsgID: id}, nil)
 	if err != nil {
 		return fmt.Errorf("consume %s directly on client %s of group %s: %w", id, clientID, group, err)
@@ -295,7 +295,7 @@ func getConsumerStatusCmd(a *app) *cobra.Command {
 		var warnings []string
 		var errs []error
 		for _, b := range brokers {
-			resp, err := a.callWithin(ctx, max(a.timeout, relayTimeout), "broker", b.Addr, protocol.InvokeBrokerToGetConsumerStatus,
+			resp, err := a.callRelayed(ctx, "broker", b.Addr, protocol.InvokeBrokerToGetConsumerStatus,
 				&protocol.GetConsumerStatusRequestHeader{Topic: topic, Group: group, ClientAddr: clientID}, nil)
 			if err != nil {
 				errs = append(errs, err)
