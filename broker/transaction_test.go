@@ -32,6 +32,16 @@ func sendHalf(t *testing.T, c *remoting.Client, b *Broker, body string) (int64, 
 	return sh.QueueOffset, pos
 }
 
+// registerProducer heartbeats c as client p1 of producer group pg, the one
+// transaction checks go to.
+func registerProducer(t *testing.T, c *remoting.Client, b *Broker) {
+	t.Helper()
+	body, err := remoting.EncodeBody(remoting.SerializeJSON, protocol.HeartbeatData{ClientID: "p1",
+		ProducerDataSet: []protocol.ProducerData{{GroupName: "pg"}}})
+	require.NoError(t, err)
+	require.Equal(t, protocol.Success, int(invoke(t, c, b.Addr(), protocol.HeartBeat, nil, body).Code))
+}
+
 func endTx(t *testing.T, c *remoting.Client, b *Broker, half, pos int64, decision int32) {
 	t.Helper()
 	resp := invoke(t, c, b.Addr(), protocol.EndTransaction, &protocol.EndTransactionRequestHeader{ProducerGroup: "pg",
@@ -137,10 +147,7 @@ func TestBroker_TransactionCheck(t *testing.T) {
 			}
 		}})
 	defer producer.Close()
-	body, err := remoting.EncodeBody(remoting.SerializeJSON, protocol.HeartbeatData{ClientID: "p1",
-		ProducerDataSet: []protocol.ProducerData{{GroupName: "pg"}}})
-	require.NoError(t, err)
-	require.Equal(t, protocol.Success, int(invoke(t, producer, b.Addr(), protocol.HeartBeat, nil, body).Code))
+	registerProducer(t, producer, b)
 	mustSend(t, producer, b.Addr(), "orders", 1, "plain", nil)
 	sendHalf(t, producer, b, "checked")
 	require.Eventually(t, func() bool { return len(pullAll(t, producer, b, "orders", 1)) >= 2 }, 10*time.Second, 10*time.Millisecond)
@@ -200,10 +207,7 @@ func TestBroker_TransactionGiveUp(t *testing.T) {
 	_, ok := b.topics.Get(transCheckMaxTopic)
 	require.False(t, ok, "not given up: no producer was asked")
 
-	body, err := remoting.EncodeBody(remoting.SerializeJSON, protocol.HeartbeatData{ClientID: "p1",
-		ProducerDataSet: []protocol.ProducerData{{GroupName: "pg"}}})
-	require.NoError(t, err)
-	require.Equal(t, protocol.Success, int(invoke(t, producer, b.Addr(), protocol.HeartBeat, nil, body).Code))
+	registerProducer(t, producer, b)
 	require.Eventually(t, func() bool {
 		_, ok := b.topics.Get(transCheckMaxTopic)
 		return ok && len(pullAll(t, producer, b, transCheckMaxTopic, 0)) == 1
@@ -239,10 +243,7 @@ func TestBroker_TransactionCheckImmunity(t *testing.T) {
 			}
 		}})
 	defer producer.Close()
-	body, err := remoting.EncodeBody(remoting.SerializeJSON, protocol.HeartbeatData{ClientID: "p1",
-		ProducerDataSet: []protocol.ProducerData{{GroupName: "pg"}}})
-	require.NoError(t, err)
-	require.Equal(t, protocol.Success, int(invoke(t, producer, b.Addr(), protocol.HeartBeat, nil, body).Code))
+	registerProducer(t, producer, b)
 	mustSend(t, producer, b.Addr(), "orders", 1, "plain", nil)
 	sent := time.Now()
 	for body, props := range map[string]map[string]string{
