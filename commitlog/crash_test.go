@@ -28,6 +28,7 @@ const crashChildEnv = "SLUICE_CRASH_CHILD_DIR"
 func crashOptions() Options {
 	opts := testOptions(64 << 10)
 	opts.SyncFlush = true
+	opts.WarmAhead = 2 << 20 // each new segment is warmed whole while records go in
 	return opts
 }
 

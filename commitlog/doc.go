@@ -11,8 +11,11 @@
 //	00000000000000000000  00000000001073741824  00000000002147483648 ...
 //
 // A segment is preallocated at creation (fallocate) when the file system
-// supports it, so its unwritten tail reads as zeros. Offsets are global byte
-// positions: the byte at Offset o lives in segment o - o%SegmentSize.
+// supports it, so its unwritten tail reads as zeros. With Options.WarmAhead a
+// warmer goroutine also writes those zeros, and fsyncs them, a little ahead
+// of the appends, so that the fsyncs of sync mode flush data only (warm.go).
+// Offsets are global byte positions: the byte at Offset o lives in segment
+// o - o%SegmentSize.
 //
 // # Record envelope
 //

@@ -85,6 +85,11 @@ type Store struct {
 	GroupCommitWindow time.Duration `mapstructure:"group_commit_window"`
 	// Preallocate makes new segment files full-size up front.
 	Preallocate bool `mapstructure:"preallocate"`
+	// WarmAhead, in sync mode with Preallocate, keeps this many bytes past
+	// the end of the commitlog written with zeros and fsynced, so that the
+	// fsync acknowledging a send flushes data and no file system metadata.
+	// 0 = off; otherwise 2 MiB..1 GiB.
+	WarmAhead int64 `mapstructure:"warm_ahead"`
 	// CheckCRCOnRecover verifies body CRCs while recovering the log tail.
 	CheckCRCOnRecover bool `mapstructure:"check_crc_on_recover"`
 	// FileReservedTime is the age after which a segment is deleted (>= 1s).
@@ -154,6 +159,7 @@ func DefaultBroker() Broker {
 			SyncFlushTimeout:    5 * time.Second,
 			GroupCommitWindow:   0,
 			Preallocate:         true,
+			WarmAhead:           16 << 20,
 			CheckCRCOnRecover:   true,
 			FileReservedTime:    72 * time.Hour,
 			RetentionInterval:   10 * time.Second,

@@ -111,6 +111,7 @@ func TestLoadBroker_Env(t *testing.T) {
 		{"SLUICE_STORE_FLUSH_INTERVAL", "2s", func(b *Broker) { b.Store.FlushInterval = 2 * time.Second }},
 		{"SLUICE_AUTO_CREATE_TOPIC", "false", func(b *Broker) { b.AutoCreateTopic = false }},
 		{"SLUICE_STORE_PREALLOCATE", "0", func(b *Broker) { b.Store.Preallocate = false }},
+		{"SLUICE_STORE_WARM_AHEAD", "0", func(b *Broker) { b.Store.WarmAhead = 0 }},
 		{"SLUICE_BROKER_ID", "2", func(b *Broker) { b.BrokerID = 2 }},
 		{"SLUICE_DEFAULT_TOPIC_QUEUE_NUMS", "4", func(b *Broker) { b.DefaultTopicQueueNums = 4 }},
 		{"SLUICE_STORE_SEGMENT_SIZE", "67108864", func(b *Broker) { b.Store.SegmentSize = 64 << 20 }},

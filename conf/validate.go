@@ -227,6 +227,9 @@ func (s Store) validate(c *checker, p string) {
 	c.durRange(p+"flush_interval", s.FlushInterval, time.Millisecond, time.Minute)
 	c.durRange(p+"sync_flush_timeout", s.SyncFlushTimeout, time.Millisecond, 10*time.Minute)
 	c.durRange(p+"group_commit_window", s.GroupCommitWindow, 0, 100*time.Millisecond)
+	if s.WarmAhead != 0 {
+		c.sizeRange(p+"warm_ahead", s.WarmAhead, 2<<20, 1<<30)
+	}
 	c.durRange(p+"file_reserved_time", s.FileReservedTime, time.Second, -1)
 	c.durRange(p+"retention_interval", s.RetentionInterval, 10*time.Millisecond, time.Hour)
 	high, full := s.DiskHighWatermark, s.DiskFullWatermark

@@ -139,3 +139,15 @@ func TestStore_ThenDurable(t *testing.T) {
 	require.Len(t, answers, 1)
 	require.Equal(t, PutOK, (<-answers).Status)
 }
+
+// TestStore_WarmAheadInSyncModeOnly: the commitlog keeps zeros written ahead
+// of the appends only when sends wait for fsyncs; in async mode it would
+// double the writes for nothing.
+func TestStore_WarmAheadInSyncModeOnly(t *testing.T) {
+	for flush, want := range map[string]int64{"async": 0, "sync": 16 << 20} {
+		c := testConf(t.TempDir())
+		c.Flush = flush
+		s := &Store{cfg: c}
+		require.Equal(t, want, s.logOptions().WarmAhead, flush)
+	}
+}

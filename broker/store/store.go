@@ -193,6 +193,10 @@ func (s *Store) logOptions() commitlog.Options {
 	checkCRC := c.CheckCRCOnRecover
 	maxRecord := int64(c.MaxMessageSize) + conf.MaxRecordOverhead
 	maxRecord = min(maxRecord, c.SegmentSize-8)
+	var warmAhead int64
+	if c.SyncFlush() {
+		warmAhead = c.WarmAhead // NB: async fsyncs are few; warming costs a second write
+	}
 	return commitlog.Options{
 		SegmentSize: c.SegmentSize,
 		MinRecord:   message.MinRecordSize,
@@ -208,6 +212,7 @@ func (s *Store) logOptions() commitlog.Options {
 		FlushInterval:     c.FlushInterval,
 		GroupCommitWindow: c.GroupCommitWindow,
 		NoPreallocate:     !c.Preallocate,
+		WarmAhead:         warmAhead,
 		Retention: commitlog.RetentionOptions{
 			Interval:      c.RetentionInterval,
 			MaxAge:        c.FileReservedTime,
