@@ -67,6 +67,13 @@ func BenchmarkRoundTrip(b *testing.B) {
 			}
 		})
 		b.Run(st.String()+"/concurrent16", func(b *testing.B) {
+			conn, err := c.Conn(ctx, addr)
+			require.NoError(b, err)
+			frames0, flushes0 := conn.writeStats()
+			defer func() {
+				frames, flushes := conn.writeStats()
+				b.ReportMetric(float64(frames-frames0)/float64(max(flushes-flushes0, 1)), "frames/flush")
+			}()
 			b.ReportAllocs()
 			b.SetBytes(2 * int64(len(body)))
 			b.SetParallelism((16 + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"runtime"
 	"runtime/debug"
 	"strconv"
 	"sync"
@@ -74,6 +75,9 @@ type Conn struct {
 	dirty   bool          // guarded by wmu: frames written but not flushed
 	kicked  bool          // guarded by wmu: the flusher has been told to flush
 	kick    chan struct{} // wakes the flusher
+	// Guarded by wmu: frames written and flushes made (benchmarks report
+	// frames per flush).
+	framesOut, flushes uint64
 	// busy counts exchanges in progress on this connection: calls waiting
 	// for a response, and requests being served. A lone exchange flushes
 	// its frame at once (lowest latency); with company, frames wait for
@@ -304,6 +308,9 @@ func (c *Conn) writeMode(cmd *Command, mode flushMode) error {
 	if err == nil && len(body) > 0 {
 		_, err = w.WriteBinary(body)
 	}
+	if err == nil {
+		c.framesOut++
+	}
 	// NB: netpoll copied buf unless it is larger than its in-place
 	// threshold; a referenced buffer (a large body, a pull's commitlog
 	// slice) must be in the kernel before write returns, as the caller may
@@ -313,9 +320,11 @@ func (c *Conn) writeMode(cmd *Command, mode flushMode) error {
 		case len(body) > 0 || len(buf) > netpoll.BinaryInplaceThreshold:
 			err = w.Flush()
 			c.dirty = false
+			c.flushes++
 		case mode == flushSoon && c.busy.Load() <= 1:
 			err = w.Flush()
 			c.dirty = false
+			c.flushes++
 		default:
 			c.dirty = true
 			if mode != flushByReader && !c.kicked {
@@ -357,10 +366,25 @@ func (c *Conn) flusher() {
 		case <-c.ctx.Done():
 			return
 		}
+		// NB: let the goroutines that are ready run first: writers woken
+		// together (the callers a burst of responses completed) then add
+		// their frames to this flush instead of each waking the flusher
+		// for a sendmsg of its own. Measured on 128 goroutines sharing a
+		// producer with sync sends: 24k sendmsg per 50k sends without it,
+		// 2.3k with it.
+		runtime.Gosched()
 		c.wmu.Lock()
 		c.kicked = false
 		c.flushLocked()
 	}
+}
+
+// writeStats returns how many frames were written and how many flushes
+// carried them.
+func (c *Conn) writeStats() (frames, flushes uint64) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	return c.framesOut, c.flushes
 }
 
 // flushPending hands the frames written so far to the kernel, and ends
@@ -377,6 +401,7 @@ func (c *Conn) flushLocked() {
 	if c.dirty && !c.wclosed {
 		err = c.nc.Writer().Flush()
 		c.dirty = false
+		c.flushes++
 	}
 	gone := err != nil && peerGone(err)
 	if gone {

@@ -72,7 +72,9 @@
 // answer); by the reader once it has no whole frame left to read, for
 // answers written by InlineHandlers (one write answers a burst); otherwise
 // by the connection's flusher goroutine (WriteSoon always goes there, for
-// writers that must not wait on one peer). Close flushes what is pending
+// writers that must not wait on one peer), which first yields once so that
+// writers woken together (callers a burst of responses completed) share
+// its flush. Close flushes what is pending
 // first. Flush returns once the kernel has the bytes or the WriteTimeout
 // passes; a failed write closes the connection.
 //
