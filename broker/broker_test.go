@@ -28,7 +28,7 @@ func TestBroker_SendPull(t *testing.T) {
 			topic := "orders-" + cc.name
 			var ids []string
 			for i, body := range seq("m", 5) {
-				h := mustSend(t, c, b.Addr(), topic, 1, body, map[string]string{message.PropTags: "TagA", message.PropKeys: "k" + body})
+				h := mustSend(t, c, b.Addr(), topic, 1, body, map[string]string{message.PropTags: "TagA", message.PropKeys: "k" + body, message.PropWait: "true"})
 				require.Equal(t, int32(1), h.QueueID)
 				require.Equal(t, int64(i), h.QueueOffset)
 				ids = append(ids, h.MsgID)
@@ -50,6 +50,10 @@ func TestBroker_SendPull(t *testing.T) {
 				require.Equal(t, r.PhysicalOffset, off, "msgId names the record")
 				v, _ := message.PropertyValueBytes(r.Properties, message.PropCluster)
 				require.Equal(t, "DefaultCluster", string(v))
+				_, ok := message.PropertyValueBytes(r.Properties, message.PropWait)
+				require.False(t, ok, "WAIT is not stored (as Java)")
+				v, _ = message.PropertyValueBytes(r.Properties, message.PropKeys)
+				require.Equal(t, "k"+recordBodies(t, resp.Body)[i], string(v))
 			}
 			// Caught up: no new message.
 			resp = invoke(t, c, b.Addr(), protocol.PullMessage, pullHeader("cg", topic, 1, 5, 0), nil)

@@ -162,19 +162,15 @@ func (b *Broker) send(ctx context.Context, w remoting.ResponseWriter, req *remot
 		BornHost: peerAddr(w), StoreHost: b.storeHost, ReconsumeTimes: h.ReconsumeTimes,
 		Body: req.Body, Properties: h.Properties,
 	}
-	wait := true
-	if v, ok := message.PropertyValue(m.Properties, message.PropWait); ok {
-		wait = v != "false"
-		m.Properties = message.DeleteProperty(m.Properties, message.PropWait)
-	}
-	if code, remark := b.redirect(m, h); code != protocol.Success {
+	sp := message.ReadSendProperties(m.Properties)
+	wait := !sp.HasWait || sp.Wait != "false"
+	if code, remark := b.redirect(m, h, sp); code != protocol.Success {
 		release()
 		reply(w, req, code, remark)
 		return true
 	}
-	if props, err := message.SetProperty(m.Properties, message.PropCluster, b.cfg.ClusterName); err == nil {
-		m.Properties = props
-	}
+	// NB: as Java, WAIT is not stored, and CLUSTER is the storing broker's.
+	m.Properties = message.StoreProperties(m.Properties, b.cfg.ClusterName)
 	if isReply {
 		// NB: a reply goes to its requester first; unlike Java's broker,
 		// which stores it whatever the push gave, it is stored only once
@@ -277,7 +273,8 @@ func (b *Broker) storeBurst(burst *sendBurst) {
 
 // redirect applies the retry→DLQ, transaction-half and delay rules to a
 // single message before it is stored (spec 3.1 steps 4 and 7, 3.9, 7.9).
-func (b *Broker) redirect(m *message.Message, h protocol.SendMessageRequestHeader) (int16, string) {
+// sp holds m's properties as sent: redirect reads them there.
+func (b *Broker) redirect(m *message.Message, h protocol.SendMessageRequestHeader, sp message.SendProperties) (int16, string) {
 	if grp, ok := strings.CutPrefix(m.Topic, topic.RetryPrefix); ok {
 		maxRe := b.retryMaxTimes(grp)
 		if h.MaxReconsumeTimes != nil && *h.MaxReconsumeTimes >= 0 {
@@ -293,7 +290,7 @@ func (b *Broker) redirect(m *message.Message, h protocol.SendMessageRequestHeade
 			return protocol.Success, ""
 		}
 	}
-	if v, _ := message.PropertyValue(m.Properties, message.PropTranMsg); v == "true" && message.TxType(m.SysFlag) == message.TxPrepared {
+	if sp.TranMsg == "true" && message.TxType(m.SysFlag) == message.TxPrepared {
 		if err := b.toHalf(m); err != nil {
 			return protocol.MessageIllegal, err.Error()
 		}
@@ -303,8 +300,8 @@ func (b *Broker) redirect(m *message.Message, h protocol.SendMessageRequestHeade
 	if tx != message.TxNot && tx != message.TxCommit {
 		return protocol.Success, ""
 	}
-	if v, ok := message.PropertyValue(m.Properties, message.PropDelay); ok {
-		level, err := strconv.Atoi(v)
+	if sp.HasDelay {
+		level, err := strconv.Atoi(sp.Delay)
 		if err == nil && level > 0 {
 			if err := b.toSchedule(m, level); err != nil {
 				return protocol.MessageIllegal, err.Error()
@@ -312,10 +309,10 @@ func (b *Broker) redirect(m *message.Message, h protocol.SendMessageRequestHeade
 		}
 		return protocol.Success, ""
 	}
-	if v, ok := message.PropertyValue(m.Properties, message.PropTimerDeliverMS); ok {
-		at, err := strconv.ParseInt(v, 10, 64)
+	if sp.HasTimerDeliverMS {
+		at, err := strconv.ParseInt(sp.TimerDeliverMS, 10, 64)
 		if err != nil {
-			return protocol.MessageIllegal, fmt.Sprintf("%s %q is not a time in Unix milliseconds", message.PropTimerDeliverMS, v)
+			return protocol.MessageIllegal, fmt.Sprintf("%s %q is not a time in Unix milliseconds", message.PropTimerDeliverMS, sp.TimerDeliverMS)
 		}
 		wait := time.Until(time.UnixMilli(at))
 		if wait > maxTimerDelay {

@@ -107,7 +107,7 @@ func FuzzProperties(f *testing.F) {
 		require.NoError(f, err)
 		f.Add(string(r.Properties))
 	}
-	for _, s := range []string{"", "\x02", "\x02\x02a\x01b\x02\x02", "\x01a\x02", "a\x01", "a\x01b\x01c", "a\x01\x01", "标签\x01值\x02x"} {
+	for _, s := range []string{"WAIT\x01true\x02CLUSTER\x01c\x02DELAY\x013\x02WAIT\x01false\x02", "TRAN_MSG\x01true\x02TIMER_DELIVER_MS\x0117\x02", "", "\x02", "\x02\x02a\x01b\x02\x02", "\x01a\x02", "a\x01", "a\x01b\x01c", "a\x01\x01", "标签\x01值\x02x"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, props string) {
@@ -145,7 +145,38 @@ func FuzzProperties(f *testing.F) {
 		want := maps.Clone(m)
 		want["FUZZ"] = "v\x01w"
 		require.Equal(t, want, ParseProperties(set))
+
+		// The broker's one-scan reader agrees with PropertyValue, and its
+		// one-scan rewrite with DeleteProperty then SetProperty, pair for
+		// pair and in order.
+		sp := ReadSendProperties(props)
+		for _, c := range []struct {
+			name, got string
+			has       bool
+		}{{PropWait, sp.Wait, sp.HasWait}, {PropDelay, sp.Delay, sp.HasDelay}, {PropTimerDeliverMS, sp.TimerDeliverMS, sp.HasTimerDeliverMS}} {
+			v, ok := PropertyValue(props, c.name)
+			require.Equal(t, ok, c.has, c.name)
+			require.Equal(t, v, c.got, c.name)
+		}
+		v, _ := PropertyValue(props, PropTranMsg)
+		require.Equal(t, v, sp.TranMsg)
+		for _, cluster := range []string{"DefaultCluster", ""} {
+			want, err := SetProperty(DeleteProperty(props, PropWait), PropCluster, cluster)
+			if cluster == "" {
+				require.Error(t, err)
+				want = DeleteProperty(props, PropWait)
+			}
+			require.Equal(t, pairs(want), pairs(StoreProperties(props, cluster)), "cluster %q", cluster)
+		}
 	})
+}
+
+func pairs(props string) [][2]string {
+	var ps [][2]string
+	for n, v := range PropertiesSeq(props) {
+		ps = append(ps, [2]string{n, v})
+	}
+	return ps
 }
 
 func FuzzBatchBody(f *testing.F) {

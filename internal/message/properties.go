@@ -45,6 +45,23 @@ func nextProperty[S text](p S, i int) (name, value S, next int, ok bool) {
 	return name, value, len(p), false
 }
 
+// nextPropertyString is nextProperty for a string, with strings.IndexByte
+// (vectorized) in place of the byte loops.
+func nextPropertyString(p string, i int) (name, value string, next int, ok bool) {
+	for i < len(p) {
+		j := strings.IndexByte(p[i:], PropertySeparator)
+		if j < 0 {
+			j = len(p) - i
+		}
+		piece := p[i : i+j]
+		i += j + 1
+		if k := strings.IndexByte(piece, NameValueSeparator); k > 0 && k < len(piece)-1 {
+			return piece[:k], piece[k+1:], i, true
+		}
+	}
+	return "", "", len(p), false
+}
+
 // equal compares a string or byte view with a string without allocating.
 func equal[S text](a S, b string) bool {
 	if len(a) != len(b) {
@@ -183,6 +200,73 @@ func SetProperty(props, name, value string) (string, error) {
 	b.WriteByte(NameValueSeparator)
 	b.WriteString(value)
 	return b.String(), nil
+}
+
+// SendProperties are the properties a broker acts on when it stores a sent
+// message, as PropertyValue reads them (the last pair of a name wins).
+type SendProperties struct {
+	Wait, TranMsg, Delay, TimerDeliverMS string
+	HasWait, HasDelay, HasTimerDeliverMS bool
+}
+
+// ReadSendProperties reads SendProperties from props in one scan, where
+// PropertyValue would take one per name.
+func ReadSendProperties(props string) SendProperties {
+	var sp SendProperties
+	for i := 0; i < len(props); {
+		n, v, next, ok := nextPropertyString(props, i)
+		if !ok {
+			break
+		}
+		switch n {
+		case PropWait:
+			sp.Wait, sp.HasWait = v, true
+		case PropTranMsg:
+			sp.TranMsg = v
+		case PropDelay:
+			sp.Delay, sp.HasDelay = v, true
+		case PropTimerDeliverMS:
+			sp.TimerDeliverMS, sp.HasTimerDeliverMS = v, true
+		}
+		i = next
+	}
+	return sp
+}
+
+// StoreProperties returns props as a broker stores a sent message's: the
+// pairs without WAIT, then CLUSTER set to cluster (unless cluster is not a
+// valid value), built in one scan and one allocation. Its pairs are those of
+// SetProperty(DeleteProperty(props, PropWait), PropCluster, cluster); pieces
+// that are not pairs are dropped.
+func StoreProperties(props, cluster string) string {
+	set := validPair(PropCluster, cluster)
+	var b strings.Builder
+	b.Grow(len(props) + 2 + len(PropCluster) + len(cluster))
+	for i := 0; i < len(props); {
+		n, v, next, ok := nextPropertyString(props, i)
+		if !ok {
+			break
+		}
+		i = next
+		if n == PropWait || set && n == PropCluster {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte(PropertySeparator)
+		}
+		b.WriteString(n)
+		b.WriteByte(NameValueSeparator)
+		b.WriteString(v)
+	}
+	if set {
+		if b.Len() > 0 {
+			b.WriteByte(PropertySeparator)
+		}
+		b.WriteString(PropCluster)
+		b.WriteByte(NameValueSeparator)
+		b.WriteString(cluster)
+	}
+	return b.String()
 }
 
 // KeySeparator separates the keys inside a KEYS value.
