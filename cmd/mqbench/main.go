@@ -177,6 +177,8 @@ type counters struct {
 	done              func()       // called once the --count is reached
 	lat               histogram
 	firstErr          atomic.Pointer[error]
+	probed            sync.Map     // e2e: queues that delivered a probe
+	probedQueues      atomic.Int64 // their count
 }
 
 func (c *counters) failed(err error) {
@@ -205,6 +207,22 @@ func bench(ctx context.Context, o options, stderr io.Writer) (Report, error) {
 			return Report{}, err
 		}
 	}
+	if o.mode == "e2e" {
+		// NB: latency is measured in steady state. The consumers start
+		// first, and the producers once every queue has delivered a probe
+		// to them: otherwise the first sends wait for consumers that are
+		// still starting (route, rebalance, first pulls), and those few
+		// set the p999 and the max of a whole run.
+		for i := range o.consumers {
+			wg.Add(1)
+			go func() { defer wg.Done(); consume(ctx, o, i, &c, fail) }()
+		}
+		if err := probe(ctx, o, &c); err != nil {
+			cancel()
+			wg.Wait()
+			return Report{}, err
+		}
+	}
 	// NB: the clock starts once every producer is started (connected and
 	// registered), as nats bench starts its clients before its clock.
 	var ready sync.WaitGroup
@@ -218,7 +236,7 @@ func bench(ctx context.Context, o options, stderr io.Writer) (Report, error) {
 	}
 	ready.Wait()
 	start, startMono := time.Now(), monoNow()
-	if o.mode != "produce" {
+	if o.mode == "consume" {
 		for i := range o.consumers {
 			wg.Add(1)
 			go func() { defer wg.Done(); consume(ctx, o, i, &c, fail) }()
@@ -387,6 +405,51 @@ func sendLoop(ctx context.Context, o options, p *client.Producer, c *counters, s
 	}
 }
 
+// probeSelector sends to every queue of the topic in turn and remembers
+// how many there are.
+type probeSelector struct{ next, queues atomic.Int64 }
+
+func (s *probeSelector) Select(_ *client.Message, queues []client.MessageQueue) client.MessageQueue {
+	s.queues.Store(int64(len(queues)))
+	return queues[(s.next.Add(1)-1)%int64(len(queues))]
+}
+
+// probe sends a probe (tag "probe") to each queue of the topic, again every
+// 200 ms, until the consumers have had one from every queue.
+func probe(ctx context.Context, o options, c *counters) error {
+	sel := &probeSelector{}
+	p, err := client.NewProducer(client.WithNameServers(nameservers(o.namesrv)...), client.WithGroup("mqbench-producer"),
+		client.WithInstanceName(fmt.Sprintf("mqbench-q%d", os.Getpid())), client.WithQueueSelector(sel))
+	if err == nil {
+		err = p.Start()
+	}
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	giveUp := time.Now().Add(30 * time.Second)
+	for {
+		for k := int64(0); k < max(sel.queues.Load(), 1); k++ {
+			if _, err := p.Send(ctx, &client.Message{Topic: o.topic, Body: make([]byte, 8), Tags: "probe"}); err != nil {
+				return fmt.Errorf("e2e probe: %w", err)
+			}
+		}
+		for wait := time.Now().Add(200 * time.Millisecond); time.Now().Before(wait); {
+			if c.probedQueues.Load() >= sel.queues.Load() {
+				return nil
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("e2e probe: consumers ready on %d of %d queues: %w", c.probedQueues.Load(), sel.queues.Load(), ctx.Err())
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+		if time.Now().After(giveUp) {
+			return fmt.Errorf("e2e probe: consumers ready on %d of %d queues after 30s", c.probedQueues.Load(), sel.queues.Load())
+		}
+	}
+}
+
 // warmUp sends one message (tag "warmup", which consumers do not
 // subscribe to) so that the topic exists before consumers look it up.
 func warmUp(ctx context.Context, o options) error {
@@ -414,16 +477,31 @@ func consume(ctx context.Context, o options, i int, c *counters, fail func(error
 		client.WithInstanceName(fmt.Sprintf("mqbench-c%d-%d", os.Getpid(), i)), client.WithConsumeFrom(from),
 		client.WithConsumeBatchSize(32), client.WithPullBatchSize(o.pullBatch))
 	if err == nil {
-		err = cons.Subscribe(o.topic, "bench", func(_ context.Context, msgs []*client.Message) client.ConsumeResult {
+		tags := "bench"
+		if o.mode == "e2e" {
+			tags = "bench || probe"
+		}
+		err = cons.Subscribe(o.topic, tags, func(_ context.Context, msgs []*client.Message) client.ConsumeResult {
 			now := time.Now()
+			n := 0
 			for _, m := range msgs {
+				if m.Tags == "probe" {
+					if _, seen := c.probed.LoadOrStore(m.Queue, true); !seen {
+						c.probedQueues.Add(1)
+					}
+					continue
+				}
+				n++
 				if o.mode == "e2e" && len(m.Body) >= 8 {
 					c.lat.record(now.Sub(time.Unix(0, int64(binary.BigEndian.Uint64(m.Body)))))
 				}
 				c.bytes.Add(int64(len(m.Body)))
 			}
+			if n == 0 {
+				return client.ConsumeSuccess
+			}
 			c.last.Store(int64(monoNow()))
-			if n := c.msgs.Add(int64(len(msgs))); o.count > 0 && n >= o.count {
+			if n := c.msgs.Add(int64(n)); o.count > 0 && n >= o.count {
 				c.done()
 			}
 			return client.ConsumeSuccess

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluicemq/sluice/broker"
 	"github.com/sluicemq/sluice/conf"
@@ -76,4 +78,30 @@ func TestMQBench(t *testing.T) {
 	require.Equal(t, 2, run([]string{"produce", "--size", "1"}, &out, &errb))
 	require.Equal(t, 2, run([]string{"produce", "--senders", "0"}, &out, &errb))
 	require.Equal(t, 1, run([]string{"produce", "-n", "127.0.0.1:1", "--duration", "500ms"}, &out, &errb), "no nameserver: an error, not a hang")
+}
+
+// TestProbe: e2e's producers start only once the consumers get messages
+// from every queue of the topic; without consumers, probing ends with an
+// error that says how far it got, not a hang.
+func TestProbe(t *testing.T) {
+	ns := startCluster(t)
+	o := options{mode: "e2e", namesrv: ns, topic: "probe-t", group: "probe-g", consumers: 1, pullBatch: 32}
+	require.NoError(t, warmUp(t.Context(), o))
+
+	var c counters
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	defer cancel()
+	err := probe(ctx, o, &c)
+	require.ErrorContains(t, err, "consumers ready on 0 of 4 queues")
+
+	ctx, cancel = context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	c.done = cancel
+	done := make(chan struct{})
+	go func() { defer close(done); consume(ctx, o, 0, &c, func(err error) { t.Error(err) }) }()
+	require.NoError(t, probe(ctx, o, &c))
+	require.EqualValues(t, 4, c.probedQueues.Load(), "a probe from each of the topic's 4 queues (the client's default for a new topic)")
+	require.Zero(t, c.msgs.Load(), "probes are not counted as messages")
+	cancel()
+	<-done
 }
