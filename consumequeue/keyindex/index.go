@@ -63,11 +63,13 @@ type Index struct {
 	spare   []int32 // slot table of the last sealed file, reused
 	werr    error   // sticky write or fsync error
 	closed  bool
+
+	syncFile func(*os.File) error // (*os.File).Sync; tests slow it down
 }
 
 // Open opens or creates the index in dir and recovers it.
 func Open(dir string, opts Options) (*Index, error) {
-	x := &Index{dir: dir, opts: opts.withDefaults()}
+	x := &Index{dir: dir, opts: opts.withDefaults(), syncFile: (*os.File).Sync}
 	x.maxPos.Store(-1)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("keyindex: %w", err)
@@ -286,13 +288,37 @@ func (x *Index) MaxPos() int64 { return x.maxPos.Load() }
 
 // Sync writes buffered entries and the header of the active file and
 // fsyncs it.
+//
+// The fsync runs without mu, so that the dispatcher's Puts do not wait for
+// the disk (they did, once a checkpoint, for the length of an fsync). A
+// file sealed or closed meanwhile was fsynced by whoever closed it.
 func (x *Index) Sync() error {
 	x.mu.Lock()
-	defer x.mu.Unlock()
 	if x.closed {
+		x.mu.Unlock()
 		return ErrClosed
 	}
-	return x.syncLocked()
+	a := x.active
+	if x.werr != nil || a == nil {
+		err := x.werr
+		x.mu.Unlock()
+		return err
+	}
+	err := x.flush(a)
+	if err == nil {
+		err = x.writeHeader(a)
+	}
+	f := a.f
+	x.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if err := x.syncFile(f); err != nil && !errors.Is(err, os.ErrClosed) {
+		x.mu.Lock()
+		defer x.mu.Unlock()
+		return x.fail(fmt.Errorf("keyindex: fsync %s: %w", a.path, err))
+	}
+	return nil
 }
 
 // REQUIRES: mu held.
