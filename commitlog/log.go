@@ -68,7 +68,8 @@ type Options struct {
 	// written with zeros and fsynced, a 1 MiB piece at a time, so that the
 	// fsync after an append flushes data only and no file system metadata
 	// (see warm.go). It pays in sync mode; it is ignored with NoPreallocate.
-	// At least 2 MiB when set. Default 0: off.
+	// Where the file system cannot preallocate, the zeros allocate the
+	// space ahead instead. At least 2 MiB when set. Default 0: off.
 	WarmAhead int64
 	// DiskFullRetry is how long after an ENOSPC failure appends stay refused
 	// before one is tried again. Default 1s.

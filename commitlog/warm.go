@@ -156,8 +156,12 @@ func (w *warmer) warmPiece() bool {
 
 var zeroPiece = make([]byte, warmPiece)
 
-// giveUp stops warming the current segment. The log is unaffected: warming
-// only ever writes zeros past its end.
+// giveUp stops warming the current segment. Warming only ever writes zeros
+// past the log's end, so its own failures cost no data. A writeback error
+// the kernel meets on the warmer's zero pages is also reported to the
+// flusher's next fsync (Linux reports it to every open descriptor of the
+// file), which then refuses appends until the log is reopened: a stop, not
+// a loss.
 func (w *warmer) giveUp(err error) {
 	w.ioErr = true
 	w.l.opts.Logger.Warn("commitlog: warm segment ahead of the appends", "segment", w.seg.name(), "err", err)

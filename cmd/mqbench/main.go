@@ -212,7 +212,9 @@ func bench(ctx context.Context, o options, stderr io.Writer) (Report, error) {
 		// first, and the producers once every queue has delivered a probe
 		// to them: otherwise the first sends wait for consumers that are
 		// still starting (route, rebalance, first pulls), and those few
-		// set the p999 and the max of a whole run.
+		// set the p999 and the max of a whole run. With several consumers
+		// a rebalance may still follow. --duration includes the probing;
+		// msgs/s count from the clock's start.
 		for i := range o.consumers {
 			wg.Add(1)
 			go func() { defer wg.Done(); consume(ctx, o, i, &c, fail) }()
@@ -220,7 +222,8 @@ func bench(ctx context.Context, o options, stderr io.Writer) (Report, error) {
 		if err := probe(ctx, o, &c); err != nil {
 			cancel()
 			wg.Wait()
-			return Report{}, err
+			// NB: a consumer that failed to start is the cause; say so.
+			return Report{}, errors.Join(append(errs, err)...)
 		}
 	}
 	// NB: the clock starts once every producer is started (connected and

@@ -5,6 +5,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -68,8 +69,8 @@ func TestIndex_ConcurrentQuery(t *testing.T) {
 }
 
 // TestIndex_SyncLeavesPutsAlone: while Sync's fsync runs, Puts and Queries
-// go on; a Put that seals the file meanwhile (closing the handle Sync is
-// fsyncing) does not fail Sync or the index.
+// go on. Only a Put that seals the file waits for it (the two fsyncs share
+// a descriptor), and the seal's closing the handle does not fail Sync.
 func TestIndex_SyncLeavesPutsAlone(t *testing.T) {
 	x := openIdx(t, t.TempDir(), 7, 4) // 3 entries per file
 	require.NoError(t, x.Put("k0", 0, t0))
@@ -84,13 +85,7 @@ func TestIndex_SyncLeavesPutsAlone(t *testing.T) {
 	<-entered
 
 	put := make(chan error, 1)
-	go func() {
-		err := x.Put("k1", 100, t0)
-		if err == nil {
-			err = x.Put("k2", 200, t0) // the third entry: seals the file
-		}
-		put <- err
-	}()
+	go func() { put <- x.Put("k1", 100, t0) }()
 	select {
 	case err := <-put:
 		require.NoError(t, err)
@@ -98,11 +93,44 @@ func TestIndex_SyncLeavesPutsAlone(t *testing.T) {
 		close(release)
 		t.Fatal("Put waited for Sync's fsync")
 	}
-	require.Equal(t, []int64{200}, queryAll(t, x, "k2"))
-	require.Nil(t, x.files[0].f, "sealed and closed while Sync held it")
+	require.Equal(t, []int64{100}, queryAll(t, x, "k1"))
+
+	go func() { put <- x.Put("k2", 200, t0) }() // the third entry: seals the file
+	select {
+	case err := <-put:
+		t.Fatalf("the seal's fsync ran beside Sync's (err %v)", err)
+	case <-time.After(100 * time.Millisecond):
+	}
 	close(release)
-	require.NoError(t, <-synced, "the handle was closed after its own fsync")
+	require.NoError(t, <-put)
+	require.NoError(t, <-synced)
+	require.Nil(t, x.files[0].f, "sealed and closed")
 	require.NoError(t, x.Put("k3", 300, t0), "the index did not fail")
 	require.Equal(t, []int64{300}, queryAll(t, x, "k3"))
 	require.NoError(t, x.Close())
+}
+
+// TestIndex_SyncErrorIsSticky: an fsync error Sync sees fails the index, so
+// no later seal or Close treats the file as durable.
+func TestIndex_SyncErrorIsSticky(t *testing.T) {
+	x := openIdx(t, t.TempDir(), 7, 4)
+	require.NoError(t, x.Put("k0", 0, t0))
+	eio := &os.PathError{Op: "fsync", Path: "index", Err: syscall.EIO}
+	x.syncFile = func(*os.File) error { return eio }
+	require.ErrorIs(t, x.Sync(), syscall.EIO)
+	require.ErrorIs(t, x.Put("k1", 100, t0), syscall.EIO, "sticky")
+	require.ErrorIs(t, x.Close(), syscall.EIO)
+
+	// A handle closed under Sync by a Close that failed: Sync reports the
+	// failure, not the closed handle.
+	x = openIdx(t, t.TempDir(), 7, 4)
+	require.NoError(t, x.Put("k0", 0, t0))
+	x.syncFile = func(*os.File) error {
+		x.mu.Lock()
+		x.werr = eio // as a failed fsync in Close would
+		x.closeFiles()
+		x.mu.Unlock()
+		return os.ErrClosed
+	}
+	require.ErrorIs(t, x.Sync(), syscall.EIO)
 }

@@ -65,6 +65,14 @@ type Index struct {
 	closed  bool
 
 	syncFile func(*os.File) error // (*os.File).Sync; tests slow it down
+
+	// fsyncMu serializes the fsyncs of the active file: Sync's, which runs
+	// without mu, and the others, which hold mu (mu comes first). They
+	// share a descriptor, and Linux reports a writeback error to the first
+	// fsync that looks only; lostSync (guarded by fsyncMu) carries the one
+	// Sync saw, so that no file is sealed or closed as if it were durable.
+	fsyncMu  sync.Mutex
+	lostSync error
 }
 
 // Open opens or creates the index in dir and recovers it.
@@ -215,8 +223,8 @@ func (x *Index) seal(a *indexFile) error {
 	if err := x.writeHeader(a); err != nil {
 		return err
 	}
-	if err := a.f.Sync(); err != nil {
-		return x.fail(fmt.Errorf("keyindex: fsync %s: %w", a.path, err))
+	if err := x.fsyncLocked(a); err != nil {
+		return err
 	}
 	_ = a.f.Close() // fsynced above
 	x.spare = a.slotTab
@@ -290,8 +298,9 @@ func (x *Index) MaxPos() int64 { return x.maxPos.Load() }
 // fsyncs it.
 //
 // The fsync runs without mu, so that the dispatcher's Puts do not wait for
-// the disk (they did, once a checkpoint, for the length of an fsync). A
-// file sealed or closed meanwhile was fsynced by whoever closed it.
+// the disk (they did, once a checkpoint, for the length of an fsync); only
+// a Put that seals the file waits for it (see fsyncMu). A file sealed or
+// closed meanwhile was fsynced by whoever closed it, or the index failed.
 func (x *Index) Sync() error {
 	x.mu.Lock()
 	if x.closed {
@@ -313,12 +322,20 @@ func (x *Index) Sync() error {
 	if err != nil {
 		return err
 	}
-	if err := x.syncFile(f); err != nil && !errors.Is(err, os.ErrClosed) {
-		x.mu.Lock()
-		defer x.mu.Unlock()
-		return x.fail(fmt.Errorf("keyindex: fsync %s: %w", a.path, err))
+	x.fsyncMu.Lock()
+	if err := x.syncFile(f); err != nil && !errors.Is(err, os.ErrClosed) && x.lostSync == nil {
+		x.lostSync = fmt.Errorf("keyindex: fsync %s: %w", a.path, err)
 	}
-	return nil
+	x.fsyncMu.Unlock()
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.fsyncMu.Lock()
+	lost := x.lostSync
+	x.fsyncMu.Unlock()
+	if lost != nil {
+		return x.fail(lost)
+	}
+	return x.werr
 }
 
 // REQUIRES: mu held.
@@ -336,7 +353,20 @@ func (x *Index) syncLocked() error {
 	if err := x.writeHeader(a); err != nil {
 		return err
 	}
-	if err := a.f.Sync(); err != nil {
+	return x.fsyncLocked(a)
+}
+
+// fsyncLocked fsyncs a's file, after any fsync Sync is running, and fails
+// the index if either saw an error. REQUIRES: mu held.
+func (x *Index) fsyncLocked(a *indexFile) error {
+	x.fsyncMu.Lock()
+	err := a.f.Sync()
+	lost := x.lostSync
+	x.fsyncMu.Unlock()
+	if lost != nil {
+		return x.fail(lost)
+	}
+	if err != nil {
 		return x.fail(fmt.Errorf("keyindex: fsync %s: %w", a.path, err))
 	}
 	return nil

@@ -112,8 +112,8 @@ func (x *Index) truncateFile(a *indexFile, pos int64) (kept bool, err error) {
 	if err := x.writeHeader(a); err != nil {
 		return false, err
 	}
-	if err := a.f.Sync(); err != nil {
-		return false, x.fail(fmt.Errorf("keyindex: fsync %s: %w", a.path, err))
+	if err := x.fsyncLocked(a); err != nil {
+		return false, err
 	}
 	return true, x.sealIfDone(a)
 }
