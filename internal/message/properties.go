@@ -166,17 +166,21 @@ func DeleteProperty(props, name string) string {
 	var b strings.Builder
 	b.Grow(len(props))
 	for n, v := range PropertiesSeq(props) {
-		if n == name {
-			continue
+		if n != name {
+			writePair(&b, n, v)
 		}
-		if b.Len() > 0 {
-			b.WriteByte(PropertySeparator)
-		}
-		b.WriteString(n)
-		b.WriteByte(NameValueSeparator)
-		b.WriteString(v)
 	}
 	return b.String()
+}
+
+// writePair appends name\x01value to b, after a separator unless b is empty.
+func writePair(b *strings.Builder, name, value string) {
+	if b.Len() > 0 {
+		b.WriteByte(PropertySeparator)
+	}
+	b.WriteString(name)
+	b.WriteByte(NameValueSeparator)
+	b.WriteString(value)
 }
 
 // SetProperty returns props with name set to value: earlier pairs named
@@ -248,23 +252,12 @@ func StoreProperties(props, cluster string) string {
 			break
 		}
 		i = next
-		if n == PropWait || set && n == PropCluster {
-			continue
+		if n != PropWait && (!set || n != PropCluster) {
+			writePair(&b, n, v)
 		}
-		if b.Len() > 0 {
-			b.WriteByte(PropertySeparator)
-		}
-		b.WriteString(n)
-		b.WriteByte(NameValueSeparator)
-		b.WriteString(v)
 	}
 	if set {
-		if b.Len() > 0 {
-			b.WriteByte(PropertySeparator)
-		}
-		b.WriteString(PropCluster)
-		b.WriteByte(NameValueSeparator)
-		b.WriteString(cluster)
+		writePair(&b, PropCluster, cluster)
 	}
 	return b.String()
 }
