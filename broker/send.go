@@ -475,12 +475,12 @@ func (b *Broker) sendBatch(ctx context.Context, w remoting.ResponseWriter, req *
 	}
 	if inline {
 		// NB: the sends this connection sent before the batch are stored
-		// before it, as they arrived.
+		// before it, as they arrived. The reader waits for the put lock
+		// (as storeBurst does) rather than hand the batch to a goroutine:
+		// the connection's next sends would then be served on goroutines
+		// too (the send slots are no longer empty) and could overtake it.
 		b.storePendingBurst(w.Conn())
-		if !b.store.TryPutBatchThen(batch, done) {
-			release()
-			return false
-		}
+		b.store.PutBatchThen(batch, done)
 		return true
 	}
 	done(b.store.PutBatch(ctx, batch))

@@ -19,16 +19,12 @@ type durableWaiter struct {
 // durableTick bounds how late a FLUSH_DISK_TIMEOUT answer can be.
 const durableTick = 10 * time.Millisecond
 
-// TryPutBatchThen stores a batch if the put lock is free at once, and
-// calls done (see ThenDurable); otherwise it stores nothing, does not call
-// done and returns false. done must not block.
-func (s *Store) TryPutBatchThen(b *Batch, done func(PutResult)) bool {
-	res, ok := s.putBatch(context.Background(), b, false, true)
-	if !ok {
-		return false
-	}
+// PutBatchThen stores a batch and calls done (see ThenDurable). It waits
+// for the put lock, as PutMany does, and never for the disk. done must not
+// block.
+func (s *Store) PutBatchThen(b *Batch, done func(PutResult)) {
+	res, _ := s.putBatch(context.Background(), b, false, false)
 	s.ThenDurable(res, done)
-	return true
 }
 
 // ThenDurable calls done with res once the put it reports is on disk, from

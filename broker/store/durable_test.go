@@ -77,7 +77,7 @@ func TestStore_SyncModeIndexesOnlyDurable(t *testing.T) {
 }
 
 // TestStore_ThenDurable: in sync mode ThenDurable (after PutMany, and in
-// TryPutBatchThen) answers only once the put is on disk,
+// PutBatchThen) answers only once the put is on disk,
 // FLUSH_DISK_TIMEOUT after the sync flush timeout, and Close answers
 // whatever still waits; in async mode it answers at once.
 func TestStore_ThenDurable(t *testing.T) {
@@ -114,7 +114,7 @@ func TestStore_ThenDurable(t *testing.T) {
 
 	// Not durable within the timeout: FLUSH_DISK_TIMEOUT, stored all the same.
 	g.block()
-	require.True(t, s.TryPutBatchThen(&Batch{Template: *msg("t", 0, ""), Items: []message.BatchItem{{Body: []byte("b")}}}, done))
+	s.PutBatchThen(&Batch{Template: *msg("t", 0, ""), Items: []message.BatchItem{{Body: []byte("b")}}}, done)
 	r = <-answers
 	require.Equal(t, PutFlushDiskTimeout, r.Status)
 	require.Contains(t, r.Remark, "not flushed to disk within")

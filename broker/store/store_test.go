@@ -306,18 +306,21 @@ func TestStore_TenThousandQueues(t *testing.T) {
 	require.Equal(t, []string{"4217", "14217"}, bodies(t, res.Body))
 }
 
-// TestStore_TryPutBatchThen: a batch is stored when the put lock is free,
-// and refused (nothing stored, done not called) while it is held.
-func TestStore_TryPutBatchThen(t *testing.T) {
+// TestStore_PutBatchThen: a batch waits for the put lock, is stored once
+// it is free, and is answered through done.
+func TestStore_PutBatchThen(t *testing.T) {
 	s := mustOpen(t, testConf(t.TempDir()), testOpts())
 	defer s.Close()
 	answers := make(chan PutResult, 1)
 	done := func(r PutResult) { answers <- r }
 	s.putMu.Lock()
-	require.False(t, s.TryPutBatchThen(&Batch{Template: *msg("t", 0, ""), Items: []message.BatchItem{{Body: []byte("refused")}}}, done))
+	go s.PutBatchThen(&Batch{Template: *msg("t", 0, ""), Items: []message.BatchItem{{Body: []byte("b0")}, {Body: []byte("b1")}}}, done)
+	select {
+	case r := <-answers:
+		t.Fatalf("stored while the put lock was held: %+v", r)
+	case <-time.After(50 * time.Millisecond):
+	}
 	s.putMu.Unlock()
-	require.Empty(t, answers)
-	require.True(t, s.TryPutBatchThen(&Batch{Template: *msg("t", 0, ""), Items: []message.BatchItem{{Body: []byte("b0")}, {Body: []byte("b1")}}}, done))
 	r := <-answers
 	require.Equal(t, PutOK, r.Status, r.Remark)
 	require.Equal(t, int64(0), r.QueueOffset)
