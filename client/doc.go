@@ -27,8 +27,9 @@
 //
 // # Shared core
 //
-// Every client owns one core: the transport (two remoting clients, one per
-// codec, each with one connection per address), the route cache, the client
+// Every client owns one core: the transport (a remoting client per codec,
+// each with one connection per address, and a second msgpack one for async
+// sends; see below), the route cache, the client
 // id (ip@instance, the instance defaulting to the process id), and two
 // loops. routeLoop refreshes the cached routes every 30 s and at once after a
 // connection failure; a send answered TOPIC_NOT_EXIST refreshes its topic
@@ -61,7 +62,12 @@
 // answered together run in order on one completion goroutine. A failed
 // first attempt goes on as Send does, on a reused worker goroutine. Calls
 // carry a deadline that one sweeper per connection pool enforces, not a
-// timer each.
+// timer each. To a Sluice broker async sends go over two connections: a
+// queue with an even id uses the first, one with an odd id the second, so
+// each queue's sends keep their order while the two connections' round
+// trips overlap (one connection bounds a producer's async rate: 95.5k
+// against 109.5k msgs/s of 1 KiB, measured side by side). Replies, checks
+// and all other requests use the first.
 //
 // WithAutoBatch (off by default; RocketMQ 5's autoBatch, a Kafka
 // producer's batching without linger) lets SendAsync combine messages

@@ -234,6 +234,7 @@ func (p *Producer) sendAsync(ctx context.Context, o *outgoing, cb func(SendResul
 // launch runs the attempts of o and calls done with the outcome: the first
 // attempt inline when it can, the rest on a worker.
 func (p *Producer) launch(ctx context.Context, o *outgoing, done func(SendResult, error)) {
+	o.async = true
 	if p.tryAsyncFirst(ctx, o, done) {
 		p.inlineFirst.Add(1)
 		return
@@ -284,6 +285,7 @@ type outgoing struct {
 	ids      []string
 	batch    bool
 	reply    bool   // a request-reply reply (MSG_TYPE reply): SEND_REPLY_MESSAGE_V2
+	async    bool   // sent by launch (SendAsync, SendBatchAsync, auto-batched): over the queue's lane (request.lane)
 	group    string // producer group in the header
 	reconsum int32
 	maxRecon *int32

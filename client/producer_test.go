@@ -317,3 +317,43 @@ func sendBatchesAsync(t *testing.T, ctx context.Context, p *Producer, a *Admin, 
 		}
 	}
 }
+
+// TestProducer_AsyncLanes: a producer's async sends to a broker go over two
+// connections, a queue's sends always over the same one, so every queue
+// stores them in the order they were sent.
+func TestProducer_AsyncLanes(t *testing.T) {
+	c := newCluster(t, 1)
+	c.createTopic("lanes", 4)
+	p := c.producer(WithGroup("pg-lanes"))
+	ctx := ctxT(t, 60*time.Second)
+	_, err := p.Send(ctx, &Message{Topic: "lanes", Body: []byte("warm")}) // the route and the codec are known
+	require.NoError(t, err)
+
+	const n = 2000
+	results := make([]SendResult, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		p.SendAsync(ctx, &Message{Topic: "lanes", Body: fmt.Appendf(nil, "lane-%d", i)}, func(r SendResult, err error) {
+			results[i], errs[i] = r, err
+			wg.Done()
+		})
+	}
+	wg.Wait()
+	last := map[int]int64{}
+	for i, r := range results {
+		require.NoError(t, errs[i])
+		if prev, ok := last[r.Queue.QueueID]; ok {
+			require.Greater(t, r.QueueOffset, prev, "send %d overtook an earlier send to queue %d", i, r.Queue.QueueID)
+		}
+		last[r.Queue.QueueID] = r.QueueOffset
+	}
+	require.Len(t, last, 4)
+
+	route := p.core.routes.cached("lanes")
+	require.NotNil(t, route)
+	addr := route.addrs[results[0].Queue.BrokerName]
+	require.True(t, p.core.tr.mp.Connected(addr), "lane 0")
+	require.True(t, p.core.tr.mp1.Connected(addr), "lane 1: odd queues")
+}

@@ -24,11 +24,12 @@ const (
 
 // transport sends requests in Sluice's msgpack header codec and falls back
 // to JSON, per address, for servers that reject it (Apache RocketMQ closes
-// the connection on an unknown serialize type). It owns two remoting
-// clients, one per codec, because a remoting.Client stamps its own
-// serialize type on every request.
+// the connection on an unknown serialize type). It owns a remoting client
+// per codec, because a remoting.Client stamps its own serialize type on
+// every request, and a second msgpack one, lane 1 (see request.lane).
 type transport struct {
 	mp, js    *remoting.Client
+	mp1       *remoting.Client // lane 1, msgpack only
 	forceJSON bool
 
 	mu    sync.Mutex
@@ -48,6 +49,14 @@ type request struct {
 	// sender that read the clock passes its reading).
 	timeout time.Duration
 	at      time.Time
+	// lane picks one of two connections to a Sluice broker (msgpack); a
+	// JSON server gets one connection. Async message sends use their queue
+	// id's parity, so a queue's messages share a connection and keep their
+	// order, while a producer's async sends to a broker go over two
+	// connections: one connection's round trips bound them (measured on
+	// 1 KiB async sends, 7 alternated rounds: median 95.5k msgs/s on one
+	// connection, 109.5k on two, at the same CPU).
+	lane int
 }
 
 // deadline is when r's timeout ends.
@@ -64,6 +73,7 @@ func newTransport(cfg *config, onRequest remoting.Handler) *transport {
 	opts.OnRequest = onRequest
 	t := &transport{forceJSON: cfg.forceJSON, modes: make(map[string]codecMode)}
 	t.mp = remoting.NewClient(opts)
+	t.mp1 = remoting.NewClient(opts)
 	opts.SerializeType = remoting.SerializeJSON
 	t.js = remoting.NewClient(opts)
 	return t
@@ -71,7 +81,19 @@ func newTransport(cfg *config, onRequest remoting.Handler) *transport {
 
 func (t *transport) close() {
 	_ = t.mp.Close()
+	_ = t.mp1.Close()
 	_ = t.js.Close()
+}
+
+// client returns the remoting client of codec st and lane.
+func (t *transport) client(st remoting.SerializeType, lane int) *remoting.Client {
+	switch {
+	case st == remoting.SerializeJSON:
+		return t.js
+	case lane == 1:
+		return t.mp1
+	}
+	return t.mp
 }
 
 func (t *transport) mode(addr string) codecMode {
@@ -110,10 +132,7 @@ func (t *transport) once(ctx context.Context, addr string, st remoting.Serialize
 	if err != nil {
 		return nil, err
 	}
-	c := t.mp
-	if st == remoting.SerializeJSON {
-		c = t.js
-	}
+	c := t.client(st, r.lane)
 	var resp *remoting.Command
 	if r.timeout > 0 {
 		resp, err = c.InvokeBefore(ctx, addr, cmd, r.deadline())
@@ -192,40 +211,53 @@ func checkCode(addr string, code int16, resp *remoting.Command, ok []int16) erro
 // cb must not block. It returns false, having sent nothing, unless addr's
 // codec is known and a connection to it is open.
 func (t *transport) tryInline(ctx context.Context, addr string, r request, ok []int16, cb func(*remoting.Command, error)) bool {
-	var c *remoting.Client
 	var st remoting.SerializeType
 	switch t.mode(addr) {
 	case codecMsgpack:
-		c, st = t.mp, remoting.SerializeMsgpack
+		st = remoting.SerializeMsgpack
 	case codecJSON:
-		c, st = t.js, remoting.SerializeJSON
+		st = remoting.SerializeJSON
 	default:
 		return false
 	}
+	c := t.client(st, r.lane)
 	cmd, err := t.command(st, r)
 	if err != nil {
 		return false
 	}
-	return c.TryInvokeInline(ctx, addr, cmd, r.deadline(), func(resp *remoting.Command, err error) {
+	done := func(resp *remoting.Command, err error) {
 		if err != nil {
 			cb(nil, wrapTransport(addr, r.code, err))
 			return
 		}
 		cb(resp, checkCode(addr, r.code, resp, ok))
-	})
+	}
+	if c.TryInvokeInline(ctx, addr, cmd, r.deadline(), done) {
+		return true
+	}
+	if r.lane == 0 {
+		return false
+	}
+	// NB: the sender dials a lane's connection itself, the first time: had
+	// its send gone to a worker instead, the queue's next send could
+	// overtake it.
+	if _, err := c.Conn(ctx, addr); err != nil {
+		return false
+	}
+	return c.TryInvokeInline(ctx, addr, cmd, r.deadline(), done)
 }
 
 // oneway sends r to addr without waiting for a reply.
 func (t *transport) oneway(ctx context.Context, addr string, r request) error {
-	c, st := t.mp, remoting.SerializeMsgpack
+	st := remoting.SerializeMsgpack
 	if t.mode(addr) == codecJSON {
-		c, st = t.js, remoting.SerializeJSON
+		st = remoting.SerializeJSON
 	}
 	cmd, err := t.command(st, r)
 	if err != nil {
 		return err
 	}
-	if err := c.InvokeOneway(ctx, addr, cmd); err != nil {
+	if err := t.client(st, r.lane).InvokeOneway(ctx, addr, cmd); err != nil {
 		return wrapTransport(addr, r.code, err)
 	}
 	return nil

@@ -154,6 +154,23 @@ func (c *Client) Conn(ctx context.Context, addr string) (*Conn, error) {
 	}
 }
 
+// Connected reports whether an open connection to addr exists, without
+// dialing.
+func (c *Client) Connected(addr string) bool {
+	c.mu.Lock()
+	e := c.conns[addr]
+	c.mu.Unlock()
+	if e == nil {
+		return false
+	}
+	select {
+	case <-e.ready:
+		return e.conn != nil && !e.conn.Closed()
+	default:
+		return false
+	}
+}
+
 func (c *Client) forget(addr string, e *dialEntry) {
 	c.mu.Lock()
 	if c.conns[addr] == e {
