@@ -235,7 +235,7 @@ func (t *transport) tryInline(ctx context.Context, addr string, r request, ok []
 	if c.TryInvokeInline(ctx, addr, cmd, r.deadline(), done) {
 		return true
 	}
-	if r.lane == 0 {
+	if c != t.mp1 {
 		return false
 	}
 	// NB: the sender dials a lane's connection itself, the first time: had

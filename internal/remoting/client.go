@@ -156,19 +156,26 @@ func (c *Client) Conn(ctx context.Context, addr string) (*Conn, error) {
 
 // Connected reports whether an open connection to addr exists, without
 // dialing.
-func (c *Client) Connected(addr string) bool {
+func (c *Client) Connected(addr string) bool { return c.openConn(addr) != nil }
+
+// openConn returns the open connection to addr, or nil: none, still
+// dialing, or closed. It never dials.
+func (c *Client) openConn(addr string) *Conn {
 	c.mu.Lock()
 	e := c.conns[addr]
 	c.mu.Unlock()
 	if e == nil {
-		return false
+		return nil
 	}
 	select {
 	case <-e.ready:
-		return e.conn != nil && !e.conn.Closed()
 	default:
-		return false
+		return nil
 	}
+	if e.conn == nil || e.conn.Closed() {
+		return nil
+	}
+	return e.conn
 }
 
 func (c *Client) forget(addr string, e *dialEntry) {
@@ -264,22 +271,12 @@ func (c *Client) InvokeBefore(ctx context.Context, addr string, req *Command, de
 // connection's reader: cb must not block. With no open connection to addr
 // it does nothing and returns false (Invoke would dial).
 func (c *Client) TryInvokeInline(ctx context.Context, addr string, req *Command, deadline time.Time, cb func(*Command, error)) bool {
-	c.mu.Lock()
-	e := c.conns[addr]
-	c.mu.Unlock()
-	if e == nil {
-		return false
-	}
-	select {
-	case <-e.ready:
-	default:
-		return false
-	}
-	if e.conn == nil || e.conn.Closed() {
+	conn := c.openConn(addr)
+	if conn == nil {
 		return false
 	}
 	c.sweepOnce.Do(c.startSweeper)
-	e.conn.invokeInline(ctx, req, deadline.UnixNano(), cb)
+	conn.invokeInline(ctx, req, deadline.UnixNano(), cb)
 	return true
 }
 

@@ -314,14 +314,12 @@ func (c *Conn) writeMode(cmd *Command, mode flushMode) error {
 	// NB: netpoll copied buf unless it is larger than its in-place
 	// threshold; a referenced buffer (a large body, a pull's commitlog
 	// slice) must be in the kernel before write returns, as the caller may
-	// reuse it. Copied frames wait for one flush shared with other frames.
+	// reuse it. A lone exchange flushes at once too (see busy). Other
+	// copied frames wait for one flush shared with other frames.
 	if err == nil {
 		switch {
-		case len(body) > 0 || len(buf) > netpoll.BinaryInplaceThreshold:
-			err = w.Flush()
-			c.dirty = false
-			c.flushes++
-		case mode == flushSoon && c.busy.Load() <= 1:
+		case len(body) > 0 || len(buf) > netpoll.BinaryInplaceThreshold,
+			mode == flushSoon && c.busy.Load() <= 1:
 			err = w.Flush()
 			c.dirty = false
 			c.flushes++
