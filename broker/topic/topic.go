@@ -11,7 +11,9 @@ import (
 	"maps"
 	"regexp"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicemq/sluice/internal/protocol"
@@ -59,125 +61,163 @@ type Config = protocol.TopicConfig
 // DataVersion changes whenever the table does (RocketMQ's DataVersion).
 type DataVersion = protocol.DataVersion
 
+// state is one version of the table: the saved form, and the snapshot
+// readers load. Published states are never modified.
 type state struct {
 	Topics  map[string]Config `msgpack:"topics"`
 	Version DataVersion       `msgpack:"version"`
 }
 
 // Table holds the topic configs. Safe for concurrent use.
+//
+// The table is copy-on-write: readers (Get, All, Version) load the current
+// state from an atomic pointer and never wait, which the broker needs since
+// its inline send path reads the table on a connection's netpoll reader.
+// A writer (Put, PutIfAbsent, Delete) takes mu, copies the current state,
+// changes the copy, saves it (two fsyncs) and only then publishes it. So a
+// reader never sees a change that is not on disk (a producer never sends
+// to a topic that a crash would forget), and a failed save leaves the
+// table as it was, with nothing to roll back. Writers wait for each
+// other's saves, which serializes them: each builds on the last published
+// state, so concurrent changes all land, in memory and in the file, and the
+// data version moves one step per change. Topic changes come at admin and
+// auto-create rates; a writer that changes nothing (the topic exists or
+// already has that config) returns without taking mu.
+//
+// A failed save returns the error with memory unchanged; the file is then
+// either the old version or, if only the final directory fsync failed,
+// the new one (the next successful save settles it).
 type Table struct {
 	path string
+	save func(path string, v any) error // statefile.Save; a test seam
 
-	mu sync.RWMutex
-	// guarded by mu:
-	topics  map[string]Config
-	version DataVersion
+	mu  sync.Mutex // serializes writers; held across their save
+	cur atomic.Pointer[state]
 }
 
 // Open loads the table from path, or starts an empty one.
 func Open(path string) (*Table, error) {
-	t := &Table{path: path, topics: map[string]Config{}}
+	t := &Table{path: path, save: statefile.Save}
 	var st state
 	err := statefile.Load(path, &st)
 	switch {
 	case err == nil:
-		if st.Topics != nil {
-			t.topics = st.Topics
-		}
-		t.version = st.Version
 	case errors.Is(err, fs.ErrNotExist):
-		t.version = DataVersion{Timestamp: time.Now().UnixMilli()}
+		st.Version = DataVersion{Timestamp: time.Now().UnixMilli()}
 	default:
 		return nil, fmt.Errorf("topic: load %s: %w", path, err)
 	}
+	if st.Topics == nil {
+		st.Topics = map[string]Config{}
+	}
+	t.cur.Store(&st)
 	return t, nil
 }
 
-// Get returns a topic's config.
+// Get returns a topic's config. It never waits.
 func (t *Table) Get(name string) (Config, bool) {
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	c, ok := t.topics[name]
+	c, ok := t.cur.Load().Topics[name]
 	return c, ok
 }
 
 // Put creates or replaces a topic and persists the table. It reports
 // whether anything changed.
 func (t *Table) Put(c Config) (bool, error) {
-	if err := ValidateName(c.TopicName); err != nil {
+	c, err := normalize(c)
+	if err != nil {
 		return false, err
 	}
-	if c.TopicFilterType == "" {
-		c.TopicFilterType = "SINGLE_TAG"
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if old, ok := t.topics[c.TopicName]; ok && old == c {
+	same := func(m map[string]Config) bool { old, ok := m[c.TopicName]; return ok && old == c }
+	if same(t.cur.Load().Topics) {
 		return false, nil
 	}
-	t.topics[c.TopicName] = c
-	return true, t.persistLocked()
+	return t.update(func(m map[string]Config) bool {
+		if same(m) {
+			return false
+		}
+		m[c.TopicName] = c
+		return true
+	})
 }
 
 // PutIfAbsent creates a topic unless it exists, and returns the config in
 // force and whether it was created.
 func (t *Table) PutIfAbsent(c Config) (Config, bool, error) {
-	if err := ValidateName(c.TopicName); err != nil {
+	c, err := normalize(c)
+	if err != nil {
 		return Config{}, false, err
 	}
-	if c.TopicFilterType == "" {
-		c.TopicFilterType = "SINGLE_TAG"
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if old, ok := t.topics[c.TopicName]; ok {
+	if old, ok := t.Get(c.TopicName); ok {
 		return old, false, nil
 	}
-	t.topics[c.TopicName] = c
-	return c, true, t.persistLocked()
+	inForce := c
+	created, err := t.update(func(m map[string]Config) bool {
+		if old, ok := m[c.TopicName]; ok {
+			inForce = old // NB: created by a writer that went first
+			return false
+		}
+		m[c.TopicName] = c
+		return true
+	})
+	if err != nil {
+		return Config{}, false, err
+	}
+	return inForce, created, nil
 }
 
 // Delete removes a topic and reports whether it existed.
 func (t *Table) Delete(name string) (bool, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if _, ok := t.topics[name]; !ok {
+	if _, ok := t.Get(name); !ok {
 		return false, nil
 	}
-	delete(t.topics, name)
-	return true, t.persistLocked()
+	return t.update(func(m map[string]Config) bool {
+		if _, ok := m[name]; !ok {
+			return false
+		}
+		delete(m, name)
+		return true
+	})
 }
 
 // All returns every config, sorted by name, and the data version.
 func (t *Table) All() ([]Config, DataVersion) {
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	out := slices.Collect(maps.Values(t.topics))
-	slices.SortFunc(out, func(a, b Config) int {
-		switch {
-		case a.TopicName < b.TopicName:
-			return -1
-		case a.TopicName > b.TopicName:
-			return 1
-		}
-		return 0
-	})
-	return out, t.version
+	st := t.cur.Load()
+	out := slices.Collect(maps.Values(st.Topics))
+	slices.SortFunc(out, func(a, b Config) int { return strings.Compare(a.TopicName, b.TopicName) })
+	return out, st.Version
 }
 
 // Version returns the data version.
-func (t *Table) Version() DataVersion {
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	return t.version
+func (t *Table) Version() DataVersion { return t.cur.Load().Version }
+
+// normalize validates c and fills in its defaults.
+func normalize(c Config) (Config, error) {
+	if err := ValidateName(c.TopicName); err != nil {
+		return Config{}, err
+	}
+	if c.TopicFilterType == "" {
+		c.TopicFilterType = "SINGLE_TAG"
+	}
+	return c, nil
 }
 
-// persistLocked bumps the data version and saves the table.
-// REQUIRES: mu held for writing.
-func (t *Table) persistLocked() error {
-	t.version = DataVersion{Timestamp: time.Now().UnixMilli(), Counter: t.version.Counter + 1}
-	if err := statefile.Save(t.path, state{Topics: t.topics, Version: t.version}); err != nil {
-		return fmt.Errorf("topic: %w", err)
+// update applies change to a copy of the topics and, if it reports a
+// change, saves the copy under the next data version and publishes it.
+// It reports whether it published.
+func (t *Table) update(change func(map[string]Config) bool) (bool, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	cur := t.cur.Load()
+	next := &state{Topics: maps.Clone(cur.Topics)}
+	if !change(next.Topics) {
+		return false, nil
 	}
-	return nil
+	// NB: the counter moves one step per change; the timestamp never goes
+	// back, even if the wall clock does.
+	next.Version = DataVersion{Timestamp: max(time.Now().UnixMilli(), cur.Version.Timestamp), Counter: cur.Version.Counter + 1}
+	if err := t.save(t.path, next); err != nil {
+		return false, fmt.Errorf("topic: %w", err)
+	}
+	t.cur.Store(next)
+	return true, nil
 }

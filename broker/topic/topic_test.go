@@ -1,11 +1,18 @@
 package topic
 
 import (
+	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/sluicemq/sluice/internal/statefile"
 )
 
 func TestValidateName(t *testing.T) {
@@ -47,4 +54,157 @@ func TestTable_PersistAndVersion(t *testing.T) {
 	require.True(t, deleted)
 	all, _ := tb2.All()
 	require.Empty(t, all)
+}
+
+// blockingSave is a save seam that reports each call on entered and waits
+// for release before it saves.
+type blockingSave struct {
+	entered chan struct{}
+	release chan struct{}
+}
+
+func newBlockingSave() *blockingSave {
+	return &blockingSave{entered: make(chan struct{}, 16), release: make(chan struct{})}
+}
+
+func (b *blockingSave) save(path string, v any) error {
+	b.entered <- struct{}{}
+	<-b.release
+	return statefile.Save(path, v)
+}
+
+func TestTable_ReadersDoNotWaitForSave(t *testing.T) {
+	tb, err := Open(filepath.Join(t.TempDir(), "topics"))
+	require.NoError(t, err)
+	_, err = tb.Put(Config{TopicName: "orders", ReadQueueNums: 4, WriteQueueNums: 4, Perm: 6})
+	require.NoError(t, err)
+	bs := newBlockingSave()
+	tb.save = bs.save
+	putDone := make(chan error, 1)
+	go func() {
+		_, err := tb.Put(Config{TopicName: "payments", ReadQueueNums: 2, WriteQueueNums: 2, Perm: 6})
+		putDone <- err
+	}()
+	<-bs.entered // the writer is inside its save (two fsyncs on a real disk)
+
+	// What readers see while the save is in progress.
+	type seen struct {
+		orders, payments bool
+		all              int
+		created          bool
+		err              error
+	}
+	read := make(chan seen, 1)
+	go func() {
+		var s seen
+		_, s.orders = tb.Get("orders")
+		_, s.payments = tb.Get("payments")
+		all, _ := tb.All()
+		s.all = len(all)
+		_ = tb.Version()
+		// NB: an existing topic is found without the writers' lock.
+		_, s.created, s.err = tb.PutIfAbsent(Config{TopicName: "orders", ReadQueueNums: 1})
+		read <- s
+	}()
+	var s seen
+	select {
+	case s = <-read:
+	case <-time.After(10 * time.Second): // NB: a watchdog for the failure, not a wait for success
+		close(bs.release)
+		<-read
+		<-putDone
+		t.Fatal("readers waited for a save in progress")
+	}
+	close(bs.release)
+	require.NoError(t, <-putDone)
+	require.Equal(t, seen{orders: true, payments: false, all: 1}, s,
+		"readers see the table as saved, not the change being saved")
+	_, ok := tb.Get("payments")
+	require.True(t, ok, "published once saved")
+}
+
+func TestTable_FailedSaveChangesNothing(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "topics")
+	tb, err := Open(path)
+	require.NoError(t, err)
+	orders := Config{TopicName: "orders", ReadQueueNums: 4, WriteQueueNums: 4, Perm: 6}
+	_, err = tb.Put(orders)
+	require.NoError(t, err)
+	all0, v0 := tb.All()
+	errDisk := errors.New("injected: no space left on device")
+	tb.save = func(string, any) error { return errDisk }
+
+	_, err = tb.Put(Config{TopicName: "payments", ReadQueueNums: 1, WriteQueueNums: 1, Perm: 6})
+	require.ErrorIs(t, err, errDisk)
+	_, _, err = tb.PutIfAbsent(Config{TopicName: "refunds", ReadQueueNums: 1, WriteQueueNums: 1, Perm: 6})
+	require.ErrorIs(t, err, errDisk)
+	changed := orders
+	changed.Perm = 4
+	_, err = tb.Put(changed)
+	require.ErrorIs(t, err, errDisk)
+	_, err = tb.Delete("orders")
+	require.ErrorIs(t, err, errDisk)
+
+	all, v := tb.All()
+	require.Equal(t, all0, all, "memory as before the failed saves")
+	require.Equal(t, v0, v, "no new version for changes not saved")
+	for _, name := range []string{"payments", "refunds"} {
+		_, ok := tb.Get(name)
+		require.False(t, ok, name)
+	}
+	c, ok := tb.Get("orders")
+	require.True(t, ok)
+	require.Equal(t, int32(6), c.Perm)
+
+	tb.save = statefile.Save // the disk is back
+	_, err = tb.Put(Config{TopicName: "payments", ReadQueueNums: 1, WriteQueueNums: 1, Perm: 6})
+	require.NoError(t, err)
+	reopened, err := Open(path)
+	require.NoError(t, err)
+	all, v = reopened.All()
+	require.Equal(t, []string{"orders", "payments"}, names(all), "the file has the saved changes only")
+	require.Equal(t, v0.Counter+1, v.Counter)
+}
+
+func TestTable_ConcurrentWritersAllLand(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "topics")
+	tb, err := Open(path)
+	require.NoError(t, err)
+	v0 := tb.Version()
+	const n = 16
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := tb.Put(Config{TopicName: fmt.Sprintf("t%02d", i), ReadQueueNums: 1, WriteQueueNums: 1, Perm: 6})
+			assert.NoError(t, err)
+			_, _, err = tb.PutIfAbsent(Config{TopicName: fmt.Sprintf("a%02d", i%4), ReadQueueNums: 1, WriteQueueNums: 1, Perm: 6})
+			assert.NoError(t, err)
+		}()
+	}
+	var last DataVersion
+	for range 200 { // versions seen by a reader meanwhile never go back
+		v := tb.Version()
+		require.GreaterOrEqual(t, v.Counter, last.Counter)
+		require.GreaterOrEqual(t, v.Timestamp, last.Timestamp)
+		last = v
+	}
+	wg.Wait()
+	all, v := tb.All()
+	require.Len(t, all, n+4)
+	require.Equal(t, v0.Counter+n+4, v.Counter, "one version per change")
+	reopened, err := Open(path)
+	require.NoError(t, err)
+	all2, v2 := reopened.All()
+	require.Equal(t, all, all2, "every change is in the file")
+	require.Equal(t, v, v2)
+}
+
+func names(cs []Config) []string {
+	out := make([]string, len(cs))
+	for i, c := range cs {
+		out[i] = c.TopicName
+	}
+	return out
 }
