@@ -8,7 +8,9 @@ import (
 
 // File is the log's seam to the file system: the operations a segment needs.
 // The default is backed by *os.File; tests inject faults (write and fsync
-// errors, ENOSPC) through Options.OpenFile.
+// errors, ENOSPC) through Options.OpenFile. consumequeue.File and
+// keyindex.File are this interface without Preallocate, so one opener
+// serves all three.
 type File interface {
 	ReadAt(p []byte, off int64) (int, error)
 	WriteAt(p []byte, off int64) (int, error)
@@ -20,6 +22,8 @@ type File interface {
 	// system cannot do it.
 	Preallocate(size int64) error
 	Close() error
+	Name() string
+	Stat() (os.FileInfo, error)
 }
 
 // OpenFileFunc opens or creates a segment file.

@@ -72,6 +72,10 @@
 // Write and fsync errors are sticky per queue: every later Put and Sync of
 // that queue returns the first error.
 //
+// Every file, and every directory fsync, goes through Options.OpenFile (the
+// File seam, shared with the commitlog and the key index), so tests inject
+// write and fsync faults and simulate power loss.
+//
 // # File descriptors
 //
 // OpenStore reads and closes files; nothing stays open. The writer keeps the

@@ -86,7 +86,7 @@ func (q *Queue) truncateAfterPos(pos int64) error {
 	q.bmu.Unlock()
 	q.s.opts.Logger.Warn("consumequeue: truncated entries past the commitlog end",
 		"topic", q.topic, "queue_id", q.id, "pos", pos, "next", next, "new_next", j)
-	return q.fail0(syncDir(q.dir))
+	return q.fail0(syncDir(q.s.opts.OpenFile, q.dir))
 }
 
 // truncateFile cuts a file to keep entries and fsyncs it.
@@ -95,7 +95,7 @@ func (q *Queue) truncateFile(seg *segment, keep int64) error {
 	f := seg.w
 	if f == nil {
 		var err error
-		if f, err = os.OpenFile(q.segPath(seg.base), os.O_RDWR, 0); err != nil {
+		if f, err = q.s.opts.OpenFile(q.segPath(seg.base), os.O_RDWR, 0); err != nil {
 			return q.fail(fmt.Errorf("consumequeue: %w", err))
 		}
 		defer f.Close()
@@ -170,7 +170,7 @@ func (q *Queue) deleteBelowPos(minPos int64) (int, error) {
 		q.mu.Unlock()
 	}
 	if removed > 0 {
-		return removed, q.fail0(syncDir(q.dir))
+		return removed, q.fail0(syncDir(q.s.opts.OpenFile, q.dir))
 	}
 	return 0, nil
 }
@@ -238,7 +238,7 @@ func (q *Queue) sync(closeIdle, fsync bool, parents map[string]bool) error {
 		}
 	}
 	if syncOwn && fsync {
-		if e := syncDir(q.dir); e != nil && err == nil {
+		if e := syncDir(q.s.opts.OpenFile, q.dir); e != nil && err == nil {
 			err = e
 		}
 	}
@@ -281,8 +281,8 @@ func (q *Queue) closeIdleReaders() {
 	defer q.mu.Unlock()
 	for _, seg := range idle {
 		if !seg.used.Load() { // not picked up again meanwhile
-			if f := seg.r.Swap(nil); f != nil {
-				_ = f.Close()
+			if r := seg.r.Swap(nil); r != nil {
+				_ = r.Close()
 			}
 		}
 	}
@@ -294,21 +294,7 @@ func (seg *segment) closeHandles() {
 		_ = seg.w.Close()
 		seg.w = nil
 	}
-	if f := seg.r.Swap(nil); f != nil {
-		_ = f.Close()
+	if r := seg.r.Swap(nil); r != nil {
+		_ = r.Close()
 	}
-}
-
-// syncDir fsyncs a directory so that file creations and removals in it are
-// durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("consumequeue: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("consumequeue: fsync %s: %w", dir, err)
-	}
-	return nil
 }

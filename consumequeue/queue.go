@@ -38,14 +38,14 @@ type Queue struct {
 
 	wmu sync.Mutex
 	// Guarded by wmu.
-	werr      error      // sticky write or fsync error
-	dirty     bool       // active file has unsynced writes
-	idle      int        // consecutive Syncs with nothing to sync
-	pending   []*os.File // sealed files not yet fsynced; Sync fsyncs and closes them
-	dirMade   bool       // the queue directory exists
-	syncDir   bool       // a file was created or removed: fsync dir
-	syncPaths bool       // dir was created: fsync topic dir and root too
-	blankEnd  int64      // end of a RocketMQ blank prefix in the first file, 0 if none
+	werr      error  // sticky write or fsync error
+	dirty     bool   // active file has unsynced writes
+	idle      int    // consecutive Syncs with nothing to sync
+	pending   []File // sealed files not yet fsynced; Sync fsyncs and closes them
+	dirMade   bool   // the queue directory exists
+	syncDir   bool   // a file was created or removed: fsync dir
+	syncPaths bool   // dir was created: fsync topic dir and root too
+	blankEnd  int64  // end of a RocketMQ blank prefix in the first file, 0 if none
 
 	mu sync.RWMutex
 	// Guarded by mu (shared: read; exclusive + wmu: write).
@@ -63,16 +63,19 @@ type Queue struct {
 
 // segment is one file of a queue.
 type segment struct {
-	base int64    // queue offset of the file's first entry
-	w    *os.File // writer's handle, active file only; nil if closed (wmu + mu)
+	base int64 // queue offset of the file's first entry
+	w    File  // writer's handle, active file only; nil if closed (wmu + mu)
 
 	// r is a read-only handle cached by readers of a file without w. It is
 	// installed under mu held shared (CAS) and closed under mu held
 	// exclusively: by Sync when no reader used it since the previous Sync
 	// (used), or when the file is removed or the store closed.
-	r    atomic.Pointer[os.File]
+	r    atomic.Pointer[readFile]
 	used atomic.Bool
 }
+
+// readFile boxes a cached read-only handle for atomic.Pointer.
+type readFile struct{ File }
 
 func newQueue(s *Store, topic string, id int32, dir string) *Queue {
 	return &Queue{s: s, topic: topic, id: id, dir: dir}
@@ -214,7 +217,7 @@ func (q *Queue) prepareLocked(index int64) error {
 		q.mu.Unlock()
 	case q.segs[n-1].w == nil:
 		path := q.segPath(q.segs[n-1].base)
-		f, err := os.OpenFile(path, os.O_RDWR, 0)
+		f, err := q.s.opts.OpenFile(path, os.O_RDWR, 0)
 		if err != nil {
 			return q.fail(fmt.Errorf("consumequeue: open %s: %w", path, err))
 		}
@@ -226,9 +229,9 @@ func (q *Queue) prepareLocked(index int64) error {
 }
 
 // createFile creates the file whose first entry is base. REQUIRES: wmu held.
-func (q *Queue) createFile(base int64) (*os.File, error) {
+func (q *Queue) createFile(base int64) (File, error) {
 	path := q.segPath(base)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := q.s.opts.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return nil, q.fail(fmt.Errorf("consumequeue: create %s: %w", path, err))
 	}
@@ -381,20 +384,20 @@ func (q *Queue) readFile(seg *segment, from int64, dst []Entry) error {
 
 // readHandle returns seg's cached read-only handle, opening it if needed.
 // REQUIRES: mu held (shared or exclusive) or wmu held.
-func (q *Queue) readHandle(seg *segment) (*os.File, error) {
+func (q *Queue) readHandle(seg *segment) (File, error) {
 	if !seg.used.Load() {
 		seg.used.Store(true)
 	}
-	if f := seg.r.Load(); f != nil {
-		return f, nil
+	if r := seg.r.Load(); r != nil {
+		return r.File, nil
 	}
-	f, err := os.Open(q.segPath(seg.base))
+	f, err := q.s.opts.OpenFile(q.segPath(seg.base), os.O_RDONLY, 0)
 	if err != nil {
 		return nil, fmt.Errorf("consumequeue: %w", err)
 	}
-	if !seg.r.CompareAndSwap(nil, f) {
+	if !seg.r.CompareAndSwap(nil, &readFile{f}) {
 		_ = f.Close() // another reader won; use its handle
-		return seg.r.Load(), nil
+		return seg.r.Load().File, nil
 	}
 	return f, nil
 }

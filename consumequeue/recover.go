@@ -131,7 +131,7 @@ func (r *recoverer) recoverQueue(q *Queue) error {
 // index of the first invalid one (or the file's end) and the end of the
 // last valid one.
 func (r *recoverer) scan(q *Queue, df diskFile, prevEnd int64) (stop, lastEnd int64, err error) {
-	f, err := os.Open(q.segPath(df.base))
+	f, err := r.s.opts.OpenFile(q.segPath(df.base), os.O_RDONLY, 0)
 	if err != nil {
 		return 0, 0, fmt.Errorf("consumequeue: %w", err)
 	}
@@ -170,7 +170,7 @@ func (r *recoverer) blankPrefix(q *Queue, df diskFile) (int64, error) {
 	if e, err := r.readOne(q, df.base, 0); err != nil || e != blankEntry {
 		return df.base, err // the common case: no blank prefix
 	}
-	f, err := os.Open(q.segPath(df.base))
+	f, err := r.s.opts.OpenFile(q.segPath(df.base), os.O_RDONLY, 0)
 	if err != nil {
 		return 0, fmt.Errorf("consumequeue: %w", err)
 	}
@@ -193,7 +193,7 @@ func (r *recoverer) blankPrefix(q *Queue, df diskFile) (int64, error) {
 
 // readOne reads entry number i of the file starting at base.
 func (r *recoverer) readOne(q *Queue, base, i int64) (Entry, error) {
-	f, err := os.Open(q.segPath(base))
+	f, err := r.s.opts.OpenFile(q.segPath(base), os.O_RDONLY, 0)
 	if err != nil {
 		return Entry{}, fmt.Errorf("consumequeue: %w", err)
 	}
@@ -232,18 +232,18 @@ func (r *recoverer) cut(q *Queue, files []diskFile, last int, end int64) error {
 		}
 		log.Warn("consumequeue: truncating torn or invalid tail",
 			"topic", q.topic, "queue_id", q.id, "file", path, "size", f.size, "new_size", want)
-		if err := truncatePath(path, want); err != nil {
+		if err := truncatePath(r.s.opts.OpenFile, path, want); err != nil {
 			return err
 		}
 	}
 	if removed {
-		return syncDir(q.dir)
+		return syncDir(r.s.opts.OpenFile, q.dir)
 	}
 	return nil
 }
 
-func truncatePath(path string, size int64) error {
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
+func truncatePath(open OpenFileFunc, path string, size int64) error {
+	f, err := open(path, os.O_RDWR, 0)
 	if err != nil {
 		return fmt.Errorf("consumequeue: %w", err)
 	}

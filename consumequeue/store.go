@@ -13,8 +13,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-
-	"golang.org/x/sys/unix"
 )
 
 // DefaultWriteBufferEntries is the default per-queue write buffer: 32
@@ -33,6 +31,9 @@ type Options struct {
 	// Logger receives recovery repairs (truncated tails, removed files);
 	// nil discards them.
 	Logger *slog.Logger
+	// OpenFile opens every queue file, and directories to fsync them; nil
+	// means OSOpenFile. Tests inject faults and power loss through it.
+	OpenFile OpenFileFunc
 }
 
 func (o Options) withDefaults() Options {
@@ -44,6 +45,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.OpenFile == nil {
+		o.OpenFile = OSOpenFile
 	}
 	return o
 }
@@ -260,7 +264,7 @@ func (s *Store) syncLocked(closeIdle bool) error {
 		for _, q := range qs {
 			errs = append(errs, q.sync(closeIdle, false, map[string]bool{}))
 		}
-		errs = append(errs, syncFS(s.dir))
+		errs = append(errs, syncFS(s.opts.OpenFile, s.dir))
 		return errors.Join(errs...)
 	}
 	workers := min(syncWorkers, len(qs))
@@ -286,7 +290,7 @@ func (s *Store) syncLocked(closeIdle bool) error {
 	}
 	var derrs []error
 	for _, d := range slices.SortedFunc(maps.Keys(dirs), func(a, b string) int { return cmp.Compare(len(b), len(a)) }) {
-		derrs = append(derrs, syncDir(d))
+		derrs = append(derrs, syncDir(s.opts.OpenFile, d))
 	}
 	errs[workers] = errors.Join(derrs...)
 	return errors.Join(errs...)
@@ -305,18 +309,4 @@ func (s *Store) Close() error {
 		q.close()
 	}
 	return err
-}
-
-// syncFS makes every file of the file system holding dir durable, directory
-// entries included.
-func syncFS(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("consumequeue: syncfs: %w", err)
-	}
-	defer f.Close()
-	if err := unix.Syncfs(int(f.Fd())); err != nil {
-		return fmt.Errorf("consumequeue: syncfs %s: %w", dir, err)
-	}
-	return nil
 }

@@ -45,7 +45,9 @@ type Options struct {
 	// ConsumeQueue sets the consume queue geometry; EntriesPerFile defaults
 	// to conf's consume_queue_entries.
 	ConsumeQueue consumequeue.Options
-	// OpenFile and DiskUsage are test seams for the commitlog.
+	// OpenFile opens every file of the store: commitlog segments, consume
+	// queues and the key index (unless ConsumeQueue.OpenFile or
+	// KeyIndex.OpenFile is set). DiskUsage is the commitlog's. Test seams.
 	OpenFile  commitlog.OpenFileFunc
 	DiskUsage func(dir string) (float64, error)
 	// OnSync observes commitlog fsyncs (metrics).
@@ -115,6 +117,7 @@ func Open(cfg conf.Store, opts Options) (*Store, error) {
 	if opts.ConsumeQueue.Logger == nil {
 		opts.ConsumeQueue.Logger = opts.Logger
 	}
+	opts.shareOpenFile()
 	s := &Store{
 		cfg: cfg, opts: opts, logger: opts.Logger, dir: cfg.Dir,
 		queueNext: map[string]map[int32]int64{},

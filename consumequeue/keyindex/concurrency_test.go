@@ -75,7 +75,7 @@ func TestIndex_SyncLeavesPutsAlone(t *testing.T) {
 	x := openIdx(t, t.TempDir(), 7, 4) // 3 entries per file
 	require.NoError(t, x.Put("k0", 0, t0))
 	entered, release := make(chan struct{}), make(chan struct{})
-	x.syncFile = func(f *os.File) error {
+	x.syncFile = func(f File) error {
 		close(entered)
 		<-release
 		return f.Sync()
@@ -116,7 +116,7 @@ func TestIndex_SyncErrorIsSticky(t *testing.T) {
 	x := openIdx(t, t.TempDir(), 7, 4)
 	require.NoError(t, x.Put("k0", 0, t0))
 	eio := &os.PathError{Op: "fsync", Path: "index", Err: syscall.EIO}
-	x.syncFile = func(*os.File) error { return eio }
+	x.syncFile = func(File) error { return eio }
 	require.ErrorIs(t, x.Sync(), syscall.EIO)
 	require.ErrorIs(t, x.Put("k1", 100, t0), syscall.EIO, "sticky")
 	require.ErrorIs(t, x.Close(), syscall.EIO)
@@ -125,7 +125,7 @@ func TestIndex_SyncErrorIsSticky(t *testing.T) {
 	// failure, not the closed handle.
 	x = openIdx(t, t.TempDir(), 7, 4)
 	require.NoError(t, x.Put("k0", 0, t0))
-	x.syncFile = func(*os.File) error {
+	x.syncFile = func(File) error {
 		x.mu.Lock()
 		x.werr = eio // as a failed fsync in Close would
 		x.closeFiles()

@@ -62,6 +62,9 @@
 // does not block their re-indexing.
 //
 // Write and fsync errors are sticky: later Puts and Syncs return the first.
+// Every file, and every directory fsync, goes through Options.OpenFile (the
+// File seam shared with the commitlog and the consume queues), so tests
+// inject write and fsync faults and simulate power loss.
 //
 // # Concurrency
 //

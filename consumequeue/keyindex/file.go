@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"os"
 )
 
 // On-disk layout (big-endian), spec §7.4.
@@ -99,7 +98,7 @@ type indexFile struct {
 	header
 
 	// Active file only.
-	f       *os.File
+	f       File
 	slotTab []int32 // newest entry number per slot
 	buf     []byte  // encoded entries [flushed, count) not yet written
 	flushed int32
@@ -110,7 +109,7 @@ func (x *indexFile) entriesStart() int64 { return headerSize + int64(x.slots)*sl
 func (x *indexFile) entryOff(k int32) int64 { return x.entriesStart() + int64(k)*entrySize }
 
 // readEntry reads entry k of an open file (buffered entries included).
-func (x *indexFile) readEntry(f *os.File, k int32) (entry, error) {
+func (x *indexFile) readEntry(f File, k int32) (entry, error) {
 	if x.buf != nil && k >= x.flushed {
 		o := int(k-x.flushed) * entrySize
 		return decodeEntry(x.buf[o : o+entrySize]), nil
@@ -123,7 +122,7 @@ func (x *indexFile) readEntry(f *os.File, k int32) (entry, error) {
 }
 
 // slot returns the head of the chain for hash.
-func (x *indexFile) slot(f *os.File, hash int32) (int32, error) {
+func (x *indexFile) slot(f File, hash int32) (int32, error) {
 	s := hash % x.slots
 	if x.slotTab != nil {
 		return x.slotTab[s], nil
@@ -140,7 +139,7 @@ func (x *indexFile) slot(f *os.File, hash int32) (int32, error) {
 // results. A chain that points forward or out of range, or an entry of
 // another slot or outside the file's position range, is corrupt and ends
 // the walk instead of looping or misreporting.
-func (x *indexFile) query(f *os.File, hash int32, begin, end int64, max int, out []int64) ([]int64, error) {
+func (x *indexFile) query(f File, hash int32, begin, end int64, max int, out []int64) ([]int64, error) {
 	k, err := x.slot(f, hash)
 	if err != nil {
 		return out, err

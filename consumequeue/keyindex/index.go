@@ -33,6 +33,9 @@ type Options struct {
 	EntriesPerFile int32
 	// Logger receives recovery repairs; nil discards them.
 	Logger *slog.Logger
+	// OpenFile opens every index file, and the directory to fsync it; nil
+	// means OSOpenFile. Tests inject faults and power loss through it.
+	OpenFile OpenFileFunc
 }
 
 func (o Options) withDefaults() Options {
@@ -44,6 +47,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.OpenFile == nil {
+		o.OpenFile = OSOpenFile
 	}
 	return o
 }
@@ -64,7 +70,7 @@ type Index struct {
 	werr    error   // sticky write or fsync error
 	closed  bool
 
-	syncFile func(*os.File) error // (*os.File).Sync; tests slow it down
+	syncFile func(File) error // File.Sync; tests slow it down
 
 	// fsyncMu serializes the fsyncs of the active file: Sync's, which runs
 	// without mu, and the others, which hold mu (mu comes first). They
@@ -77,7 +83,7 @@ type Index struct {
 
 // Open opens or creates the index in dir and recovers it.
 func Open(dir string, opts Options) (*Index, error) {
-	x := &Index{dir: dir, opts: opts.withDefaults(), syncFile: (*os.File).Sync}
+	x := &Index{dir: dir, opts: opts.withDefaults(), syncFile: File.Sync}
 	x.maxPos.Store(-1)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("keyindex: %w", err)
@@ -142,7 +148,7 @@ func (x *Index) PutHash(h int32, pos, storeTimestamp int64) error {
 // REQUIRES: mu held.
 func (x *Index) create(pos, ts int64) (*indexFile, error) {
 	path := filepath.Join(x.dir, fmt.Sprintf("%020d", x.nextSeq))
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := x.opts.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return nil, x.fail(fmt.Errorf("keyindex: create: %w", err))
 	}
@@ -165,7 +171,7 @@ func (x *Index) create(pos, ts int64) (*indexFile, error) {
 	if err := a.f.Sync(); err != nil {
 		return nil, x.fail(fmt.Errorf("keyindex: fsync %s: %w", path, err))
 	}
-	if err := syncDir(x.dir); err != nil {
+	if err := syncDir(x.opts.OpenFile, x.dir); err != nil {
 		return nil, x.fail(err)
 	}
 	return a, nil
@@ -272,7 +278,7 @@ func (x *Index) Query(key string, begin, end int64, max int) ([]int64, error) {
 		if !s.overlaps(begin, end) {
 			continue
 		}
-		f, err := os.Open(s.path)
+		f, err := x.opts.OpenFile(s.path, os.O_RDONLY, 0)
 		if errors.Is(err, os.ErrNotExist) {
 			continue
 		}
@@ -391,18 +397,4 @@ func (x *Index) closeFiles() {
 		_ = a.f.Close()
 		a.f = nil
 	}
-}
-
-// syncDir fsyncs a directory so that file creations and removals in it are
-// durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("keyindex: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("keyindex: fsync %s: %w", dir, err)
-	}
-	return nil
 }

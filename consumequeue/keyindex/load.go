@@ -37,9 +37,9 @@ func (x *Index) load() error {
 		var f *indexFile
 		var reason string
 		if i < len(seqs)-1 {
-			f, reason, err = loadSealed(path, seq)
+			f, reason, err = x.loadSealed(path, seq)
 		} else {
-			f, reason, err = loadActive(path, seq)
+			f, reason, err = x.loadActive(path, seq)
 		}
 		if err != nil {
 			return err
@@ -58,7 +58,7 @@ func (x *Index) load() error {
 		}
 	}
 	if removed {
-		if err := syncDir(x.dir); err != nil {
+		if err := syncDir(x.opts.OpenFile, x.dir); err != nil {
 			return err
 		}
 	}
@@ -75,7 +75,7 @@ func (x *Index) load() error {
 
 // readHeader reads and sanity-checks a file's header; reason is non-empty
 // if the file is unusable.
-func readHeader(f *os.File) (h header, size int64, reason string, err error) {
+func readHeader(f File) (h header, size int64, reason string, err error) {
 	info, err := f.Stat()
 	if err != nil {
 		return h, 0, "", fmt.Errorf("keyindex: %w", err)
@@ -101,8 +101,8 @@ func readHeader(f *os.File) (h header, size int64, reason string, err error) {
 // loadSealed reads a sealed file's header. Its entries and slots were
 // fsynced before the next file was created, so they are trusted; the count
 // is only clamped to the entries the file really holds.
-func loadSealed(path string, seq int64) (*indexFile, string, error) {
-	f, err := os.Open(path)
+func (x *Index) loadSealed(path string, seq int64) (*indexFile, string, error) {
+	f, err := x.opts.OpenFile(path, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, "", fmt.Errorf("keyindex: %w", err)
 	}
@@ -111,13 +111,13 @@ func loadSealed(path string, seq int64) (*indexFile, string, error) {
 	if err != nil || reason != "" {
 		return nil, reason, err
 	}
-	x := &indexFile{seq: seq, path: path, header: h}
-	avail := (size - x.entriesStart()) / entrySize // includes unused entry 0
-	x.count = int32(min(int64(x.count), avail))
-	if x.count <= 1 || x.endPos < x.beginPos {
+	s := &indexFile{seq: seq, path: path, header: h}
+	avail := (size - s.entriesStart()) / entrySize // includes unused entry 0
+	s.count = int32(min(int64(s.count), avail))
+	if s.count <= 1 || s.endPos < s.beginPos {
 		return nil, "no entries", nil
 	}
-	return x, "", nil
+	return s, "", nil
 }
 
 // loadActive rebuilds the newest file from its entries: its header
@@ -127,19 +127,19 @@ func loadSealed(path string, seq int64) (*indexFile, string, error) {
 // and position, positions not decreasing, not all zero, and prevIndex equal
 // to the slot's head rebuilt so far. The first inconsistent entry ends the
 // file, which is truncated there. The file stays open as the active one.
-func loadActive(path string, seq int64) (*indexFile, string, error) {
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
+func (x *Index) loadActive(path string, seq int64) (*indexFile, string, error) {
+	f, err := x.opts.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		return nil, "", fmt.Errorf("keyindex: %w", err)
 	}
-	x, reason, err := rebuild(f, path, seq)
-	if x == nil {
+	a, reason, err := rebuild(f, path, seq)
+	if a == nil {
 		_ = f.Close() // read only so far, or truncated and fsynced
 	}
-	return x, reason, err
+	return a, reason, err
 }
 
-func rebuild(f *os.File, path string, seq int64) (*indexFile, string, error) {
+func rebuild(f File, path string, seq int64) (*indexFile, string, error) {
 	h, size, reason, err := readHeader(f)
 	if err != nil || reason != "" {
 		return nil, reason, err

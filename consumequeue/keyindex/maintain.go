@@ -48,7 +48,7 @@ func (x *Index) TruncateAfterPos(pos int64) error {
 			kept, err := x.truncateFile(a, pos)
 			if err != nil || kept {
 				if removed && err == nil {
-					err = x.fail0(syncDir(x.dir))
+					err = x.fail0(syncDir(x.opts.OpenFile, x.dir))
 				}
 				return err
 			}
@@ -68,7 +68,7 @@ func (x *Index) TruncateAfterPos(pos int64) error {
 		removed = true
 	}
 	if removed {
-		return x.fail0(syncDir(x.dir))
+		return x.fail0(syncDir(x.opts.OpenFile, x.dir))
 	}
 	return nil
 }
@@ -79,7 +79,7 @@ func (x *Index) TruncateAfterPos(pos int64) error {
 // REQUIRES: mu held; a is the newest file.
 func (x *Index) truncateFile(a *indexFile, pos int64) (kept bool, err error) {
 	if a != x.active {
-		na, _, err := loadActive(a.path, a.seq)
+		na, _, err := x.loadActive(a.path, a.seq)
 		if err != nil {
 			return false, x.fail(err)
 		}
@@ -136,7 +136,7 @@ func (x *Index) DeleteBelowPos(minPos int64) error {
 		removed = true
 	}
 	if removed {
-		return syncDir(x.dir)
+		return syncDir(x.opts.OpenFile, x.dir)
 	}
 	return nil
 }
