@@ -24,7 +24,7 @@
 //	| netpoll pollers        | netpoll (process-global)      | epoll                             | never               |
 //	| request handlers       | remoting.Server               | a request frame                   | handler returns     |
 //	| flushLoop              | commitlog.Log                 | waiter kick, interval             | Log.Close           |
-//	| retentionLoop          | commitlog.Log                 | interval                          | Log.Close           |
+//	| retentionLoop          | store.Store                   | retention_interval ticker         | Store.Close         |
 //	| dispatchLoop           | store.Store                   | append kick, fsync (sync mode)    | Store.Close, drained|
 //	| checkpointLoop         | store.Store                   | interval                          | Store.Close         |
 //	| expireLoop             | longpoll.Hold                 | earliest deadline                 | Hold.Close          |

@@ -74,7 +74,7 @@ type Options struct {
 	// DiskFullRetry is how long after an ENOSPC failure appends stay refused
 	// before one is tried again. Default 1s.
 	DiskFullRetry time.Duration
-	// Retention deletes old segments; see RetentionOptions.
+	// Retention decides what Retain deletes; see RetentionOptions.
 	Retention RetentionOptions
 	// OpenFile opens segment files. Default OSOpenFile.
 	OpenFile OpenFileFunc
@@ -191,8 +191,8 @@ type Log struct {
 }
 
 // Open opens the log in dir, creating the directory if needed, and recovers
-// its tail (see the package documentation). It starts the flusher, and the
-// retention loop when Options.Retention.Interval is set.
+// its tail (see the package documentation). It starts the flusher (and the
+// warmer with Options.WarmAhead); retention runs when the owner calls Retain.
 func Open(dir string, opts Options) (*Log, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
@@ -226,10 +226,6 @@ func Open(dir string, opts Options) (*Log, error) {
 		l.warm = newWarmer(l, opts.WarmAhead, l.Next())
 		l.wg.Add(1)
 		go l.warm.loop()
-	}
-	if opts.Retention.Interval > 0 {
-		l.wg.Add(1)
-		go l.retentionLoop()
 	}
 	return l, nil
 }

@@ -7,13 +7,10 @@ import (
 	"time"
 )
 
-// RetentionOptions decide when whole segments are deleted, oldest first. The
-// last segment is never deleted, nor any segment holding bytes at or above
-// Protect() (or Durable()).
+// RetentionOptions decide which whole segments Retain deletes, oldest
+// first. The commitlog runs no retention of its own: its owner (the broker's
+// store) calls Retain on its schedule and follows the new Min() itself.
 type RetentionOptions struct {
-	// Interval is the period of the retention loop; 0 runs no loop (Retain
-	// may still be called).
-	Interval time.Duration
 	// MaxAge deletes segments last written longer ago than this; 0 keeps
 	// them forever.
 	MaxAge time.Duration
@@ -26,11 +23,6 @@ type RetentionOptions struct {
 	// DiskUsage returns the share of the disk holding dir that is in use.
 	// Default: statfs.
 	DiskUsage func(dir string) (float64, error)
-	// Protect returns the offset from which nothing may be deleted, e.g. the
-	// dispatcher's position. nil protects from Durable().
-	Protect func() Offset
-	// OnDelete is called after segments were deleted, with the new Min().
-	OnDelete func(min Offset)
 }
 
 func (r RetentionOptions) withDefaults() RetentionOptions {
@@ -64,8 +56,11 @@ type RetentionResult struct {
 
 // Retain runs one retention pass at time now: it updates the full-watermark
 // refusal, then deletes the oldest segments that are older than MaxAge or, while
-// disk use is above HighWatermark, regardless of age.
-func (l *Log) Retain(now time.Time) (RetentionResult, error) {
+// disk use is above HighWatermark, regardless of age. It never deletes the last
+// segment, nor one holding bytes at or above keep (say, what the caller has not
+// indexed yet) or Durable(). The caller learns the new Min() from Min(); the
+// result lists the segments deleted, also when it returns an error after some.
+func (l *Log) Retain(now time.Time, keep Offset) (RetentionResult, error) {
 	r := l.opts.Retention
 	res := RetentionResult{DiskUsage: -1}
 	measure := r.HighWatermark > 0 || r.FullWatermark > 0
@@ -76,12 +71,7 @@ func (l *Log) Retain(now time.Time) (RetentionResult, error) {
 		}
 		res.DiskUsage = u
 	}
-	protect := l.Durable()
-	if r.Protect != nil {
-		if p := r.Protect(); p < protect {
-			protect = p
-		}
-	}
+	protect := min(keep, l.Durable())
 	for {
 		l.segMu.RLock()
 		var oldest *segment
@@ -123,9 +113,6 @@ func (l *Log) Retain(now time.Time) (RetentionResult, error) {
 			l.opts.Logger.Info("commitlog: disk use back under the full watermark; appends resume", "disk_usage", res.DiskUsage)
 		}
 	}
-	if len(res.Deleted) > 0 && r.OnDelete != nil {
-		r.OnDelete(l.Min())
-	}
 	return res, nil
 }
 
@@ -146,21 +133,4 @@ func (l *Log) deleteOldest(seg *segment) error {
 		return fmt.Errorf("commitlog: delete segment %s: %w", seg.name(), err)
 	}
 	return syncDir(l.dir)
-}
-
-// retentionLoop runs Retain every Retention.Interval.
-func (l *Log) retentionLoop() {
-	defer l.wg.Done()
-	t := time.NewTicker(l.opts.Retention.Interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-l.quit:
-			return
-		case now := <-t.C:
-			if _, err := l.Retain(now); err != nil {
-				l.opts.Logger.Error("commitlog: retention", "err", err)
-			}
-		}
-	}
 }

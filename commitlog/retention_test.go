@@ -27,23 +27,18 @@ func setAge(t *testing.T, l *Log, base Offset, age time.Duration) {
 }
 
 func TestRetention_ByAge(t *testing.T) {
-	var deletedMin atomic.Int64
 	opts := testOptions(4096)
-	opts.Retention = RetentionOptions{
-		MaxAge:   time.Hour,
-		OnDelete: func(min Offset) { deletedMin.Store(int64(min)) },
-	}
+	opts.Retention = RetentionOptions{MaxAge: time.Hour}
 	l, ws := fiveSegments(t, opts)
 	defer l.Close()
 	setAge(t, l, 0, 2*time.Hour)
 	setAge(t, l, 4096, 2*time.Hour)
 	setAge(t, l, 8192, 30*time.Minute) // young: stops the pass
 	setAge(t, l, 12288, 2*time.Hour)
-	res, err := l.Retain(time.Now())
+	res, err := l.Retain(time.Now(), l.Next())
 	require.NoError(t, err)
 	require.Equal(t, []string{segmentName(0), segmentName(4096)}, res.Deleted)
 	require.Equal(t, Offset(8192), l.Min())
-	require.Equal(t, int64(8192), deletedMin.Load())
 	_, err = os.Stat(segmentPath(l.Dir(), 0))
 	require.ErrorIs(t, err, os.ErrNotExist)
 	_, err = l.ReadAt(make([]byte, 10), 100)
@@ -54,19 +49,15 @@ func TestRetention_ByAge(t *testing.T) {
 func TestRetention_NeverDeletesLastOrUndurable(t *testing.T) {
 	opts := testOptions(4096)
 	opts.Retention = RetentionOptions{MaxAge: time.Hour}
-	var protect atomic.Int64
-	protect.Store(4096)
-	opts.Retention.Protect = func() Offset { return Offset(protect.Load()) }
 	l, _ := fiveSegments(t, opts)
 	defer l.Close()
 	for _, b := range []Offset{0, 4096, 8192, 12288, 16384} {
 		setAge(t, l, b, 2*time.Hour)
 	}
-	res, err := l.Retain(time.Now())
+	res, err := l.Retain(time.Now(), 4096)
 	require.NoError(t, err)
-	require.Equal(t, []string{segmentName(0)}, res.Deleted, "protected from 4096")
-	protect.Store(1 << 40)
-	res, err = l.Retain(time.Now())
+	require.Equal(t, []string{segmentName(0)}, res.Deleted, "kept from 4096")
+	res, err = l.Retain(time.Now(), 1<<40)
 	require.NoError(t, err)
 	require.Len(t, res.Deleted, 3, "the last segment stays")
 	require.Equal(t, Offset(16384), l.Min())
@@ -97,19 +88,10 @@ func TestRetention_HighWatermarkDeletesEarly(t *testing.T) {
 	l, ws := fiveSegments(t, opts)
 	defer l.Close()
 	dir.Store(l.Dir())
-	res, err := l.Retain(time.Now())
+	res, err := l.Retain(time.Now(), l.Next())
 	require.NoError(t, err)
 	require.Equal(t, []string{segmentName(0), segmentName(4096)}, res.Deleted,
 		"young segments go, oldest first, until use is back under the high watermark")
 	require.InDelta(t, 0.75, res.DiskUsage, 1e-9)
 	requireRecords(t, l, ws[2:])
-}
-
-func TestRetention_Loop(t *testing.T) {
-	opts := testOptions(4096)
-	opts.Retention = RetentionOptions{Interval: 5 * time.Millisecond, MaxAge: time.Hour}
-	l, _ := fiveSegments(t, opts)
-	defer l.Close()
-	setAge(t, l, 0, 2*time.Hour)
-	require.Eventually(t, func() bool { return l.Min() == 4096 }, 5*time.Second, 5*time.Millisecond)
 }

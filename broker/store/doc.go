@@ -21,6 +21,18 @@
 // from Put (async mode) or on the commitlog's durability signal (sync mode);
 // it never sleep-polls.
 //
+// # Retention
+//
+// The store schedules retention; the commitlog only offers Retain and
+// calls nothing above it. Every retention_interval the store's retention
+// loop calls Log.Retain, which deletes the oldest segments that are
+// expired (file_reserved_time) or, above disk_high_watermark, regardless
+// of age, but never one holding records not yet dispatched, and updates
+// the disk_full_watermark refusal. The loop then deletes the consume queue
+// and key index files that only point below the log's new minimum and
+// raises the queues' minimums (also after a pass that failed part way).
+// Close stops the loop and waits for it before it closes the files.
+//
 // # Recovery (Open)
 //
 //  1. Take the directory lock.

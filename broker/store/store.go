@@ -137,6 +137,10 @@ func Open(cfg conf.Store, opts Options) (*Store, error) {
 		s.wg.Add(1)
 		go s.durableLoop()
 	}
+	if cfg.RetentionInterval > 0 {
+		s.wg.Add(1)
+		go s.retentionLoop()
+	}
 	return s, nil
 }
 
@@ -166,7 +170,7 @@ func (s *Store) open() error {
 		return fmt.Errorf("store: %w", err)
 	}
 	// Consume queue minimums are not stored: raise them to the log's.
-	s.onLogDelete(s.log.Min())
+	s.trimIndexes(s.log.Min())
 	cqFrom := s.loadCheckpoint(filepath.Join(s.dir, "consumequeue"))
 	s.indexFrom = s.loadCheckpoint(filepath.Join(s.dir, "index"))
 	from := min(cqFrom, s.indexFrom)
@@ -217,30 +221,14 @@ func (s *Store) logOptions() commitlog.Options {
 		NoPreallocate:     !c.Preallocate,
 		WarmAhead:         warmAhead,
 		Retention: commitlog.RetentionOptions{
-			Interval:      c.RetentionInterval,
 			MaxAge:        c.FileReservedTime,
 			HighWatermark: c.DiskHighWatermark,
 			FullWatermark: c.DiskFullWatermark,
 			DiskUsage:     s.opts.DiskUsage,
-			Protect:       func() commitlog.Offset { return commitlog.Offset(s.dispatched.Load()) },
-			OnDelete:      s.onLogDelete,
 		},
 		OpenFile: s.opts.OpenFile,
 		OnSync:   s.opts.OnSync,
 		Logger:   s.logger,
-	}
-}
-
-// onLogDelete follows commitlog retention: index files that only point below
-// the new minimum go too.
-func (s *Store) onLogDelete(min commitlog.Offset) {
-	if n, err := s.cq.DeleteBelowPos(int64(min)); err != nil {
-		s.logger.Error("store: delete consume queue files", "min", min, "err", err)
-	} else if n > 0 {
-		s.logger.Info("store: deleted consume queue files", "count", n, "min", min)
-	}
-	if err := s.index.DeleteBelowPos(int64(min)); err != nil {
-		s.logger.Error("store: delete key index files", "min", min, "err", err)
 	}
 }
 
