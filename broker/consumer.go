@@ -246,7 +246,7 @@ func (b *Broker) handleSendBack(ctx context.Context, w remoting.ResponseWriter, 
 	}
 	rec, err := b.store.ReadMessage(h.Offset)
 	if err != nil {
-		reply(w, req, protocol.SystemError, fmt.Sprintf("no message at offset %d to send back: %v", h.Offset, err))
+		reply(w, req, storeErrCode(err), fmt.Sprintf("no message at offset %d to send back: %v", h.Offset, err))
 		return
 	}
 	r, err := message.Decode(rec)
@@ -268,23 +268,17 @@ func (b *Broker) handleSendBack(ctx context.Context, w remoting.ResponseWriter, 
 		}
 		props, _ = message.SetProperty(props, message.PropOriginMessageID, origin)
 	}
-	maxRe := b.retryMaxTimes(h.Group)
-	if h.MaxReconsumeTimes != nil && *h.MaxReconsumeTimes >= 0 {
-		maxRe = *h.MaxReconsumeTimes
-	}
 	m := &message.Message{Topic: retryTopic, Flag: r.Flag, SysFlag: r.SysFlag &^ (message.FlagBornHostV6 | message.FlagStoreHostV6),
 		BornTimestamp: r.BornTimestamp, BornHost: r.BornHost, StoreHost: b.storeHost,
 		ReconsumeTimes: r.ReconsumeTimes + 1, Body: r.Body,
 		// NB: a committed transactional message is no longer one (spec 3.8).
 		Properties: message.DeleteProperty(message.DeleteProperty(props, message.PropDelay), message.PropTranMsg)}
-	if r.ReconsumeTimes >= maxRe || h.DelayLevel < 0 {
-		dlq := topic.DLQPrefix + h.Group
-		if _, err := b.ensureTopic(dlq, 1); err != nil {
-			reply(w, req, protocol.SystemError, "broker: create "+dlq+": "+err.Error())
-			return
-		}
-		m.Topic, m.QueueID = dlq, 0
-	} else {
+	dead, err := b.deadLetter(m, h.Group, r.ReconsumeTimes, h.MaxReconsumeTimes, h.DelayLevel < 0)
+	if err != nil {
+		reply(w, req, protocol.SystemError, err.Error())
+		return
+	}
+	if !dead {
 		level := int(h.DelayLevel)
 		if level == 0 {
 			level = 3 + int(r.ReconsumeTimes)
@@ -294,12 +288,7 @@ func (b *Broker) handleSendBack(ctx context.Context, w remoting.ResponseWriter, 
 			return
 		}
 	}
-	res := b.store.Put(ctx, m)
-	if res.Status != 0 {
-		reply(w, req, protocol.SystemError, res.Status.String()+": "+res.Remark)
-		return
-	}
-	reply(w, req, protocol.Success, "")
+	replyPut(w, req, b.store.Put(ctx, m))
 }
 
 // handleEndTransaction serves END_TRANSACTION (37): a commit stores the half
@@ -323,7 +312,7 @@ func (b *Broker) handleEndTransaction(ctx context.Context, w remoting.ResponseWr
 	}
 	rec, err := b.store.ReadMessage(h.CommitLogOffset)
 	if err != nil {
-		reply(w, req, protocol.SystemError, fmt.Sprintf("no half message at offset %d: %v", h.CommitLogOffset, err))
+		reply(w, req, storeErrCode(err), fmt.Sprintf("no half message at offset %d: %v", h.CommitLogOffset, err))
 		return
 	}
 	r, err := message.Decode(rec)
@@ -360,14 +349,37 @@ func (b *Broker) handleEndTransaction(ctx context.Context, w remoting.ResponseWr
 		BornTimestamp: r.BornTimestamp, BornHost: r.BornHost, StoreHost: b.storeHost,
 		ReconsumeTimes: r.ReconsumeTimes, Body: r.Body, Properties: props}
 	res := b.store.Put(ctx, m)
-	if res.Status != 0 {
-		reply(w, req, protocol.SystemError, res.Status.String()+": "+res.Remark)
+	if !res.Stored() {
+		replyPut(w, req, res)
 		return
 	}
 	if err := b.tx.markDone(ctx, r.QueueOffset); err != nil {
 		b.logger.Error("broker: record commit", "half_offset", r.QueueOffset, "err", err)
 	}
 	reply(w, req, protocol.Success, "")
+}
+
+// deadLetter moves m to its group's dead-letter topic (%DLQ%<group>,
+// queue 0) and reports true when the message was already consumed and
+// failed reconsumed times, the group's maximum (or the request's own
+// maximum, when it gives one) or more, or when force is set (a send-back
+// with a negative delay level). The one place the DLQ rule lives, for
+// sends to a retry topic and for send-backs (spec 3.1 step 4, 3.8).
+func (b *Broker) deadLetter(m *message.Message, grp string, reconsumed int32, maxOverride *int32, force bool) (bool, error) {
+	maxRe := b.retryMaxTimes(grp)
+	if maxOverride != nil && *maxOverride >= 0 {
+		maxRe = *maxOverride
+	}
+	if !force && reconsumed < maxRe {
+		return false, nil
+	}
+	dlq := topic.DLQPrefix + grp
+	if _, err := b.ensureTopic(dlq, 1); err != nil {
+		return false, fmt.Errorf("broker: cannot create %s: %w", dlq, err)
+	}
+	m.Topic, m.QueueID = dlq, 0
+	m.Properties = message.DeleteProperty(m.Properties, message.PropDelay)
+	return true, nil
 }
 
 // retryMaxTimes is a group's configured retryMaxTimes (16 by default).

@@ -224,46 +224,26 @@ func TestBroker_ConsumerMembership(t *testing.T) {
 	require.True(t, ok, "the heartbeat created the retry topic")
 }
 
-// gatedFile blocks fsyncs while closed, to hold sends inside the store.
-type gatedFile struct {
-	commitlog.File
-	mu   *sync.Mutex
-	open *chan struct{}
-}
-
-func (f gatedFile) Sync() error {
-	f.mu.Lock()
-	ch := *f.open
-	f.mu.Unlock()
-	<-ch
-	return f.File.Sync()
-}
-
 // TestBroker_Busy: sends beyond send_queue_size waiting for the store are
 // answered SYSTEM_BUSY with a remark, and counted.
 func TestBroker_Busy(t *testing.T) {
-	var mu sync.Mutex
-	open := make(chan struct{})
-	close(open)
+	g := newFsyncGate()
 	cfg := testConfig(t.TempDir())
 	cfg.Store.Flush = "sync"
 	cfg.Store.SendQueueSize = 2
 	opts := Options{}
 	opts.Store.OpenFile = func(path string, flag int, perm os.FileMode) (commitlog.File, error) {
 		f, err := commitlog.OSOpenFile(path, flag, perm)
-		return gatedFile{f, &mu, &open}, err
+		return gatedFile{f, g}, err
 	}
 	b := startBroker(t, cfg, opts)
 	c := newClient(t, remoting.SerializeJSON)
 	mustSend(t, c, b.Addr(), "t", 0, "warm", nil)
 	// NB: a handler releases its slot just after writing its reply.
 	require.Eventually(t, func() bool { return len(b.sendSem) == 0 }, 10*time.Second, time.Millisecond)
-	mu.Lock()
-	open = make(chan struct{})
-	gate := open
-	mu.Unlock()
+	g.hold()
 	var gateOnce sync.Once
-	release := func() { gateOnce.Do(func() { close(gate) }) }
+	release := func() { gateOnce.Do(g.release) }
 	t.Cleanup(release) // never leave the flusher blocked
 	codes := make(chan int16, 3)
 	for range 2 {

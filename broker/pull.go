@@ -86,7 +86,7 @@ func (b *Broker) pull(w remoting.ResponseWriter, req *remoting.Command, h *proto
 	}
 	if err != nil {
 		b.logger.Error("broker: pull", "topic", h.Topic, "queue_id", h.QueueID, "offset", h.QueueOffset, "err", err)
-		reply(w, req, protocol.SystemError, "broker: read failed: "+err.Error())
+		reply(w, req, storeErrCode(err), "broker: read failed: "+err.Error())
 		return
 	}
 	code, next := pullCode(res, h.QueueOffset)
@@ -110,27 +110,6 @@ func (b *Broker) pull(w remoting.ResponseWriter, req *remoting.Command, h *proto
 var pullBufs = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return &b }}
 
 const maxPooledPull = 1 << 20
-
-// pullCode maps a store result to a pull response code and nextBeginOffset
-// (the table of spec 3.2).
-func pullCode(res store.GetResult, offset int64) (int16, int64) {
-	switch res.Status {
-	case store.GetFound:
-		return protocol.Success, res.NextOffset
-	case store.GetNoMatchedMessage, store.GetMessageWasRemoving:
-		return protocol.PullRetryImmediately, res.NextOffset
-	case store.GetOffsetOverflowOne:
-		return protocol.PullNotFound, offset
-	case store.GetNoMessageInQueue, store.GetNoMatchedLogicQueue:
-		if offset != 0 {
-			return protocol.PullOffsetMoved, 0
-		}
-		return protocol.PullNotFound, 0
-	case store.GetOffsetTooSmall, store.GetOffsetOverflowBadly:
-		return protocol.PullOffsetMoved, res.NextOffset
-	}
-	return protocol.SystemError, offset
-}
 
 // park holds a pull until a message arrives or its suspend time passes.
 func (b *Broker) park(w remoting.ResponseWriter, req *remoting.Command, h *protocol.PullMessageRequestHeader) {

@@ -150,7 +150,7 @@ func (s *scheduler) deliver(r *message.Record) bool {
 		}
 	}
 	res := b.store.Put(context.Background(), m)
-	if res.Status != store.PutOK && res.Status != store.PutFlushDiskTimeout {
+	if !res.Stored() {
 		b.logger.Warn("broker: deliver delayed message", "topic", realTopic, "status", res.Status, "remark", res.Remark)
 		return false
 	}

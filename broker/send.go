@@ -68,17 +68,21 @@ func (b *Broker) handleSend(ctx context.Context, w remoting.ResponseWriter, req 
 
 // trySendInline serves a send on the connection's reader when nothing in
 // it can block: an existing topic, no retry or transactional redirect
-// (they may create topics), the store's put lock free, and in async mode
-// no send waiting for the store. In sync mode the answer is written by the
-// store's notifier once the message is on disk. Under load this answers
-// many sends with one write and no goroutine per send; anything else goes
-// to handleSend.
+// (they may create topics). The send joins the reader's burst, stored with
+// one append once the reader has read all it had (in sync mode each is
+// answered by the store's notifier once on disk): under load, many sends
+// are answered with one write and no goroutine per send. It declines
+// anything else, which the server then runs on the connection's ordered
+// executor (remoting's dispatcher keeps a connection's sends in order).
 func (b *Broker) trySendInline(ctx context.Context, w remoting.ResponseWriter, req *remoting.Command) bool {
-	if (b.cfg.Store.SyncFlush() || len(b.sendSem) == 0) && b.send(ctx, w, req, true) {
+	if w.Conn() == nil {
+		return false
+	}
+	if b.send(ctx, w, req, true) {
 		return true
 	}
-	// NB: the request goes to a goroutine; the sends this connection sent
-	// before it are stored first, as they arrived.
+	// NB: the sends this connection sent before it are stored first, as
+	// they arrived.
 	b.storePendingBurst(w.Conn())
 	return false
 }
@@ -86,9 +90,6 @@ func (b *Broker) trySendInline(ctx context.Context, w remoting.ResponseWriter, r
 // storePendingBurst stores the sends gathered from c so far.
 // REQUIRES: on c's reader (an InlineHandler).
 func (b *Broker) storePendingBurst(c *remoting.Conn) {
-	if c == nil {
-		return
-	}
 	if v, ok := b.bursts.Load(c); ok {
 		b.storeBurst(v.(*sendBurst))
 	}
@@ -101,8 +102,11 @@ var monoEpoch = time.Now()
 // ns on this VM), for latency metrics.
 func monoNow() time.Duration { return time.Since(monoEpoch) }
 
-// send serves SEND_MESSAGE, V2 and batch. Inline, it returns false without
-// answering where it would have to block (see trySendInline).
+// send serves SEND_MESSAGE, V2 and batch. Every send is stored with
+// store.Submit before send returns, so a connection's sends are stored in
+// the order it serves them, and answered from the put's Done. Inline, it
+// returns false without answering where it would have to block (see
+// trySendInline).
 func (b *Broker) send(ctx context.Context, w remoting.ResponseWriter, req *remoting.Command, inline bool) bool {
 	start := monoNow()
 	h, err := decodeSendHeader(req)
@@ -110,20 +114,27 @@ func (b *Broker) send(ctx context.Context, w remoting.ResponseWriter, req *remot
 		reply(w, req, protocol.SystemError, "bad send header: "+err.Error())
 		return true
 	}
+	var cfg topic.Config
 	if inline {
-		if _, ok := b.topics.Get(h.Topic); !ok || strings.HasPrefix(h.Topic, topic.RetryPrefix) ||
-			message.TxType(h.SysFlag) != message.TxNot {
+		// NB: the config read here is the one used: a topic deleted
+		// meanwhile must not be auto-created on the reader.
+		c, ok := b.topics.Get(h.Topic)
+		if !ok || strings.HasPrefix(h.Topic, topic.RetryPrefix) || message.TxType(h.SysFlag) != message.TxNot {
 			return false
 		}
+		cfg = c
 	}
 	if systemTopics[h.Topic] {
 		reply(w, req, protocol.NoPermission, fmt.Sprintf("sending to the system topic %s is not allowed", h.Topic))
 		return true
 	}
-	cfg, code, remark := b.topicForSend(h.Topic, h.DefaultTopic, h.DefaultTopicQueueNums)
-	if code != protocol.Success {
-		reply(w, req, code, remark)
-		return true
+	if !inline {
+		var code int16
+		var remark string
+		if cfg, code, remark = b.topicForSend(h.Topic, h.DefaultTopic, h.DefaultTopicQueueNums); code != protocol.Success {
+			reply(w, req, code, remark)
+			return true
+		}
 	}
 	if !cfg.Writable() {
 		reply(w, req, protocol.NoPermission, fmt.Sprintf("topic %s is not writable on broker %s (perm %d)", h.Topic, b.cfg.BrokerName, cfg.Perm))
@@ -189,37 +200,27 @@ func (b *Broker) send(ctx context.Context, w remoting.ResponseWriter, req *remot
 		if m.Topic == transHalfTopic {
 			qid = h.QueueID // NB: as Java: the queue asked for, not the half topic's
 		}
-		b.answerPut(w, req, res, qid, message.OffsetMsgID(b.storeHost, res.Pos), inline)
+		b.answerPut(w, req, res, qid, message.OffsetMsgID(b.storeHost, res.Pos))
 		b.metrics.send.Observe((monoNow() - start).Seconds())
 	}
-	switch {
-	case inline && w.Conn() != nil:
-		// NB: the put lock is taken at the end of the burst, once for all
-		// its sends; in sync mode each is then answered once durable.
-		b.queueSend(w.Conn(), queuedSend{m: m, done: done, durable: wait && b.cfg.Store.SyncFlush()})
-	case inline: // NB: no connection (a recorder): not served inline
-		release()
-		return false
-	case wait:
-		done(b.store.Put(ctx, m))
-	default:
-		done(b.store.PutNoWait(m))
-	}
+	b.put(w, store.PutRequest{Msg: m, NoWait: !wait, Done: done}, inline)
 	return true
 }
 
-// queuedSend is a send served inline, stored at the end of its burst.
-type queuedSend struct {
-	m       *message.Message
-	done    func(store.PutResult)
-	durable bool // answer once on disk (sync flush)
+// put stores a send: inline, with the reader's burst (the put lock is
+// taken at the end of the burst, once for all its sends); otherwise now.
+func (b *Broker) put(w remoting.ResponseWriter, r store.PutRequest, inline bool) {
+	if inline {
+		b.queueSend(w.Conn(), r, len(r.Msg.Body)+len(r.Msg.Properties))
+		return
+	}
+	b.store.Submit([]store.PutRequest{r})
 }
 
 // sendBurst gathers the inline sends of one connection's burst (its
 // reader's, so it needs no lock).
 type sendBurst struct {
-	sends []queuedSend
-	msgs  []*message.Message // reused by storeBurst
+	sends []store.PutRequest
 	bytes int
 	armed bool // the end-of-burst hook is registered
 }
@@ -230,10 +231,11 @@ const (
 	burstBytes = 256 << 10
 )
 
-// queueSend adds s to c's burst; the burst is stored with one append (a
-// few, past store's chunk bound) when the reader has read all it had, or
-// when it is large. REQUIRES: on c's reader (an InlineHandler).
-func (b *Broker) queueSend(c *remoting.Conn, s queuedSend) {
+// queueSend adds s (of about size bytes) to c's burst; the burst is stored
+// with one append (a few, past store's chunk bound) when the reader has
+// read all it had, or when it is large. REQUIRES: on c's reader (an
+// InlineHandler).
+func (b *Broker) queueSend(c *remoting.Conn, s store.PutRequest, size int) {
 	v, ok := b.bursts.Load(c)
 	if !ok {
 		v, _ = b.bursts.LoadOrStore(c, &sendBurst{})
@@ -244,7 +246,7 @@ func (b *Broker) queueSend(c *remoting.Conn, s queuedSend) {
 		c.AtBatchEnd(func() { burst.armed = false; b.storeBurst(burst) })
 	}
 	burst.sends = append(burst.sends, s)
-	burst.bytes += len(s.m.Body) + len(s.m.Properties)
+	burst.bytes += size
 	if len(burst.sends) >= burstSends || burst.bytes >= burstBytes {
 		b.storeBurst(burst)
 	}
@@ -255,20 +257,9 @@ func (b *Broker) storeBurst(burst *sendBurst) {
 	if len(burst.sends) == 0 {
 		return
 	}
-	msgs := burst.msgs[:0]
-	for _, s := range burst.sends {
-		msgs = append(msgs, s.m)
-	}
-	for i, res := range b.store.PutMany(msgs) {
-		if s := burst.sends[i]; s.durable {
-			b.store.ThenDurable(res, s.done)
-		} else {
-			s.done(res)
-		}
-	}
+	b.store.Submit(burst.sends)
 	clear(burst.sends)
-	clear(msgs)
-	burst.sends, burst.msgs, burst.bytes = burst.sends[:0], msgs[:0], 0
+	burst.sends, burst.bytes = burst.sends[:0], 0
 }
 
 // redirect applies the retry→DLQ, transaction-half and delay rules to a
@@ -276,17 +267,11 @@ func (b *Broker) storeBurst(burst *sendBurst) {
 // sp holds m's properties as sent: redirect reads them there.
 func (b *Broker) redirect(m *message.Message, h protocol.SendMessageRequestHeader, sp message.SendProperties) (int16, string) {
 	if grp, ok := strings.CutPrefix(m.Topic, topic.RetryPrefix); ok {
-		maxRe := b.retryMaxTimes(grp)
-		if h.MaxReconsumeTimes != nil && *h.MaxReconsumeTimes >= 0 {
-			maxRe = *h.MaxReconsumeTimes
+		dead, err := b.deadLetter(m, grp, m.ReconsumeTimes, h.MaxReconsumeTimes, false)
+		if err != nil {
+			return protocol.SystemError, err.Error()
 		}
-		if m.ReconsumeTimes >= maxRe {
-			dlq := topic.DLQPrefix + grp
-			if _, err := b.ensureTopic(dlq, 1); err != nil {
-				return protocol.SystemError, "broker: cannot create " + dlq + ": " + err.Error()
-			}
-			m.Topic, m.QueueID = dlq, 0
-			m.Properties = message.DeleteProperty(m.Properties, message.PropDelay)
+		if dead {
 			return protocol.Success, ""
 		}
 	}
@@ -388,33 +373,19 @@ func (b *Broker) toHalf(m *message.Message) error {
 	return nil
 }
 
-// answerPut maps a store result to the send response (spec 3.1).
-// With soon, the answer is queued for the connection's flusher (the
-// caller answers many sends and must not wait for one peer's network).
-func (b *Broker) answerPut(w remoting.ResponseWriter, req *remoting.Command, res store.PutResult, queueID int32, msgID string, soon bool) {
-	code := int16(protocol.Success)
-	switch res.Status {
-	case store.PutOK:
-	case store.PutFlushDiskTimeout:
-		code = protocol.FlushDiskTimeout
-	case store.PutMessageIllegal:
-		code = protocol.MessageIllegal
-	case store.PutServiceNotAvailable:
-		code = protocol.ServiceNotAvailable
-	default:
-		code = protocol.SystemError
-	}
-	resp := remoting.NewResponse(req, code, res.Remark)
-	if code == protocol.Success || code == protocol.FlushDiskTimeout {
+// answerPut answers a send with its put's result (spec 3.1). The answer
+// is queued for the connection's flusher: it comes from the reader's
+// burst or the store's notifier, which answer many sends and must not
+// wait for one peer's network.
+func (b *Broker) answerPut(w remoting.ResponseWriter, req *remoting.Command, res store.PutResult, queueID int32, msgID string) {
+	code, remark := putCode(res, putSend)
+	resp := remoting.NewResponse(req, code, remark)
+	if res.Stored() {
 		// NB: written into the frame without a map (ExtWriter).
 		resp.ExtWriter = &protocol.SendMessageResponseHeader{MsgID: msgID, QueueID: queueID,
 			QueueOffset: res.QueueOffset, Region: defaultRegion, TraceOn: true}
 	}
-	if soon {
-		_ = w.WriteSoon(resp)
-		return
-	}
-	_ = w.Write(resp)
+	_ = w.WriteSoon(resp)
 }
 
 // sendBatch stores a SEND_BATCH_MESSAGE as consecutive records (spec 3.1
@@ -470,20 +441,14 @@ func (b *Broker) sendBatch(ctx context.Context, w remoting.ResponseWriter, req *
 			}
 			ids = message.AppendOffsetMsgID(ids, b.storeHost, p)
 		}
-		b.answerPut(w, req, res, h.QueueID, string(ids), inline)
+		b.answerPut(w, req, res, h.QueueID, string(ids))
 		b.metrics.send.Observe((monoNow() - start).Seconds())
 	}
 	if inline {
-		// NB: the sends this connection sent before the batch are stored
-		// before it, as they arrived. The reader waits for the put lock
-		// (as storeBurst does) rather than hand the batch to a goroutine:
-		// the connection's next sends would then be served on goroutines
-		// too (the send slots are no longer empty) and could overtake it.
-		b.storePendingBurst(w.Conn())
-		b.store.PutBatchThen(batch, done)
+		b.queueSend(w.Conn(), store.PutRequest{Batch: batch, Done: done}, len(req.Body))
 		return true
 	}
-	done(b.store.PutBatch(ctx, batch))
+	b.store.Submit([]store.PutRequest{{Batch: batch, Done: done}})
 	return true
 }
 

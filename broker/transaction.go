@@ -136,7 +136,7 @@ func (tx *transactions) markDone(ctx context.Context, halfOffset int64) error {
 	}
 	m := &message.Message{Topic: transOpTopic, BornTimestamp: time.Now().UnixMilli(), BornHost: b.storeHost, StoreHost: b.storeHost,
 		Body: []byte(strconv.FormatInt(halfOffset, 10)), Properties: string(message.AppendProperties(nil, map[string]string{message.PropTags: "d"}))}
-	if res := b.store.Put(ctx, m); res.Status != store.PutOK && res.Status != store.PutFlushDiskTimeout {
+	if res := b.store.Put(ctx, m); !res.Stored() {
 		return &putError{res}
 	}
 	tx.mu.Lock()
@@ -240,7 +240,7 @@ func (tx *transactions) giveUp(r *message.Record, n int) {
 	m := r.Message()
 	m.Topic, m.QueueID = transCheckMaxTopic, 0
 	m.SysFlag &^= message.TxMask | message.FlagBornHostV6 | message.FlagStoreHostV6
-	if res := b.store.Put(context.Background(), &m); res.Status != store.PutOK {
+	if res := b.store.Put(context.Background(), &m); !res.Stored() {
 		b.logger.Error("broker: keep a given-up half message", "half_offset", halfOffset, "status", res.Status, "remark", res.Remark)
 		return
 	}

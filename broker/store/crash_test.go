@@ -19,7 +19,7 @@ import (
 )
 
 // The store's kill -9 test: a child process puts to many queues in sync
-// flush mode (Put, and PutMany answered by the durable notifier) and
+// flush mode (Put, and Submit answered by the durable notifier) and
 // prints each acknowledged put; the parent kills it at a
 // random moment, reopens the store and checks every consume queue entry,
 // the contiguity of queue offsets, every acknowledged message, and that new
@@ -73,11 +73,9 @@ func TestStoreCrashChild(t *testing.T) {
 				m := msg(topic, qid, body, message.PropKeys, fmt.Sprint("k", g, "-", i))
 				var res PutResult
 				if g%2 == 1 {
-					// The broker's inline path: PutMany, answered by the
+					// The broker's send path: Submit, answered by the
 					// durable notifier.
-					answered := make(chan PutResult, 1)
-					s.ThenDurable(s.PutMany([]*message.Message{m})[0], func(r PutResult) { answered <- r })
-					res = <-answered
+					res = submit(s, PutRequest{Msg: m})[0]
 				} else {
 					res = s.Put(context.Background(), m)
 				}

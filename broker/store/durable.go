@@ -1,7 +1,6 @@
 package store
 
 import (
-	"context"
 	"fmt"
 	"time"
 
@@ -19,27 +18,12 @@ type durableWaiter struct {
 // durableTick bounds how late a FLUSH_DISK_TIMEOUT answer can be.
 const durableTick = 10 * time.Millisecond
 
-// PutBatchThen stores a batch and calls done (see ThenDurable). It waits
-// for the put lock, as PutMany does, and never for the disk. done must not
-// block.
-func (s *Store) PutBatchThen(b *Batch, done func(PutResult)) {
-	res, _ := s.putBatch(context.Background(), b, false, false)
-	s.ThenDurable(res, done)
-}
-
-// ThenDurable calls done with res once the put it reports is on disk, from
-// the store's notifier goroutine (PutFlushDiskTimeout after the sync flush
-// timeout; Close answers what its final sync covered): no goroutine waits
-// per put. In async mode, or when res is not PutOK, done runs at once.
-// done must not block.
-func (s *Store) ThenDurable(res PutResult, done func(PutResult)) {
-	end := commitlog.Offset(res.Pos + int64(res.Size))
-	if res.Status != PutOK || !s.cfg.SyncFlush() || s.log.Durable() >= end {
-		done(res)
-		return
-	}
+// waitFor hands puts to the notifier, which answers each once it is on
+// disk (PutFlushDiskTimeout after the sync flush timeout; Close answers
+// what its final sync covered): no goroutine waits per put.
+func (s *Store) waitFor(ws []durableWaiter) {
 	s.waitMu.Lock()
-	s.waiters = append(s.waiters, durableWaiter{end: end, deadline: time.Now().Add(s.cfg.SyncFlushTimeout), res: res, done: done})
+	s.waiters = append(s.waiters, ws...)
 	s.waitMu.Unlock()
 	s.log.Kick()
 	select {
@@ -48,7 +32,7 @@ func (s *Store) ThenDurable(res PutResult, done func(PutResult)) {
 	}
 }
 
-// durableLoop answers the waiters of ThenDurable as the log becomes durable.
+// durableLoop answers the waiters of Submit as the log becomes durable.
 func (s *Store) durableLoop() {
 	defer s.wg.Done()
 	timer := time.NewTimer(durableTick)

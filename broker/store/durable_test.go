@@ -64,7 +64,7 @@ func TestStore_SyncModeIndexesOnlyDurable(t *testing.T) {
 	mustPut(t, s, msg("t", 0, "durable"))
 	waitDispatched(t, s)
 	g.block()
-	r := s.PutNoWait(msg("t", 0, "pending"))
+	r := submit(s, PutRequest{Msg: msg("t", 0, "pending"), NoWait: true})[0]
 	require.Equal(t, PutOK, r.Status)
 	// Wake the flusher; its fsync now blocks at the gate.
 	go s.log.Sync(t.Context())
@@ -76,11 +76,11 @@ func TestStore_SyncModeIndexesOnlyDurable(t *testing.T) {
 	require.Equal(t, []string{"durable", "pending"}, bodies(t, get(t, s, "t", 0, 0, 32).Body))
 }
 
-// TestStore_ThenDurable: in sync mode ThenDurable (after PutMany, and in
-// PutBatchThen) answers only once the put is on disk,
+// TestStore_SubmitDurable: in sync mode Submit answers a message or a batch
+// only once the put is on disk,
 // FLUSH_DISK_TIMEOUT after the sync flush timeout, and Close answers
 // whatever still waits; in async mode it answers at once.
-func TestStore_ThenDurable(t *testing.T) {
+func TestStore_SubmitDurable(t *testing.T) {
 	g := newGate()
 	c := testConf(t.TempDir())
 	c.Flush = "sync"
@@ -94,7 +94,7 @@ func TestStore_ThenDurable(t *testing.T) {
 	answers := make(chan PutResult, 4)
 	done := func(r PutResult) { answers <- r }
 	putThen := func(m *message.Message) {
-		s.ThenDurable(s.PutMany([]*message.Message{m})[0], done)
+		s.Submit([]PutRequest{{Msg: m, Done: done}})
 	}
 	mustPut(t, s, msg("t", 0, "warm")) // creates the segment (which fsyncs)
 
@@ -114,7 +114,7 @@ func TestStore_ThenDurable(t *testing.T) {
 
 	// Not durable within the timeout: FLUSH_DISK_TIMEOUT, stored all the same.
 	g.block()
-	s.PutBatchThen(&Batch{Template: *msg("t", 0, ""), Items: []message.BatchItem{{Body: []byte("b")}}}, done)
+	s.Submit([]PutRequest{{Batch: &Batch{Template: *msg("t", 0, ""), Items: []message.BatchItem{{Body: []byte("b")}}}, Done: done}})
 	r = <-answers
 	require.Equal(t, PutFlushDiskTimeout, r.Status)
 	require.Contains(t, r.Remark, "not flushed to disk within")
@@ -131,7 +131,7 @@ func TestStore_ThenDurable(t *testing.T) {
 	require.Equal(t, PutOK, r.Status, "Close synced it: %s", r.Remark)
 	require.Equal(t, int64(3), r.QueueOffset)
 
-	// Async mode: answered before ThenDurable returns.
+	// Async mode: answered before Submit returns.
 	c.Flush = "async"
 	s = mustOpen(t, c, testOpts())
 	defer s.Close()

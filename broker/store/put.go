@@ -3,7 +3,8 @@ package store
 import (
 	"context"
 	"errors"
-	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicemq/sluice/commitlog"
@@ -26,64 +27,257 @@ type PutResult struct {
 	Positions []int64
 }
 
-// Put stores one message and, in sync flush mode, waits until it is on disk
-// (PutFlushDiskTimeout after the sync flush timeout: stored all the same).
-// The store sets StoreTimestamp, and StoreHost when m has none.
-func (s *Store) Put(ctx context.Context, m *message.Message) PutResult {
-	return s.put(ctx, m, true)
+// Stored reports whether the put's records are in the log: PutOK, or
+// PutFlushDiskTimeout (stored, not yet known to be on disk).
+func (r PutResult) Stored() bool { return r.Status == PutOK || r.Status == PutFlushDiskTimeout }
+
+// Batch is a SEND_BATCH_MESSAGE: items sharing topic, queue, sysFlag, born
+// and reconsume fields taken from Template.
+type Batch struct {
+	Template message.Message
+	Items    []message.BatchItem
 }
 
-// PutNoWait stores one message without waiting for fsync in sync flush mode
-// (RocketMQ's WAIT=false).
-func (s *Store) PutNoWait(m *message.Message) PutResult {
-	return s.put(context.Background(), m, false)
+// PutRequest is one put of Submit: a message (Msg) or a batch (Batch),
+// which is stored as one append of consecutive records with consecutive
+// queue offsets (it never straddles two segments).
+type PutRequest struct {
+	Msg   *message.Message
+	Batch *Batch
+	// NoWait answers once the records are written to the OS, even in sync
+	// flush mode (RocketMQ's WAIT=false).
+	NoWait bool
+	// Done receives the result, exactly once: during Submit when the put
+	// failed or needs no fsync (async flush mode, NoWait), else from the
+	// store's notifier once the records are on disk (PutFlushDiskTimeout
+	// after the sync flush timeout: stored all the same). It must not
+	// block.
+	Done func(PutResult)
 }
 
-func (s *Store) put(ctx context.Context, m *message.Message, wait bool) PutResult {
-	if !m.StoreHost.IsValid() {
-		m.StoreHost = s.opts.StoreHost
-	}
-	if err := m.CheckLimits(int(s.cfg.MaxMessageSize)); err != nil {
-		return PutResult{Status: PutMessageIllegal, Remark: err.Error()}
-	}
-	size := m.EncodedSize()
-	advance := advancesQueue(m.SysFlag)
-
+// Submit is the store's one put path. It stores reqs in order, holding the
+// put lock once, with as few appends as their sizes allow (one write for a
+// burst of small messages), and then answers each through its Done. It
+// waits for the put lock, never for the disk.
+func (s *Store) Submit(reqs []PutRequest) {
+	res := make([]PutResult, len(reqs))
+	sizes := make([]sized, len(reqs))
+	s.prepare(reqs, res, sizes)
 	s.putMu.Lock()
-	if s.putClosed {
-		s.putMu.Unlock()
-		return PutResult{Status: PutServiceNotAvailable, Remark: "store: closing, retry on another broker"}
-	}
-	var qo int64
-	if advance {
-		qo = s.queueNext[m.Topic][m.QueueID]
-	}
-	m.StoreTimestamp = time.Now().UnixMilli()
-	at, err := s.log.Append(size, func(at commitlog.Offset, dst []byte) error {
-		return m.Encode(dst, qo, int64(at))
-	})
-	if err == nil && advance {
-		s.setNextLocked(m.Topic, m.QueueID, qo+1)
+	appended := false
+	for i := 0; i < len(reqs); {
+		if sizes[i].n == 0 {
+			i++
+			continue
+		}
+		// The chunk is reqs[i:j]: the legal ones, within the chunk bound
+		// (a request larger than that goes alone).
+		j, total := i, 0
+		for j < len(reqs) && (sizes[j].n == 0 || j == i || total+sizes[j].n <= s.chunkBytes()) {
+			total += sizes[j].n
+			j++
+		}
+		if s.appendChunk(reqs[i:j], res[i:j], sizes[i:j], total) {
+			appended = true
+		}
+		i = j
 	}
 	s.putMu.Unlock()
-	if err != nil {
-		return s.appendFailed(err)
+	if appended {
+		s.kickDispatcher()
 	}
-	s.kickDispatcher()
-	res := PutResult{Status: PutOK, Pos: int64(at), Size: int32(size), QueueOffset: qo, StoreTimestamp: m.StoreTimestamp}
-	if wait {
-		s.waitDurable(ctx, at+commitlog.Offset(size), &res)
-	}
-	return res
+	s.answer(reqs, res)
 }
 
-// lockPut takes putMu; with try, only if it is free at once.
-func (s *Store) lockPut(try bool) bool {
-	if try {
-		return s.putMu.TryLock()
+// sized is a request's encoded size: n bytes in all (0: refused), and
+// each item's for a batch.
+type sized struct {
+	n     int
+	items []int
+}
+
+// prepare checks each request's limits and computes its size.
+func (s *Store) prepare(reqs []PutRequest, res []PutResult, sizes []sized) {
+	for i := range reqs {
+		r := &reqs[i]
+		var err error
+		switch {
+		case r.Batch != nil:
+			if sizes[i].items, err = s.batchSizes(r.Batch); err == nil {
+				for _, n := range sizes[i].items {
+					sizes[i].n += n
+				}
+			}
+		case r.Msg != nil:
+			if !r.Msg.StoreHost.IsValid() {
+				r.Msg.StoreHost = s.opts.StoreHost
+			}
+			if err = r.Msg.CheckLimits(int(s.cfg.MaxMessageSize)); err == nil {
+				sizes[i].n = r.Msg.EncodedSize()
+			}
+		default:
+			err = errNoMessage
+		}
+		if err != nil {
+			res[i] = PutResult{Status: PutMessageIllegal, Remark: err.Error()}
+		}
 	}
-	s.putMu.Lock()
+}
+
+// batchSizes checks a batch and returns its items' encoded sizes.
+func (s *Store) batchSizes(b *Batch) ([]int, error) {
+	if len(b.Items) == 0 {
+		return nil, errEmptyBatch
+	}
+	if !advancesQueue(b.Template.SysFlag) {
+		return nil, errTxBatch
+	}
+	if !b.Template.StoreHost.IsValid() {
+		b.Template.StoreHost = s.opts.StoreHost
+	}
+	m := b.Template
+	sizes := make([]int, len(b.Items))
+	for i, it := range b.Items {
+		m.Flag, m.Body, m.Properties = it.Flag, it.Body, it.Properties
+		if err := m.CheckLimits(int(s.cfg.MaxMessageSize)); err != nil {
+			return nil, err
+		}
+		sizes[i] = m.EncodedSize()
+	}
+	return sizes, nil
+}
+
+// appendChunk stores a chunk of requests with one append and reports
+// whether it did. REQUIRES: putMu held.
+func (s *Store) appendChunk(reqs []PutRequest, res []PutResult, sizes []sized, total int) bool {
+	if s.putClosed {
+		for k := range reqs {
+			if sizes[k].n > 0 {
+				res[k] = PutResult{Status: PutServiceNotAvailable, Remark: "store: closing, retry on another broker"}
+			}
+		}
+		return false
+	}
+	now := time.Now().UnixMilli()
+	// NB: queue offsets advance as records are encoded; a failed append
+	// puts them back (in reverse, so each queue ends at its first value).
+	type taken struct {
+		ctr *atomic.Int64
+		was int64
+	}
+	var undo []taken
+	_, err := s.log.Append(total, func(at commitlog.Offset, dst []byte) error {
+		p := 0
+		for k := range reqs {
+			n := sizes[k].n
+			if n == 0 {
+				continue
+			}
+			r := &reqs[k]
+			pos := int64(at) + int64(p)
+			if r.Msg != nil {
+				m := r.Msg
+				ctr, qo := s.queueCounter(m.Topic, m.QueueID, advancesQueue(m.SysFlag))
+				m.StoreTimestamp = now
+				if err := m.Encode(dst[p:p+n], qo, pos); err != nil {
+					return err
+				}
+				if ctr != nil {
+					undo = append(undo, taken{ctr, qo})
+					ctr.Store(qo + 1)
+				}
+				res[k] = PutResult{Status: PutOK, Pos: pos, Size: int32(n), QueueOffset: qo, StoreTimestamp: now}
+				p += n
+				continue
+			}
+			b := r.Batch
+			m := b.Template
+			ctr, qo := s.queueCounter(m.Topic, m.QueueID, true)
+			m.StoreTimestamp = now
+			positions := make([]int64, len(b.Items))
+			q := p
+			for i, it := range b.Items {
+				in := sizes[k].items[i]
+				m.Flag, m.Body, m.Properties = it.Flag, it.Body, it.Properties
+				positions[i] = int64(at) + int64(q)
+				if err := m.Encode(dst[q:q+in], qo+int64(i), positions[i]); err != nil {
+					return err
+				}
+				q += in
+			}
+			undo = append(undo, taken{ctr, qo})
+			ctr.Store(qo + int64(len(b.Items)))
+			res[k] = PutResult{Status: PutOK, Pos: pos, Size: int32(n), QueueOffset: qo, StoreTimestamp: now, Positions: positions}
+			p += n
+		}
+		return nil
+	})
+	if err != nil {
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i].ctr.Store(undo[i].was)
+		}
+		failed := s.appendFailed(err)
+		for k := range reqs {
+			if sizes[k].n > 0 {
+				res[k] = failed
+			}
+		}
+		return false
+	}
 	return true
+}
+
+// answer calls each request's Done: at once, or once on disk (sync flush
+// mode, stored, not NoWait).
+func (s *Store) answer(reqs []PutRequest, res []PutResult) {
+	var later []durableWaiter
+	if s.cfg.SyncFlush() {
+		durable, deadline := s.log.Durable(), time.Now().Add(s.cfg.SyncFlushTimeout)
+		for i := range reqs {
+			end := commitlog.Offset(res[i].Pos + int64(res[i].Size))
+			if res[i].Status == PutOK && !reqs[i].NoWait && end > durable {
+				later = append(later, durableWaiter{end: end, deadline: deadline, res: res[i], done: reqs[i].Done})
+				reqs[i].Done = nil
+			}
+		}
+	}
+	for i := range reqs {
+		if reqs[i].Done != nil {
+			reqs[i].Done(res[i])
+		}
+	}
+	if len(later) > 0 {
+		s.waitFor(later)
+	}
+}
+
+// Put stores one message and waits for its result (in sync flush mode,
+// until it is on disk: PutFlushDiskTimeout after the sync flush timeout,
+// stored all the same). The store sets StoreTimestamp, and StoreHost when
+// m has none. For the broker's own puts (retries, commits, delays); sends
+// use Submit.
+func (s *Store) Put(ctx context.Context, m *message.Message) PutResult {
+	return s.putWait(ctx, PutRequest{Msg: m})
+}
+
+// PutBatch stores a batch and waits for its result, as Put.
+func (s *Store) PutBatch(ctx context.Context, b *Batch) PutResult {
+	return s.putWait(ctx, PutRequest{Batch: b})
+}
+
+func (s *Store) putWait(ctx context.Context, r PutRequest) PutResult {
+	ch := make(chan PutResult, 1)
+	r.Done = func(res PutResult) { ch <- res }
+	s.Submit([]PutRequest{r})
+	select {
+	case res := <-ch:
+		return res
+	case <-ctx.Done():
+		// NB: Done was not called during Submit, so the put is stored
+		// and waits for its fsync.
+		return PutResult{Status: PutFlushDiskTimeout,
+			Remark: "store: stored, but the caller stopped waiting for the flush: " + ctx.Err().Error()}
+	}
 }
 
 // advancesQueue reports whether a message takes a queue offset: PREPARED
@@ -93,95 +287,63 @@ func advancesQueue(sysFlag int32) bool {
 	return tx == message.TxNot || tx == message.TxCommit
 }
 
-// Batch is a SEND_BATCH_MESSAGE: items sharing topic, queue, sysFlag, born
-// and reconsume fields taken from Template.
-type Batch struct {
-	Template message.Message
-	Items    []message.BatchItem
+// queueNexts is the next queue offset of every queue: written by the put
+// path under putMu, read by the pull path without it.
+type queueNexts struct {
+	mu sync.RWMutex // the maps' structure; writers also hold putMu
+	m  map[string]map[int32]*atomic.Int64
 }
 
-// PutBatch stores a batch as one append (it never straddles two segments)
-// with consecutive queue offsets.
-func (s *Store) PutBatch(ctx context.Context, b *Batch) PutResult {
-	res, _ := s.putBatch(ctx, b, true, false)
-	return res
+// counter returns a queue's next-offset counter, creating it.
+// REQUIRES: putMu held, or no concurrent Put (Open).
+func (q *queueNexts) counter(topic string, id int32) *atomic.Int64 {
+	if c := q.m[topic][id]; c != nil { // NB: putMu excludes structural writers
+		return c
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	byID := q.m[topic]
+	if byID == nil {
+		byID = map[int32]*atomic.Int64{}
+		q.m[topic] = byID
+	}
+	c := new(atomic.Int64)
+	byID[id] = c
+	return c
 }
 
-func (s *Store) putBatch(ctx context.Context, b *Batch, wait, try bool) (PutResult, bool) {
-	if len(b.Items) == 0 {
-		return PutResult{Status: PutMessageIllegal, Remark: "store: empty batch"}, true
+// load returns a queue's next offset (0 for an unknown queue).
+func (q *queueNexts) load(topic string, id int32) int64 {
+	q.mu.RLock()
+	c := q.m[topic][id]
+	q.mu.RUnlock()
+	if c == nil {
+		return 0
 	}
-	m := b.Template
-	if !m.StoreHost.IsValid() {
-		m.StoreHost = s.opts.StoreHost
-	}
-	if !advancesQueue(m.SysFlag) {
-		return PutResult{Status: PutMessageIllegal, Remark: "store: transactional messages cannot be sent in a batch"}, true
-	}
-	total := 0
-	sizes := make([]int, len(b.Items))
-	for i, it := range b.Items {
-		m.Flag, m.Body, m.Properties = it.Flag, it.Body, it.Properties
-		if err := m.CheckLimits(int(s.cfg.MaxMessageSize)); err != nil {
-			return PutResult{Status: PutMessageIllegal, Remark: err.Error()}, true
-		}
-		sizes[i] = m.EncodedSize()
-		total += sizes[i]
-	}
-	positions := make([]int64, len(b.Items))
-
-	if !s.lockPut(try) {
-		return PutResult{}, false
-	}
-	if s.putClosed {
-		s.putMu.Unlock()
-		return PutResult{Status: PutServiceNotAvailable, Remark: "store: closing, retry on another broker"}, true
-	}
-	qo := s.queueNext[m.Topic][m.QueueID]
-	m.StoreTimestamp = time.Now().UnixMilli()
-	at, err := s.log.Append(total, func(at commitlog.Offset, dst []byte) error {
-		p := 0
-		for i, it := range b.Items {
-			m.Flag, m.Body, m.Properties = it.Flag, it.Body, it.Properties
-			n := sizes[i]
-			positions[i] = int64(at) + int64(p)
-			if err := m.Encode(dst[p:p+n], qo+int64(i), positions[i]); err != nil {
-				return err
-			}
-			p += n
-		}
-		return nil
-	})
-	if err == nil {
-		s.setNextLocked(m.Topic, m.QueueID, qo+int64(len(b.Items)))
-	}
-	s.putMu.Unlock()
-	if err != nil {
-		return s.appendFailed(err), true
-	}
-	s.kickDispatcher()
-	res := PutResult{Status: PutOK, Pos: int64(at), Size: int32(total), QueueOffset: qo,
-		StoreTimestamp: m.StoreTimestamp, Positions: positions}
-	if wait {
-		s.waitDurable(ctx, at+commitlog.Offset(total), &res)
-	}
-	return res, true
+	return c.Load()
 }
 
-func (s *Store) waitDurable(ctx context.Context, end commitlog.Offset, res *PutResult) {
-	if !s.cfg.SyncFlush() {
-		return
+// queueCounter returns, for a message that takes a queue offset, its
+// queue's counter and offset; (nil, 0) for one that does not.
+// REQUIRES: putMu held.
+func (s *Store) queueCounter(topic string, id int32, advance bool) (*atomic.Int64, int64) {
+	if !advance {
+		return nil, 0
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.SyncFlushTimeout)
-	defer cancel()
-	if err := s.log.WaitDurable(ctx, end); err != nil {
-		res.Status = PutFlushDiskTimeout
-		res.Remark = fmt.Sprintf("store: stored, but not flushed to disk within %v: %v", s.cfg.SyncFlushTimeout, err)
-		if errors.Is(err, commitlog.ErrWriteFailed) {
-			res.Status = PutServiceNotAvailable
-			res.Remark = err.Error()
-		}
-	}
+	c := s.queueNext.counter(topic, id)
+	return c, c.Load()
+}
+
+// QueueNext returns the next queue offset the put path will assign. It
+// does not take the put lock.
+func (s *Store) QueueNext(topic string, queueID int32) int64 {
+	return s.queueNext.load(topic, queueID)
+}
+
+// chunkBytes bounds the bytes of one append of Submit (a request larger
+// than that is appended alone).
+func (s *Store) chunkBytes() int {
+	return int(min(256<<10, s.cfg.SegmentSize/4))
 }
 
 // appendFailed maps a commitlog append error to a put status.
@@ -203,106 +365,8 @@ func (s *Store) kickDispatcher() {
 	}
 }
 
-// QueueNext returns the next queue offset the put path will assign.
-func (s *Store) QueueNext(topic string, queueID int32) int64 {
-	s.putMu.Lock()
-	defer s.putMu.Unlock()
-	return s.queueNext[topic][queueID]
-}
-
-// manyChunk bounds the bytes of one append of PutMany (a message larger
-// than that is appended alone).
-func (s *Store) manyChunk() int {
-	return int(min(256<<10, s.cfg.SegmentSize/4))
-}
-
-// PutMany stores msgs, in order, with as few appends as their sizes allow
-// (one write for a burst of small messages), and returns a result for
-// each. It never waits for fsync (callers use it in async flush mode, or
-// wait themselves). A message that breaks a limit gets PutMessageIllegal
-// and the others are stored. REQUIRES: no transactional prepare or
-// rollback messages (they take no queue offset).
-func (s *Store) PutMany(msgs []*message.Message) []PutResult {
-	res := make([]PutResult, len(msgs))
-	sizes := make([]int, len(msgs))
-	for i, m := range msgs {
-		if !m.StoreHost.IsValid() {
-			m.StoreHost = s.opts.StoreHost
-		}
-		if err := m.CheckLimits(int(s.cfg.MaxMessageSize)); err != nil {
-			res[i] = PutResult{Status: PutMessageIllegal, Remark: err.Error()}
-			continue
-		}
-		sizes[i] = m.EncodedSize()
-	}
-	limit := s.manyChunk()
-	s.putMu.Lock()
-	defer s.putMu.Unlock()
-	for i := 0; i < len(msgs); {
-		if sizes[i] == 0 { // illegal, answered above
-			i++
-			continue
-		}
-		// The chunk is msgs[i:j], legal ones only, within limit.
-		j, total := i, 0
-		for j < len(msgs) && (sizes[j] == 0 || j == i || total+sizes[j] <= limit) {
-			total += sizes[j]
-			j++
-		}
-		if s.putClosed {
-			for k := i; k < j; k++ {
-				if sizes[k] > 0 {
-					res[k] = PutResult{Status: PutServiceNotAvailable, Remark: "store: closing, retry on another broker"}
-				}
-			}
-			i = j
-			continue
-		}
-		now := time.Now().UnixMilli()
-		_, err := s.log.Append(total, func(at commitlog.Offset, dst []byte) error {
-			p, next := 0, map[queueKey]int64{}
-			for k := i; k < j; k++ {
-				if sizes[k] == 0 {
-					continue
-				}
-				m := msgs[k]
-				key := queueKey{m.Topic, m.QueueID}
-				qo, ok := next[key]
-				if !ok {
-					qo = s.queueNext[m.Topic][m.QueueID]
-				}
-				m.StoreTimestamp = now
-				if err := m.Encode(dst[p:p+sizes[k]], qo, int64(at)+int64(p)); err != nil {
-					return err
-				}
-				next[key] = qo + 1
-				res[k] = PutResult{Status: PutOK, Pos: int64(at) + int64(p), Size: int32(sizes[k]), QueueOffset: qo, StoreTimestamp: now}
-				p += sizes[k]
-			}
-			return nil
-		})
-		if err != nil {
-			failed := s.appendFailed(err)
-			for k := i; k < j; k++ {
-				if sizes[k] > 0 {
-					res[k] = failed
-				}
-			}
-			i = j
-			continue
-		}
-		for k := i; k < j; k++ {
-			if sizes[k] > 0 {
-				s.setNextLocked(msgs[k].Topic, msgs[k].QueueID, res[k].QueueOffset+1)
-			}
-		}
-		i = j
-	}
-	s.kickDispatcher()
-	return res
-}
-
-type queueKey struct {
-	topic string
-	id    int32
-}
+var (
+	errNoMessage  = errors.New("store: a put with neither a message nor a batch")
+	errEmptyBatch = errors.New("store: empty batch")
+	errTxBatch    = errors.New("store: transactional messages cannot be sent in a batch")
+)

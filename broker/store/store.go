@@ -72,7 +72,7 @@ type Store struct {
 	// putMu is the write serialization point: queue offset assignment and
 	// commitlog append happen together under it.
 	putMu     sync.Mutex
-	queueNext map[string]map[int32]int64 // topic → queue id → next queue offset
+	queueNext queueNexts // topic → queue id → next queue offset
 	putClosed bool
 
 	dispatched atomic.Int64 // every record below is indexed
@@ -86,7 +86,7 @@ type Store struct {
 	kick chan struct{}
 	quit chan struct{}
 
-	// Puts answered when durable (ThenDurable), in sync flush mode.
+	// Puts answered when durable (Submit), in sync flush mode.
 	waitMu    sync.Mutex
 	waiters   []durableWaiter // guarded by waitMu
 	waitKick  chan struct{}
@@ -120,7 +120,7 @@ func Open(cfg conf.Store, opts Options) (*Store, error) {
 	opts.shareOpenFile()
 	s := &Store{
 		cfg: cfg, opts: opts, logger: opts.Logger, dir: cfg.Dir,
-		queueNext: map[string]map[int32]int64{},
+		queueNext: queueNexts{m: map[string]map[int32]*atomic.Int64{}},
 		queues:    map[string]map[int32]*consumequeue.Queue{},
 		kick:      make(chan struct{}, 1),
 		waitKick:  make(chan struct{}, 1),
@@ -189,7 +189,7 @@ func (s *Store) open() error {
 		s.logger.Info("store: dispatched on open", "from", from, "bytes", n, "took", time.Since(started))
 	}
 	s.cq.Queues(func(topic string, id int32, q *consumequeue.Queue) bool {
-		s.setNextLocked(topic, id, q.Next())
+		s.queueNext.counter(topic, id).Store(q.Next())
 		return true
 	})
 	return nil
@@ -230,17 +230,6 @@ func (s *Store) logOptions() commitlog.Options {
 		OnSync:   s.opts.OnSync,
 		Logger:   s.logger,
 	}
-}
-
-// setNextLocked records the next queue offset of a queue.
-// REQUIRES: putMu held, or no concurrent Put (Open).
-func (s *Store) setNextLocked(topic string, id int32, next int64) {
-	m := s.queueNext[topic]
-	if m == nil {
-		m = map[int32]int64{}
-		s.queueNext[topic] = m
-	}
-	m[id] = next
 }
 
 // Subscribe registers fn to be called by the dispatcher after entries of a

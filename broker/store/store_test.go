@@ -306,15 +306,15 @@ func TestStore_TenThousandQueues(t *testing.T) {
 	require.Equal(t, []string{"4217", "14217"}, bodies(t, res.Body))
 }
 
-// TestStore_PutBatchThen: a batch waits for the put lock, is stored once
-// it is free, and is answered through done.
-func TestStore_PutBatchThen(t *testing.T) {
+// TestStore_SubmitBatch: a batch waits for the put lock, is stored once
+// it is free, and is answered through Done.
+func TestStore_SubmitBatch(t *testing.T) {
 	s := mustOpen(t, testConf(t.TempDir()), testOpts())
 	defer s.Close()
 	answers := make(chan PutResult, 1)
 	done := func(r PutResult) { answers <- r }
 	s.putMu.Lock()
-	go s.PutBatchThen(&Batch{Template: *msg("t", 0, ""), Items: []message.BatchItem{{Body: []byte("b0")}, {Body: []byte("b1")}}}, done)
+	go s.Submit([]PutRequest{{Batch: &Batch{Template: *msg("t", 0, ""), Items: []message.BatchItem{{Body: []byte("b0")}, {Body: []byte("b1")}}}, Done: done}})
 	select {
 	case r := <-answers:
 		t.Fatalf("stored while the put lock was held: %+v", r)
@@ -372,10 +372,10 @@ func TestStore_GetRuns(t *testing.T) {
 	}
 }
 
-// TestStore_PutMany: a burst to several queues goes in few appends, in
+// TestStore_SubmitMany: a burst to several queues goes in few appends, in
 // order, with each queue's offsets contiguous and continuing Put's; an
 // illegal message is refused alone; chunks split at the size bound.
-func TestStore_PutMany(t *testing.T) {
+func TestStore_SubmitMany(t *testing.T) {
 	c := testConf(t.TempDir())
 	c.SegmentSize = 256 << 10 // chunks of 64 KiB
 	s := mustOpen(t, c, testOpts())
@@ -395,7 +395,11 @@ func TestStore_PutMany(t *testing.T) {
 	}
 	msgs[100].Body = make([]byte, 8<<20) // too large
 	want["t0/1"] = slices.DeleteFunc(want["t0/1"], func(b string) bool { return strings.HasPrefix(b, "100-") })
-	res := s.PutMany(msgs)
+	reqs := make([]PutRequest, len(msgs))
+	for i, m := range msgs {
+		reqs[i] = PutRequest{Msg: m}
+	}
+	res := submit(s, reqs...)
 	require.Len(t, res, len(msgs))
 	next := map[string]int64{"a/0": 1}
 	for i, r := range res {
@@ -433,5 +437,5 @@ func TestStore_PutMany(t *testing.T) {
 		require.Equal(t, bodiesWant, got, key)
 	}
 	r := mustPut(t, s, msg("t0", 0, "after"))
-	require.Equal(t, next["t0/0"], r.QueueOffset, "Put continues after PutMany")
+	require.Equal(t, next["t0/0"], r.QueueOffset, "Put continues after Submit")
 }

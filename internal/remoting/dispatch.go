@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"sync"
 	"sync/atomic"
 
 	"github.com/sluicemq/sluice/internal/protocol"
@@ -44,7 +45,8 @@ type ResponseWriter interface {
 // InlineHandler serves a request on the connection's reader goroutine if
 // it can do so without blocking, and reports whether it did. When it
 // returns false it must not have written to w: the request then goes to
-// the code's Handler on a goroutine as usual. Answers written while it runs
+// the code's Handler on the connection's ordered executor (see
+// dispatcher). Answers written while it runs
 // are flushed together with the answers to the other requests that arrived
 // with it: under load, one write for many.
 //
@@ -92,6 +94,17 @@ func (w *responseWriter) write(resp *Command, mode flushMode) error {
 // REQUEST_CODE_NOT_SUPPORTED (3); a handler panic is logged and answered
 // with SYSTEM_ERROR (1), and the connection stays open (the frame stream
 // is intact: the panic happened above it).
+//
+// Requests of the codes that have an InlineHandler are ordered: on one
+// connection their handlers run in arrival order, one at a time. The
+// dispatcher is the one owner of that order. Such a request is served
+// inline on the reader while none of its connection's ordered requests
+// waits; one its InlineHandler declines starts the connection's ordered
+// executor, a goroutine that serves it with the code's Handler and then
+// every ordered request that arrived meanwhile (they queue behind it, at
+// most cap(sem), then SYSTEM_BUSY), and ends when none is left. So a
+// connection's sends are stored in the order they were sent, whichever
+// way each is served.
 type dispatcher struct {
 	log      *slog.Logger
 	handlers map[int16]Handler
@@ -100,11 +113,16 @@ type dispatcher struct {
 	sem      chan struct{}
 	running  group
 	closing  atomic.Bool
+
+	orderedMu sync.Mutex
+	// ordered holds, for each connection whose ordered executor runs, the
+	// ordered requests waiting for it. Guarded by orderedMu.
+	ordered map[*Conn][]*Command
 }
 
 func newDispatcher(log *slog.Logger, maxInflight int) dispatcher {
 	return dispatcher{log: log, handlers: make(map[int16]Handler), inline: make(map[int16]InlineHandler),
-		sem: make(chan struct{}, maxInflight)}
+		sem: make(chan struct{}, maxInflight), ordered: make(map[*Conn][]*Command)}
 }
 
 func (d *dispatcher) dispatch(c *Conn, req *Command) {
@@ -115,7 +133,11 @@ func (d *dispatcher) dispatch(c *Conn, req *Command) {
 		d.reject(c, req, protocol.SystemBusy, "remoting: shutting down; retry on another node")
 		return
 	}
-	if ih := d.inline[req.Code]; ih != nil && d.serveInline(ih, c, req) {
+	ih := d.inline[req.Code]
+	if ih != nil && d.queueOrdered(c, req) {
+		return
+	}
+	if ih != nil && d.serveInline(ih, c, req) {
 		return
 	}
 	req.own() // NB: it leaves the reader
@@ -128,12 +150,64 @@ func (d *dispatcher) dispatch(c *Conn, req *Command) {
 			fmt.Sprintf("remoting: %d requests in flight, the limit; retry later", cap(d.sem)))
 		return
 	}
+	serve := func() { d.serve(c, req) }
+	if ih != nil {
+		d.orderedMu.Lock()
+		d.ordered[c] = nil // NB: the executor runs: ordered requests queue
+		d.orderedMu.Unlock()
+		serve = func() { d.runOrdered(c, req) }
+	}
 	if !d.running.goFunc(func() {
 		defer func() { <-d.sem }()
-		d.serve(c, req)
+		serve()
 	}) {
 		<-d.sem
+		if ih != nil {
+			d.orderedMu.Lock()
+			delete(d.ordered, c)
+			d.orderedMu.Unlock()
+		}
 		d.reject(c, req, protocol.SystemBusy, "remoting: shutting down; retry on another node")
+	}
+}
+
+// queueOrdered queues an ordered request behind its connection's running
+// executor and reports whether it did (false: no executor runs).
+// REQUIRES: on c's reader, the only goroutine that starts c's executor.
+func (d *dispatcher) queueOrdered(c *Conn, req *Command) bool {
+	d.orderedMu.Lock()
+	waiting, running := d.ordered[c]
+	full := running && len(waiting) >= cap(d.sem)
+	if running && !full {
+		req.own() // NB: it leaves the reader
+		d.ordered[c] = append(waiting, req)
+	}
+	d.orderedMu.Unlock()
+	if full {
+		d.log.Warn("remoting: too many ordered requests waiting on one connection; answering SYSTEM_BUSY",
+			"remote", addrString(c.remote), "conn", c.id, "code", req.Code, "limit", cap(d.sem))
+		d.reject(c, req, protocol.SystemBusy,
+			fmt.Sprintf("remoting: %d requests of this connection wait to be served in order, the limit; retry later", cap(d.sem)))
+	}
+	return running
+}
+
+// runOrdered is c's ordered executor: it serves req, then the ordered
+// requests queued behind it, in order, and ends when none is left.
+func (d *dispatcher) runOrdered(c *Conn, req *Command) {
+	for {
+		d.serve(c, req)
+		d.orderedMu.Lock()
+		waiting := d.ordered[c]
+		if len(waiting) == 0 {
+			delete(d.ordered, c)
+			d.orderedMu.Unlock()
+			return
+		}
+		req = waiting[0]
+		waiting[0] = nil
+		d.ordered[c] = waiting[1:]
+		d.orderedMu.Unlock()
 	}
 }
 

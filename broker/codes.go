@@ -1,0 +1,85 @@
+package broker
+
+import (
+	"errors"
+
+	"github.com/sluicemq/sluice/broker/store"
+	"github.com/sluicemq/sluice/commitlog"
+	"github.com/sluicemq/sluice/internal/protocol"
+	"github.com/sluicemq/sluice/internal/remoting"
+)
+
+// This file is the one table from store results and errors to wire codes
+// (spec 3.1, 3.2): every handler answers a put, a get or a store error
+// through it.
+
+// putKind says who asked for a put, which decides how a stored-but-slow
+// put is answered.
+type putKind int
+
+const (
+	// putSend: a producer's send. Stored but not flushed in time is
+	// FLUSH_DISK_TIMEOUT (10): the client counts it sent, as RocketMQ's.
+	putSend putKind = iota
+	// putInternal: the broker stores on a client's behalf (send-back,
+	// end-transaction, delayed delivery). The message is stored: success.
+	// Answering a failure would make the client ask again and store it
+	// twice.
+	putInternal
+)
+
+// putCode maps a put result to a response code and remark.
+func putCode(res store.PutResult, kind putKind) (int16, string) {
+	switch res.Status {
+	case store.PutOK:
+		return protocol.Success, ""
+	case store.PutFlushDiskTimeout:
+		if kind == putInternal {
+			return protocol.Success, ""
+		}
+		return protocol.FlushDiskTimeout, res.Remark
+	case store.PutMessageIllegal:
+		return protocol.MessageIllegal, res.Remark
+	case store.PutServiceNotAvailable:
+		return protocol.ServiceNotAvailable, res.Remark
+	}
+	return protocol.SystemError, res.Status.String() + ": " + res.Remark
+}
+
+// replyPut answers a broker-internal put (send-back, end-transaction).
+func replyPut(w remoting.ResponseWriter, req *remoting.Command, res store.PutResult) {
+	code, remark := putCode(res, putInternal)
+	reply(w, req, code, remark)
+}
+
+// storeErrCode maps an error of a store read (a message by offset, a
+// search) to a response code: a closing store is SERVICE_NOT_AVAILABLE
+// (retry elsewhere), anything else SYSTEM_ERROR.
+func storeErrCode(err error) int16 {
+	switch {
+	case errors.Is(err, store.ErrClosed), errors.Is(err, commitlog.ErrClosed):
+		return protocol.ServiceNotAvailable
+	}
+	return protocol.SystemError
+}
+
+// pullCode maps a store result to a pull response code and nextBeginOffset
+// (the table of spec 3.2).
+func pullCode(res store.GetResult, offset int64) (int16, int64) {
+	switch res.Status {
+	case store.GetFound:
+		return protocol.Success, res.NextOffset
+	case store.GetNoMatchedMessage, store.GetMessageWasRemoving:
+		return protocol.PullRetryImmediately, res.NextOffset
+	case store.GetOffsetOverflowOne:
+		return protocol.PullNotFound, offset
+	case store.GetNoMessageInQueue, store.GetNoMatchedLogicQueue:
+		if offset != 0 {
+			return protocol.PullOffsetMoved, 0
+		}
+		return protocol.PullNotFound, 0
+	case store.GetOffsetTooSmall, store.GetOffsetOverflowBadly:
+		return protocol.PullOffsetMoved, res.NextOffset
+	}
+	return protocol.SystemError, offset
+}

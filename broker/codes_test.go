@@ -1,0 +1,90 @@
+package broker
+
+import (
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/commitlog"
+	"github.com/sluicemq/sluice/internal/message"
+	"github.com/sluicemq/sluice/internal/protocol"
+	"github.com/sluicemq/sluice/internal/remoting"
+	"github.com/stretchr/testify/require"
+)
+
+// fsyncGate holds the commitlog's fsyncs while closed.
+type fsyncGate struct {
+	mu   sync.Mutex
+	open chan struct{}
+}
+
+func newFsyncGate() *fsyncGate {
+	g := &fsyncGate{open: make(chan struct{})}
+	close(g.open)
+	return g
+}
+
+func (g *fsyncGate) hold() { g.mu.Lock(); g.open = make(chan struct{}); g.mu.Unlock() }
+
+func (g *fsyncGate) release() { g.mu.Lock(); close(g.open); g.mu.Unlock() }
+
+func (g *fsyncGate) wait() {
+	g.mu.Lock()
+	ch := g.open
+	g.mu.Unlock()
+	<-ch
+}
+
+type gatedFile struct {
+	commitlog.File
+	g *fsyncGate
+}
+
+func (f gatedFile) Sync() error { f.g.wait(); return f.File.Sync() }
+
+// TestBroker_StoredButSlowIsNotAFailure: in sync flush mode, a put that is
+// stored but not flushed within the sync flush timeout is answered as
+// RocketMQ does: FLUSH_DISK_TIMEOUT (10) with the message's ids for a send,
+// SUCCESS for a send-back and an end-transaction commit (their message is
+// stored; a failure would make the client ask again and store it twice).
+// Once the disk catches up, each message is there exactly once.
+func TestBroker_StoredButSlowIsNotAFailure(t *testing.T) {
+	g := newFsyncGate()
+	c := testConfig(t.TempDir())
+	c.Store.Flush = "sync"
+	c.Store.SyncFlushTimeout = 200 * time.Millisecond
+	opts := Options{}
+	opts.Store.OpenFile = func(path string, flag int, perm os.FileMode) (commitlog.File, error) {
+		f, err := commitlog.OSOpenFile(path, flag, perm)
+		return gatedFile{f, g}, err
+	}
+	b := startBroker(t, c, opts)
+	cl := newClient(t, remoting.SerializeJSON)
+	sent := mustSend(t, cl, b.Addr(), "t", 0, "fragile", map[string]string{message.PropUniqKey: "U1"})
+	_, pos, err := message.ParseOffsetMsgID(sent.MsgID)
+	require.NoError(t, err)
+	mustSend(t, cl, b.Addr(), "orders", 1, "plain", nil)
+	half, halfPos := sendHalf(t, cl, b, "commit-me")
+
+	g.hold()
+	var releaseOnce sync.Once
+	release := func() { releaseOnce.Do(g.release) }
+	t.Cleanup(release) // never leave the flusher blocked
+	resp := send(t, cl, b.Addr(), "t", 0, "slow", nil)
+	require.Equal(t, protocol.FlushDiskTimeout, int(resp.Code), resp.Remark)
+	var sh protocol.SendMessageResponseHeader
+	require.NoError(t, sh.FromExt(resp.ExtFields))
+	require.NotEmpty(t, sh.MsgID, "a stored send carries its ids")
+
+	back := &protocol.ConsumerSendMsgBackRequestHeader{Offset: pos, Group: "cg", DelayLevel: -1, OriginMsgID: sent.MsgID, OriginTopic: "t"}
+	resp = invoke(t, cl, b.Addr(), protocol.ConsumerSendMsgBack, back, nil)
+	require.Equal(t, protocol.Success, int(resp.Code), "send-back stored but slow: %s", resp.Remark)
+	endTx(t, cl, b, half, halfPos, message.TxCommit)
+
+	release()
+	require.Eventually(t, func() bool { return len(pullAll(t, cl, b, "%DLQ%cg", 0)) == 1 }, 10*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return len(pullAll(t, cl, b, "orders", 1)) == 2 }, 10*time.Second, 10*time.Millisecond)
+	require.Equal(t, []string{"plain", "commit-me"}, recordBodiesOf(pullAll(t, cl, b, "orders", 1)))
+	require.Equal(t, []string{"fragile", "slow"}, recordBodiesOf(pullAll(t, cl, b, "t", 0)))
+}
