@@ -69,8 +69,11 @@
 // from that checkpoint rather than from MaxPos (a queue that lost buffered
 // entries may sit below another queue's MaxPos).
 //
-// Write and fsync errors are sticky per queue: every later Put and Sync of
-// that queue returns the first error.
+// A failed write (ENOSPC, EIO, short write) fails the Put or Sync that met
+// it and leaves the queue as it was, so the caller retries (the dispatcher
+// retries the same record). fsync errors are sticky per queue: the page
+// cache can no longer be trusted, and every later Put and Sync of that
+// queue returns the first error.
 //
 // Every file, and every directory fsync, goes through Options.OpenFile (the
 // File seam, shared with the commitlog and the key index), so tests inject

@@ -3,7 +3,6 @@ package consumequeue
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -172,22 +171,6 @@ func TestStore_SyncWritesAndClosesIdleFiles(t *testing.T) {
 	require.NoError(t, s.Sync())
 	require.Empty(t, q.pending)
 	requireEntries(t, q, 0, 9)
-}
-
-func TestQueue_StickyWriteError(t *testing.T) {
-	s := openTest(t, t.TempDir(), 4, 2)
-	q := mustQueue(t, s, "T", 0)
-	putRange(t, q, 0, 1)
-	// Simulate a failing disk: the active file handle goes bad.
-	q.wmu.Lock()
-	require.NoError(t, q.segs[0].w.Close())
-	q.wmu.Unlock()
-	err := q.Put(1, testEntry(1)) // fills the buffer → write fails
-	require.Error(t, err)
-	require.True(t, errors.Is(err, os.ErrClosed))
-	require.ErrorIs(t, q.Put(2, testEntry(2)), os.ErrClosed, "sticky")
-	require.ErrorIs(t, s.Sync(), os.ErrClosed)
-	require.ErrorIs(t, s.Close(), os.ErrClosed)
 }
 
 func TestQueue_SearchByTime(t *testing.T) {

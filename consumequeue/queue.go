@@ -38,7 +38,7 @@ type Queue struct {
 
 	wmu sync.Mutex
 	// Guarded by wmu.
-	werr      error  // sticky write or fsync error
+	werr      error  // sticky fsync error
 	dirty     bool   // active file has unsynced writes
 	idle      int    // consecutive Syncs with nothing to sync
 	pending   []File // sealed files not yet fsynced; Sync fsyncs and closes them
@@ -116,7 +116,9 @@ func (q *Queue) segPath(base int64) string {
 //     queue is rebuilt from a commitlog whose head was deleted.
 //
 // Put does not fsync and may keep the entry in a small buffer until the
-// buffer fills or Sync runs; see the package documentation.
+// buffer fills or Sync runs; see the package documentation. A Put that
+// fails to write (ENOSPC, EIO) leaves the queue as it was: the caller
+// retries the same entry.
 func (q *Queue) Put(index int64, e Entry) error {
 	q.wmu.Lock()
 	defer q.wmu.Unlock()
@@ -143,14 +145,20 @@ func (q *Queue) Put(index int64, e Entry) error {
 	q.bmu.Lock()
 	q.buf = appendEntry(q.buf, e)
 	q.bmu.Unlock()
-	q.lastEnd.Store(e.End())
-	q.next.Store(index + 1)
 	q.dirty = true
 	q.idle = 0
 	active := q.segs[len(q.segs)-1].base
 	if len(q.buf)+EntrySize > cap(q.buf) || index+1 == active+q.per() {
-		return q.flushLocked()
+		if err := q.flushLocked(); err != nil {
+			// NB: not published yet (next), so no reader saw it.
+			q.bmu.Lock()
+			q.buf = q.buf[:len(q.buf)-EntrySize]
+			q.bmu.Unlock()
+			return err
+		}
 	}
+	q.lastEnd.Store(e.End())
+	q.next.Store(index + 1)
 	return nil
 }
 
@@ -184,7 +192,7 @@ func (q *Queue) prepareLocked(index int64) error {
 	case n == 0:
 		if !q.dirMade {
 			if err := os.MkdirAll(q.dir, 0o755); err != nil {
-				return q.fail(fmt.Errorf("consumequeue: create %s: %w", q.dir, err))
+				return fmt.Errorf("consumequeue: create %s: %w", q.dir, err)
 			}
 			q.dirMade, q.syncPaths = true, true
 		}
@@ -219,7 +227,7 @@ func (q *Queue) prepareLocked(index int64) error {
 		path := q.segPath(q.segs[n-1].base)
 		f, err := q.s.opts.OpenFile(path, os.O_RDWR, 0)
 		if err != nil {
-			return q.fail(fmt.Errorf("consumequeue: open %s: %w", path, err))
+			return fmt.Errorf("consumequeue: open %s: %w", path, err)
 		}
 		q.mu.Lock()
 		q.segs[n-1].w = f
@@ -233,13 +241,14 @@ func (q *Queue) createFile(base int64) (File, error) {
 	path := q.segPath(base)
 	f, err := q.s.opts.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
-		return nil, q.fail(fmt.Errorf("consumequeue: create %s: %w", path, err))
+		return nil, fmt.Errorf("consumequeue: create %s: %w", path, err)
 	}
 	q.syncDir = true
 	return f, nil
 }
 
-// fail records err as the queue's sticky error and returns it.
+// fail records err as the queue's sticky error and returns it: for fsync
+// errors (the page cache can no longer be trusted) and failed repairs.
 // REQUIRES: wmu held.
 func (q *Queue) fail(err error) error {
 	if q.werr == nil {
@@ -248,7 +257,8 @@ func (q *Queue) fail(err error) error {
 	return q.werr
 }
 
-// flushLocked writes the buffered entries to the active file.
+// flushLocked writes the buffered entries to the active file. A failed
+// write changes nothing (the next flush writes the same bytes again).
 // REQUIRES: wmu held.
 func (q *Queue) flushLocked() error {
 	if len(q.buf) == 0 {
@@ -263,7 +273,7 @@ func (q *Queue) flushLocked() error {
 	}
 	// NB: readers may copy from buf concurrently; both sides only read it.
 	if _, err := seg.w.WriteAt(q.buf, (q.flushed-seg.base)*EntrySize); err != nil {
-		return q.fail(fmt.Errorf("consumequeue: write %s: %w", seg.w.Name(), err))
+		return fmt.Errorf("consumequeue: write %s: %w", seg.w.Name(), err)
 	}
 	q.bmu.Lock()
 	q.flushed += int64(len(q.buf) / EntrySize)

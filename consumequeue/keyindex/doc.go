@@ -61,7 +61,12 @@
 // end, so Query never returns positions that no longer exist and MaxPos()
 // does not block their re-indexing.
 //
-// Write and fsync errors are sticky: later Puts and Syncs return the first.
+// A failed write (ENOSPC, EIO, short write) fails the call that met it and
+// moves nothing, so the caller retries: entries stay buffered until a flush
+// succeeds, a seal that failed is retried by the next Put, a new file that
+// could not be started is removed. A record whose Put failed may have some
+// keys indexed twice after the retry (Query drops repeated positions).
+// fsync errors are sticky: later Puts and Syncs return the first.
 // Every file, and every directory fsync, goes through Options.OpenFile (the
 // File seam shared with the commitlog and the consume queues), so tests
 // inject write and fsync faults and simulate power loss.

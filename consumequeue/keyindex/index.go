@@ -67,7 +67,7 @@ type Index struct {
 	active  *indexFile   // nil until the next Put creates a file
 	nextSeq int64
 	spare   []int32 // slot table of the last sealed file, reused
-	werr    error   // sticky write or fsync error
+	werr    error   // sticky fsync error
 	closed  bool
 
 	syncFile func(File) error // File.Sync; tests slow it down
@@ -121,6 +121,12 @@ func (x *Index) PutHash(h int32, pos, storeTimestamp int64) error {
 		return nil
 	}
 	a := x.active
+	if a != nil && a.count >= x.opts.EntriesPerFile { // a seal that failed to write
+		if err := x.seal(a); err != nil {
+			return err
+		}
+		a = nil
+	}
 	if a == nil {
 		var err error
 		if a, err = x.create(pos, storeTimestamp); err != nil {
@@ -137,24 +143,39 @@ func (x *Index) PutHash(h int32, pos, storeTimestamp int64) error {
 	if a.count >= x.opts.EntriesPerFile {
 		return x.seal(a)
 	}
-	if len(a.buf) == cap(a.buf) {
+	if len(a.buf) >= writeBufEntries*entrySize {
 		return x.flush(a)
 	}
 	return nil
 }
 
 // create starts a new active file whose header (with the begin timestamp
-// every timeDiff is relative to) is durable before any entry is written.
+// every timeDiff is relative to) is durable before any entry is written. A
+// file that could not be started is removed and the index left as it was.
 // REQUIRES: mu held.
 func (x *Index) create(pos, ts int64) (*indexFile, error) {
 	path := filepath.Join(x.dir, fmt.Sprintf("%020d", x.nextSeq))
 	f, err := x.opts.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
-		return nil, x.fail(fmt.Errorf("keyindex: create: %w", err))
+		return nil, fmt.Errorf("keyindex: create: %w", err)
 	}
 	a := &indexFile{seq: x.nextSeq, path: path, f: f, header: header{
 		beginTs: ts, endTs: ts, beginPos: pos, endPos: pos, slots: x.opts.SlotsPerFile, count: 1,
 	}}
+	err = x.writeHeader(a)
+	if err == nil {
+		if err = f.Sync(); err != nil {
+			err = fmt.Errorf("keyindex: fsync %s: %w", path, err)
+		}
+	}
+	if err == nil {
+		err = syncDir(x.opts.OpenFile, x.dir)
+	}
+	if err != nil {
+		_ = f.Close()
+		_ = os.Remove(path) // never used; the next create truncates it anyway
+		return nil, err
+	}
 	x.nextSeq++
 	x.files = append(x.files, a)
 	if len(x.spare) == int(a.slots) {
@@ -165,19 +186,13 @@ func (x *Index) create(pos, ts int64) (*indexFile, error) {
 	}
 	a.buf, a.flushed = make([]byte, 0, writeBufEntries*entrySize), 1
 	x.active = a
-	if err := x.writeHeader(a); err != nil {
-		return nil, err
-	}
-	if err := a.f.Sync(); err != nil {
-		return nil, x.fail(fmt.Errorf("keyindex: fsync %s: %w", path, err))
-	}
-	if err := syncDir(x.opts.OpenFile, x.dir); err != nil {
-		return nil, x.fail(err)
-	}
 	return a, nil
 }
 
-// fail records err as the sticky error and returns it. REQUIRES: mu held.
+// fail records err as the sticky error and returns it: for fsync errors
+// (the page cache can no longer be trusted) and failed repairs. A failed
+// write is not sticky: nothing moved, and the next call writes again.
+// REQUIRES: mu held.
 func (x *Index) fail(err error) error {
 	if x.werr == nil {
 		x.werr = err
@@ -191,7 +206,7 @@ func (x *Index) flush(a *indexFile) error {
 		return nil
 	}
 	if _, err := a.f.WriteAt(a.buf, a.entryOff(a.flushed)); err != nil {
-		return x.fail(fmt.Errorf("keyindex: write %s: %w", a.path, err))
+		return fmt.Errorf("keyindex: write %s: %w", a.path, err)
 	}
 	a.flushed += int32(len(a.buf) / entrySize)
 	a.buf = a.buf[:0]
@@ -203,7 +218,7 @@ func (x *Index) writeHeader(a *indexFile) error {
 	var b [headerSize]byte
 	a.header.encode(b[:])
 	if _, err := a.f.WriteAt(b[:], 0); err != nil {
-		return x.fail(fmt.Errorf("keyindex: write %s: %w", a.path, err))
+		return fmt.Errorf("keyindex: write %s: %w", a.path, err)
 	}
 	return nil
 }
@@ -223,7 +238,7 @@ func (x *Index) seal(a *indexFile) error {
 			chunk = appendUint32(chunk, uint32(a.slotTab[i]))
 		}
 		if _, err := a.f.WriteAt(chunk, headerSize+int64(start)*slotSize); err != nil {
-			return x.fail(fmt.Errorf("keyindex: write %s: %w", a.path, err))
+			return fmt.Errorf("keyindex: write %s: %w", a.path, err)
 		}
 	}
 	if err := x.writeHeader(a); err != nil {
