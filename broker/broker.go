@@ -57,6 +57,7 @@ type Broker struct {
 	nsc       *remoting.Client // to the nameservers
 	sched     *scheduler
 	tx        *transactions
+	notify    *notifier
 	sendSem   chan struct{} // bounds sends waiting for the store
 	bursts    sync.Map      // *remoting.Conn → *sendBurst: inline sends of the reader's burst
 	regMu     sync.Mutex    // serialises nameserver (un)registrations
@@ -101,7 +102,7 @@ func New(cfg conf.Broker, opts Options) (*Broker, error) {
 	if opts.TransactionTimeout <= 0 {
 		opts.TransactionTimeout = 6 * time.Second
 	}
-	b := &Broker{cfg: cfg, opts: opts, logger: opts.Logger, groups: group.New(),
+	b := &Broker{cfg: cfg, opts: opts, logger: opts.Logger, groups: group.New(), notify: newNotifier(),
 		conns: map[uint64]*remoting.Conn{}, quit: make(chan struct{}),
 		sendSem:     make(chan struct{}, max(cfg.Store.SendQueueSize, 1)),
 		clusterProp: string(message.AppendProperties(nil, map[string]string{message.PropCluster: cfg.ClusterName}))}
@@ -174,7 +175,8 @@ func (b *Broker) Start() error {
 	// Java does: a client started right after finds the broker's routes,
 	// TBW102 included for auto-create.
 	b.registerAll()
-	b.wg.Add(4)
+	b.wg.Add(5)
+	go b.notifyLoop()
 	go b.registerLoop()
 	go b.housekeepingLoop()
 	go b.sched.loop()
@@ -243,7 +245,7 @@ func (b *Broker) onDisconnect(c *remoting.Conn) {
 	delete(b.conns, c.ID())
 	b.connMu.Unlock()
 	for _, g := range b.groups.DropConn(c.ID()) {
-		b.notifyConsumerIDsChanged(g)
+		b.consumersChanged(g)
 	}
 }
 
@@ -265,15 +267,10 @@ func (b *Broker) housekeepingLoop() {
 		case now := <-t.C:
 			for _, g := range b.groups.Expire(now.Add(-b.opts.ClientExpiry)) {
 				b.logger.Info("broker: consumer expired", "group", g)
-				b.notifyConsumerIDsChanged(g)
+				b.consumersChanged(g)
 			}
 		}
 	}
-}
-
-// notifyConsumerIDsChanged tells every member of a group to rebalance now.
-func (b *Broker) notifyConsumerIDsChanged(g string) {
-	b.tellGroup(g, protocol.NotifyConsumerIDsChanged, &protocol.NotifyConsumerIDsChangedRequestHeader{ConsumerGroup: g}, nil)
 }
 
 // tellGroup sends every live member of group a oneway request, as Java's

@@ -6,10 +6,18 @@
 // nameservers.
 //
 // Handlers run on goroutines of the remoting server (one per request,
-// bounded). A pull that finds nothing new is parked in a longpoll.Hold and
-// its handler returns at once, so the connection keeps serving; the pull is
-// answered when the dispatcher reports an arrival in its queue or its
-// suspend time runs out.
+// bounded). Sends are the exception: the server tries them inline on the
+// connection's reader first (trySendInline), where a burst of sends is
+// stored with one store.Submit and answered with one write; a send that
+// could block there (a topic to create, a retry or transactional redirect)
+// goes to the connection's ordered executor, and the sends behind it wait
+// for it, so one connection's sends are stored in the order it sent them.
+// Every put goes through store.Submit and is answered from its Done;
+// codes.go is the one table from store results to response codes. A pull
+// that finds nothing new is parked in a longpoll.Hold and its handler
+// returns at once, so the connection keeps serving; the pull is answered
+// when the dispatcher reports an arrival in its queue or its suspend time
+// runs out.
 //
 // Flow control: at most store.send_queue_size sends wait for the store at
 // once; a send beyond that is answered SYSTEM_BUSY (2) with a remark and
@@ -23,7 +31,10 @@
 //	|------------------------|-------------------------------|-----------------------------------|---------------------|
 //	| netpoll pollers        | netpoll (process-global)      | epoll                             | never               |
 //	| request handlers       | remoting.Server               | a request frame                   | handler returns     |
+//	| ordered executor       | remoting.Server (per conn)    | a send declined inline            | its queue is empty  |
 //	| flushLoop              | commitlog.Log                 | waiter kick, interval             | Log.Close           |
+//	| warmer (sync mode)     | commitlog.Log                 | the log end nears the warm edge   | Log.Close           |
+//	| durableLoop (sync mode)| store.Store                   | fsync done, put waiting, 10 ms    | Store.Close         |
 //	| retentionLoop          | store.Store                   | retention_interval ticker         | Store.Close         |
 //	| dispatchLoop           | store.Store                   | append kick, fsync (sync mode)    | Store.Close, drained|
 //	| checkpointLoop         | store.Store                   | interval                          | Store.Close         |
@@ -33,6 +44,11 @@
 //	| registerLoop           | Broker (Start / Close)        | register_interval, topic change   | Close               |
 //	| housekeepingLoop       | Broker                        | 10 s ticker                       | Close               |
 //	| scheduler.loop (delay) | Broker                        | due time, delayed arrival         | Close               |
+//	| tx checkLoop           | Broker                        | transaction check interval        | Close               |
+//	| notifyLoop             | Broker                        | a consumer group changed          | Close               |
+//	| metrics HTTP server    | Broker metrics (close waits)  | a scrape                          | Close               |
+//	| registration fan-out   | registerAll (waits)           | one per nameserver                | its call returns    |
+//	| consumer status fan-out| handleGetConsumerStatus waits | one per group member              | its call returns    |
 //
 // Close order: answer parked pulls, stop the loops, unregister from the
 // nameservers, shut the server, close the store (dispatcher drains, indexes

@@ -22,6 +22,7 @@ type metrics struct {
 	flush prometheus.Histogram
 	srv   *http.Server
 	addr  string
+	done  chan struct{} // closed when the server's goroutine returns
 }
 
 func newMetrics() *metrics {
@@ -52,7 +53,9 @@ func (m *metrics) serve(listen string) error {
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	m.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	m.done = make(chan struct{})
 	go func() {
+		defer close(m.done)
 		if err := m.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			_ = err // the listener was closed under it; Close reports nothing more useful
 		}
@@ -60,9 +63,11 @@ func (m *metrics) serve(listen string) error {
 	return nil
 }
 
+// close stops the metrics server and waits for its goroutine.
 func (m *metrics) close() {
 	if m.srv != nil {
 		m.srv.Close()
+		<-m.done
 	}
 }
 

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"sync"
 	"time"
@@ -294,4 +295,72 @@ func (tx *transactions) checkLoop(interval, timeout time.Duration) {
 			tx.check(now, timeout)
 		}
 	}
+}
+
+// handleEndTransaction serves END_TRANSACTION (37): a commit stores the half
+// message under its real topic and queue; a rollback drops it (spec 3.9).
+func (b *Broker) handleEndTransaction(ctx context.Context, w remoting.ResponseWriter, req *remoting.Command) {
+	var h protocol.EndTransactionRequestHeader
+	if !decodeHeader(w, req, &h, "bad end-transaction header") {
+		return
+	}
+	if h.CommitOrRollback != message.TxCommit && h.CommitOrRollback != message.TxRollback {
+		reply(w, req, protocol.Success, "") // no decision yet
+		return
+	}
+	// NB: held through markDone, so that concurrent decisions about one half
+	// message store it under its real topic at most once.
+	unlock := b.tx.lockDecision(h.TranStateTableOffset)
+	defer unlock()
+	if b.tx.decided(h.TranStateTableOffset) {
+		reply(w, req, protocol.Success, "") // already committed or rolled back
+		return
+	}
+	rec, err := b.store.ReadMessage(h.CommitLogOffset)
+	if err != nil {
+		reply(w, req, storeErrCode(err), fmt.Sprintf("no half message at offset %d: %v", h.CommitLogOffset, err))
+		return
+	}
+	r, err := message.Decode(rec)
+	if err != nil || string(r.Topic) != transHalfTopic {
+		reply(w, req, protocol.SystemError, fmt.Sprintf("offset %d is not a half message", h.CommitLogOffset))
+		return
+	}
+	props := string(r.Properties)
+	if g, _ := message.PropertyValue(props, message.PropProducerGroup); g != h.ProducerGroup {
+		reply(w, req, protocol.SystemError, fmt.Sprintf("half message at %d belongs to producer group %q, not %q", h.CommitLogOffset, g, h.ProducerGroup))
+		return
+	}
+	if r.QueueOffset != h.TranStateTableOffset {
+		reply(w, req, protocol.SystemError, fmt.Sprintf("half message at %d has queue offset %d, not %d", h.CommitLogOffset, r.QueueOffset, h.TranStateTableOffset))
+		return
+	}
+	if h.CommitOrRollback == message.TxRollback {
+		if err := b.tx.markDone(ctx, r.QueueOffset); err != nil {
+			reply(w, req, protocol.SystemError, "broker: record rollback: "+err.Error())
+			return
+		}
+		reply(w, req, protocol.Success, "")
+		return
+	}
+	realTopic, _ := message.PropertyValue(props, message.PropRealTopic)
+	realQID, _ := message.PropertyValue(props, message.PropRealQueueID)
+	qid, _ := strconv.Atoi(realQID)
+	// NB: delivered as a plain message, as Java's EndTransactionProcessor
+	// does: a consumer that sends it on must not make a half message of it.
+	props = message.DeleteProperty(message.DeleteProperty(message.DeleteProperty(props, message.PropRealTopic),
+		message.PropRealQueueID), message.PropTranMsg)
+	m := &message.Message{Topic: realTopic, QueueID: int32(qid), Flag: r.Flag,
+		SysFlag:       (r.SysFlag &^ (message.TxMask | message.FlagBornHostV6 | message.FlagStoreHostV6)) | message.TxCommit,
+		BornTimestamp: r.BornTimestamp, BornHost: r.BornHost, StoreHost: b.storeHost,
+		ReconsumeTimes: r.ReconsumeTimes, Body: r.Body, Properties: props}
+	res := b.store.Put(ctx, m)
+	if !res.Stored() {
+		replyPut(w, req, res)
+		return
+	}
+	if err := b.tx.markDone(ctx, r.QueueOffset); err != nil {
+		b.logger.Error("broker: record commit", "half_offset", r.QueueOffset, "err", err)
+	}
+	reply(w, req, protocol.Success, "")
 }
