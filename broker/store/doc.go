@@ -3,13 +3,24 @@
 //
 // # Put path
 //
-// Put and PutBatch hold putMu, the one serialization point for writes:
-// assign the queue offset from the in-memory topic/queueId → next table,
-// encode the v1 record straight into the commitlog's buffer
-// (commitlog.Log.Append), advance the table, release. Nothing slow happens
-// under putMu: in sync flush mode the wait for fsync (group commit) happens
-// after it is released. PREPARED and ROLLBACK transactional messages get
-// queue offset 0 and do not advance the table (RocketMQ's rule).
+// Submit is the one way in. It takes a slice of requests, each a message
+// or a batch (consecutive records, one append, never across two
+// segments), checks their limits, and holds putMu once for all of them,
+// the one serialization point for writes: for each chunk of requests (as
+// many as fit in 256 KiB, or one larger request alone) it assigns queue
+// offsets from the per-queue counters, encodes the v1 records straight
+// into the commitlog's buffer (commitlog.Log.Append) and advances the
+// counters; a failed append gives its offsets back. Nothing slow happens
+// under putMu. Each request is then answered through its Done: at once
+// when it failed, needs no fsync (async flush mode) or asked not to wait
+// (NoWait, RocketMQ's WAIT=false); otherwise the durable notifier
+// (durableLoop) answers it once the fsync covering it completes, or with
+// PutFlushDiskTimeout (stored all the same) after the sync flush timeout.
+// No goroutine waits per put. Put and PutBatch are thin wrappers that wait
+// for the answer, for the broker's own puts. PREPARED and ROLLBACK
+// transactional messages get queue offset 0 and do not advance a counter
+// (RocketMQ's rule). The pull path reads the counters (QueueNext) without
+// putMu.
 //
 // # Dispatch
 //
