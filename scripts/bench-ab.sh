@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# Sluice against itself: the produce rows of bench-vs-nats.sh (async 1 KiB
+# and 128 B with 256 in flight, batch 32, durable with a connection per
+# sender and with 128 goroutines sharing one producer) on two builds, in
+# alternated rounds, each round on fresh brokers. For "no regression" and
+# "this made it faster" figures, read as ratios (the machine is shared).
+#
+#   scripts/bench-ab.sh BASE [HEAD]     # git revisions; HEAD defaults to the work tree
+#   N=50000 DURABLE_N=5000 ROUNDS=3 scripts/bench-ab.sh e426daf
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+base=${1:?usage: scripts/bench-ab.sh BASE [HEAD]}
+head=${2:-}
+N=${N:-200000}
+DURABLE_N=${DURABLE_N:-20000}
+SENDERS=${SENDERS:-128}
+ROUNDS=${ROUNDS:-3}
+
+work=$(mktemp -d /tmp/sluice-ab.XXXXXX)
+cleanup() {
+	if [ -f "$work/pids" ]; then
+		while read -r p; do kill "$p" 2>/dev/null || true; done <"$work/pids"
+		sleep 0.5
+		while read -r p; do kill -9 "$p" 2>/dev/null || true; done <"$work/pids"
+	fi
+	git worktree remove --force "$work/src-a" 2>/dev/null || true
+	git worktree remove --force "$work/src-b" 2>/dev/null || true
+	rm -rf "$work"
+}
+trap cleanup EXIT
+
+# build SIDE REV: builds mqbroker and mqbench of REV ("" = the work tree).
+build() {
+	local out=$work/$1 src=.
+	mkdir -p "$out"
+	if [ -n "$2" ]; then
+		src=$work/src-$1
+		git worktree add --detach "$src" "$2" >/dev/null 2>&1
+	fi
+	(cd "$src" && go build -o "$out/mqbroker" ./cmd/mqbroker && go build -o "$out/mqbench" ./cmd/mqbench)
+}
+echo "== building a=$base b=${head:-work tree}" >&2
+build a "$base"
+build b "$head"
+
+# start SIDE FLUSH: starts SIDE's broker on a fresh store, prints its
+# nameserver address.
+start() {
+	local dir
+	dir=$(mktemp -d "$work/run.XXXX")
+	SLUICE_EMBEDDED_NAMESRV_LISTEN=127.0.0.1:0 SLUICE_STORE_SEGMENT_SIZE=$((256 << 20)) \
+		"$work/$1/mqbroker" --listen 127.0.0.1:0 --store-dir "$dir/store" --flush "$2" >"$dir/out" 2>"$dir/log" &
+	echo $! >>"$work/pids"
+	echo $! >"$dir/pid"
+	for _ in $(seq 100); do
+		if grep -q 'serving on' "$dir/out"; then
+			echo "$dir $(grep -oE 'nameserver [0-9.:]+' "$dir/out" | awk '{print $2}')"
+			return
+		fi
+		sleep 0.1
+	done
+	echo "mqbroker did not start: $(cat "$dir/log")" >&2
+	exit 1
+}
+
+stop() {
+	kill "$(cat "$1/pid")" 2>/dev/null || true
+	while kill -0 "$(cat "$1/pid")" 2>/dev/null; do sleep 0.1; done
+	rm -rf "$1/store"
+}
+
+rate() { python3 -c 'import json,sys; print(round(json.load(sys.stdin)["msgs_per_sec"]))'; }
+
+# run SIDE ROW: one run of a row on a fresh broker of SIDE; prints msgs/s.
+run() {
+	local side=$1 row=$2 flush=async args
+	case $row in
+	async1k) args=(--size 1024 --inflight 256 --count "$N") ;;
+	async128) args=(--size 128 --inflight 256 --count "$N") ;;
+	batch32) args=(--size 1024 --batch 32 --inflight 256 --count "$N") ;;
+	durable) flush=sync args=(--size 1024 --sync --producers "$SENDERS" --count "$DURABLE_N") ;;
+	durable-shared) flush=sync args=(--size 1024 --sync --senders "$SENDERS" --count "$DURABLE_N") ;;
+	esac
+	read -r dir ns < <(start "$side" "$flush")
+	"$work/$side/mqbench" produce -n "$ns" -t "ab-$row" "${args[@]}" --json 2>/dev/null | rate
+	stop "$dir"
+	sync
+}
+
+printf '%-16s %s\n' row "a (msgs/s) | b (msgs/s) | b/a, per round"
+for row in async1k async128 batch32 durable durable-shared; do
+	line=""
+	for r in $(seq "$ROUNDS"); do
+		# NB: who goes first alternates, so neither side always runs right
+		# after the other's writes.
+		if [ $((r % 2)) = 1 ]; then
+			a=$(run a "$row")
+			b=$(run b "$row")
+		else
+			b=$(run b "$row")
+			a=$(run a "$row")
+		fi
+		line+=$(python3 -c "print(f' {$a} | {$b} | {$b/$a:.2f};')")
+	done
+	printf '%-16s%s\n' "$row" "$line"
+done
