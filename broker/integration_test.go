@@ -177,4 +177,6 @@ func TestMetrics_Scrape(t *testing.T) {
 	require.Equal(t, 0.0, value("sluice_send_busy_total", nil))
 	value("sluice_disk_used_ratio", nil)
 	value("sluice_pull_parked", nil)
+	require.Equal(t, 0.0, value("sluice_key_index_degraded", nil))
+	require.Equal(t, 0.0, value("sluice_dispatch_retries_total", nil))
 }

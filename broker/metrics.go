@@ -84,6 +84,8 @@ var (
 	descLogNext    = prometheus.NewDesc("sluice_commitlog_max_offset", "End of the commitlog.", nil, nil)
 	descLogDurable = prometheus.NewDesc("sluice_commitlog_durable_offset", "Commitlog offset below which everything is fsynced.", nil, nil)
 	descDispatch   = prometheus.NewDesc("sluice_dispatch_lag_bytes", "Commitlog bytes not yet indexed into consume queues.", nil, nil)
+	descRetries    = prometheus.NewDesc("sluice_dispatch_retries_total", "Dispatch attempts that failed (a write error) and were retried on the same record.", nil, nil)
+	descIndexDeg   = prometheus.NewDesc("sluice_key_index_degraded", "1 while the key index cannot write and lags behind the consume queues (it catches up by itself).", nil, nil)
 	descDisk       = prometheus.NewDesc("sluice_disk_used_ratio", "Share of the store's disk in use.", nil, nil)
 	descDiskHigh   = prometheus.NewDesc("sluice_disk_high_watermark_ratio", "Disk use above which old segments are deleted early.", nil, nil)
 	descDiskFull   = prometheus.NewDesc("sluice_disk_full_watermark_ratio", "Disk use above which sends are refused.", nil, nil)
@@ -98,7 +100,7 @@ type brokerCollector struct{ b *Broker }
 
 func (c brokerCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descPutMsgs, descPutBytes, descGetMsgs, descGetBytes, descBusy, descLogMin,
-		descLogNext, descLogDurable, descDispatch, descDisk, descDiskHigh, descDiskFull, descLag, descLagSec, descConns, descParked} {
+		descLogNext, descLogDurable, descDispatch, descRetries, descIndexDeg, descDisk, descDiskHigh, descDiskFull, descLag, descLagSec, descConns, descParked} {
 		ch <- d
 	}
 }
@@ -122,6 +124,8 @@ func (c brokerCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descLogNext, float64(l.Next()))
 	gauge(descLogDurable, float64(l.Durable()))
 	gauge(descDispatch, float64(b.store.DispatchLag()))
+	ch <- prometheus.MustNewConstMetric(descRetries, prometheus.CounterValue, float64(b.store.DispatchRetries()))
+	gauge(descIndexDeg, map[bool]float64{true: 1}[b.store.KeyIndexDegraded()])
 	if u, err := b.store.DiskUsage(); err == nil {
 		gauge(descDisk, u)
 	}

@@ -42,6 +42,9 @@ func (s *Store) saveCheckpoints() error {
 	if err := statefile.Save(filepath.Join(s.dir, "consumequeue", checkpointName), dispatchCheckpoint{Pos: pos, SavedAt: now}); err != nil {
 		return err
 	}
+	if s.health.indexDegraded.Load() {
+		return nil // its checkpoint stays where the index is complete
+	}
 	if err := s.index.Sync(); err != nil {
 		return err
 	}

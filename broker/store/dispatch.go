@@ -3,6 +3,8 @@ package store
 import (
 	"errors"
 	"fmt"
+	"sync/atomic"
+	"time"
 
 	"github.com/sluicemq/sluice/commitlog"
 	"github.com/sluicemq/sluice/consumequeue"
@@ -10,19 +12,68 @@ import (
 	"github.com/sluicemq/sluice/internal/message"
 )
 
+// Retry delays of the dispatcher after an error: doubling from
+// dispatchRetryMin up to dispatchRetryMax.
+const (
+	dispatchRetryMin = 10 * time.Millisecond
+	dispatchRetryMax = 5 * time.Second
+)
+
+// dispatchHealth is what the dispatcher knows of its own failures.
+type dispatchHealth struct {
+	indexDegraded atomic.Bool  // the key index failed and lags (read by checkpoints, metrics, status)
+	retries       atomic.Int64 // dispatch attempts that failed and were retried (metrics)
+
+	// Dispatcher-owned.
+	indexStop    int64     // while degraded: every record below is in the key index
+	indexFails   int       // consecutive key index failures
+	indexRetryAt time.Time // next catch-up attempt while degraded
+}
+
+// retryDelay is the wait before attempt fails+1 of something that failed
+// fails times in a row.
+func retryDelay(fails int) time.Duration {
+	return min(dispatchRetryMin<<min(fails-1, 20), dispatchRetryMax)
+}
+
 // dispatchLoop tails the commitlog and indexes each record. In sync flush
-// mode it reads only the durable part of the log.
+// mode it reads only the durable part of the log. A record that fails is
+// retried, the same record, after a doubling delay; a key index that fails
+// is left behind (degraded) and caught up later, so that the consume queues
+// go on.
 func (s *Store) dispatchLoop() {
 	defer s.wg.Done()
 	syncMode := s.cfg.SyncFlush()
 	sc := s.log.NewScanner(commitlog.Offset(s.dispatched.Load()), syncMode)
+	fails := 0
 	for {
 		var durable <-chan struct{}
 		if syncMode {
 			durable = s.log.DurableChanged()
 		}
-		if err := s.dispatch(sc); err != nil {
-			s.logger.Error("store: dispatch stopped", "pos", sc.Pos(), "err", err)
+		err := s.dispatch(sc)
+		kick := s.kick
+		var retry <-chan time.Time
+		switch {
+		case err != nil:
+			fails++
+			s.health.retries.Add(1)
+			if fails == 1 {
+				s.logger.Error("store: dispatch failed; retrying the same record until it succeeds",
+					"pos", sc.Pos(), "err", err)
+			}
+			// NB: only the delay wakes a retry, not every put.
+			kick, durable = nil, nil
+			retry = time.After(retryDelay(fails))
+		case fails > 0:
+			s.logger.Info("store: dispatch resumed", "pos", sc.Pos(), "failed_attempts", fails)
+			fails = 0
+		}
+		if s.health.indexDegraded.Load() {
+			s.catchUpIndex()
+			if retry == nil && s.health.indexDegraded.Load() {
+				retry = time.After(time.Until(s.health.indexRetryAt))
+			}
 		}
 		select {
 		case <-s.quit:
@@ -31,21 +82,25 @@ func (s *Store) dispatchLoop() {
 				s.logger.Error("store: final dispatch", "pos", sc.Pos(), "err", err)
 			}
 			return
-		case <-s.kick:
+		case <-kick:
 		case <-durable:
+		case <-retry:
 		}
 	}
 }
 
 // dispatch indexes records from the scanner until it reaches the end of what
-// it may read. A corrupt record in an older segment is reported and the rest
-// of that segment skipped (its messages are lost; the log says where).
+// it may read. A record that fails leaves the scanner on it, so the next call
+// starts with it again. A corrupt record in an older segment is reported and
+// the rest of that segment skipped (its messages are lost; the log says
+// where).
 // REQUIRES: called by one goroutine at a time (Open, then dispatchLoop).
 func (s *Store) dispatch(sc *commitlog.Scanner) error {
 	for {
 		for sc.Scan() {
 			at, rec := sc.Record()
 			if err := s.dispatchRecord(int64(at), rec); err != nil {
+				sc.Seek(at)
 				return err
 			}
 			s.dispatched.Store(int64(sc.Pos()))
@@ -71,7 +126,9 @@ func (s *Store) dispatch(sc *commitlog.Scanner) error {
 }
 
 // dispatchRecord writes the consume queue entry and key index entries of one
-// record (or of each record of a batch) and wakes the arrival listeners.
+// record (or of each record of a batch) and wakes the arrival listeners. A
+// key index error does not fail it: the index is marked degraded and caught
+// up later (catchUpIndex).
 func (s *Store) dispatchRecord(at int64, rec []byte) error {
 	di, err := message.ReadDispatchInfo(rec)
 	if err != nil {
@@ -83,13 +140,78 @@ func (s *Store) dispatchRecord(at int64, rec []byte) error {
 			return err
 		}
 	}
-	if tx != message.TxPrepared && tx != message.TxRollback && at >= s.indexFrom {
-		if err := s.indexKeys(&di); err != nil {
-			return err
+	if !s.health.indexDegraded.Load() {
+		if err := s.indexRecord(at, &di); err != nil {
+			s.health.indexStop, s.health.indexFails = at, 1
+			s.health.indexRetryAt = time.Now().Add(retryDelay(1))
+			s.health.indexDegraded.Store(true)
+			s.logger.Error("store: key index degraded; consume queues go on, the index catches up once it can write",
+				"pos", at, "err", err)
 		}
 	}
 	return nil
 }
+
+// indexRecord puts the keys of one record into the key index, unless the
+// record is not indexed (prepared or rolled back) or already was.
+func (s *Store) indexRecord(at int64, di *message.DispatchInfo) error {
+	tx := message.TxType(di.SysFlag)
+	if tx == message.TxPrepared || tx == message.TxRollback || at < s.indexFrom {
+		return nil
+	}
+	return s.indexKeys(di)
+}
+
+// catchUpIndex indexes the records from where the degraded key index stopped
+// to the dispatch position, once its retry delay is over; reaching it makes
+// the index healthy again. REQUIRES: the dispatching goroutine.
+func (s *Store) catchUpIndex() {
+	h := &s.health
+	if time.Now().Before(h.indexRetryAt) {
+		return
+	}
+	sc := s.log.NewScanner(commitlog.Offset(h.indexStop), false)
+	err := func() error {
+		for int64(sc.Pos()) < s.dispatched.Load() {
+			if !sc.Scan() {
+				var ce *commitlog.CorruptionError
+				if errors.As(sc.Err(), &ce) {
+					sc.SkipCorrupt() // reported by dispatch
+					continue
+				}
+				return sc.Err()
+			}
+			at, rec := sc.Record()
+			if int64(at) >= s.dispatched.Load() {
+				break
+			}
+			di, err := message.ReadDispatchInfo(rec)
+			if err == nil {
+				err = s.indexRecord(int64(at), &di)
+			}
+			if err != nil {
+				h.indexStop = int64(at)
+				return err
+			}
+		}
+		return nil
+	}()
+	if err != nil {
+		h.indexFails++
+		h.indexRetryAt = time.Now().Add(retryDelay(h.indexFails))
+		return
+	}
+	s.logger.Info("store: key index healthy again", "caught_up_to", s.dispatched.Load(), "failed_attempts", h.indexFails)
+	h.indexFails = 0
+	h.indexDegraded.Store(false)
+}
+
+// KeyIndexDegraded reports whether the key index failed and lags behind the
+// consume queues (it catches up by itself once it can write again).
+func (s *Store) KeyIndexDegraded() bool { return s.health.indexDegraded.Load() }
+
+// DispatchRetries returns how many dispatch attempts failed and were retried.
+func (s *Store) DispatchRetries() int64 { return s.health.retries.Load() }
 
 // queue returns the consume queue of a record, from the dispatcher's cache.
 // REQUIRES: called by the dispatching goroutine.

@@ -76,6 +76,7 @@ type Store struct {
 	putClosed bool
 
 	dispatched atomic.Int64 // every record below is indexed
+	health     dispatchHealth
 	// Dispatcher-owned.
 	indexFrom int64                                    // records below are already in the key index
 	queues    map[string]map[int32]*consumequeue.Queue // cache of consume queues by topic and id

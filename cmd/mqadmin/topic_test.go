@@ -141,6 +141,7 @@ func TestCluster_ListAndBrokerStatus(t *testing.T) {
 	out = c.ok(t, "brokerStatus", "-b", c.broker)
 	require.Equal(t, []string{"brokerName:", "broker-a"}, findRow(t, out, "brokerName:"))
 	require.Equal(t, []string{"putMessageTotal:", "1"}, findRow(t, out, "putMessageTotal:"))
+	require.Equal(t, []string{"keyIndexDegraded:", "false"}, findRow(t, out, "keyIndexDegraded:"))
 	var kv map[string]string
 	c.okJSON(t, &kv, "brokerStatus", "-b", c.broker)
 	require.Equal(t, "DefaultCluster", kv["clusterName"])
