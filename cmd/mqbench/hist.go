@@ -7,10 +7,12 @@ import (
 	"time"
 )
 
-// histogram is an HDR-style latency histogram: values are kept in
-// power-of-two ranges, each split into 64 linear sub-buckets, so every
-// recorded value is within 1/64 (1.6%) of its bucket's value, from 1 µs to
-// about an hour, in fixed memory.
+// histogram is an HDR-style latency histogram in fixed memory, in
+// microseconds: values below 64 µs are exact; above, each power-of-two
+// range [2^k, 2^(k+1)) is split into 32 linear sub-buckets, so a recorded
+// value is at most 1/32 (3.1%) above its bucket's value. The 40 ranges
+// reach 2^45 µs (about 407 days); a longer value is counted in the last
+// bucket (max keeps it exactly).
 type histogram struct {
 	mu     sync.Mutex
 	counts [40][subBuckets]int64
