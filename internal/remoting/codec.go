@@ -7,7 +7,8 @@ import "fmt"
 // AppendHeader appends the encoded header to dst and returns the extended
 // slice. DecodeHeader replaces every field of h; it never retains src (all
 // strings are copied), never panics, and returns an error wrapping
-// ErrBadHeader for input it cannot read. ExtFields is nil after decoding an
+// ErrBadHeader for input it cannot read, or a *CodeRangeError (JSON only)
+// for a header it read whose code does not fit in 16 bits. ExtFields is nil after decoding an
 // empty or absent map. A language name or byte that is not in the table
 // decodes as protocol.LanguageOther, as does an absent one.
 type HeaderCodec interface {

@@ -9,11 +9,13 @@ import (
 
 // jsonCodec is serialize type 0 (spec §1.3): one JSON object with the keys
 // code, language (the enum name), version, opaque, flag, remark and
-// extFields (string values only). Unknown keys such as Java's
-// serializeTypeCurrentRPC are ignored; null or absent remark and extFields
-// are legal. The encoder omits an empty remark and empty extFields, as the
-// captured Java-style responses do. Decoding is hand-written
-// (codec_json_decode.go).
+// extFields. Lenient in, strict out: the decoder reads what the Java broker
+// reads (numbers, booleans and null as extFields values or remark, unknown
+// keys such as Java's serializeTypeCurrentRPC ignored, a code outside
+// int16 reported as a CodeRangeError; see jsonDecoder in
+// codec_json_decode.go, hand-written); the encoder writes extFields values
+// as strings only, and omits an empty remark and empty extFields, as the
+// captured Java-style responses do.
 type jsonCodec struct{}
 
 func (jsonCodec) AppendHeader(dst []byte, h *Header) ([]byte, error) {

@@ -17,18 +17,41 @@ import (
 // against encoding/json):
 //
 //   - the input must be one object and nothing else but whitespace;
-//   - code, version, opaque and flag are integers in their type's range
-//     (no fraction or exponent), or null (zero);
-//   - language and remark are strings or null;
-//   - extFields is an object of strings (null values read as "") or null;
+//   - version, opaque and flag are integers in their type's range (no
+//     fraction or exponent), or null (zero); code is an int32 or null, and
+//     one outside int16 is a *CodeRangeError once the rest is read;
+//   - language is a string or null;
 //   - strings are unescaped (\uXXXX with surrogate pairs); invalid UTF-8
 //     and lone surrogates become U+FFFD; raw control characters are errors;
 //   - other keys are skipped after checking they are valid JSON, at most
 //     jsonMaxDepth levels deep; keys match exactly (encoding/json would
 //     also match "CODE"); a repeated key replaces the earlier value.
+//
+// Lenient where the Java broker is (STYLE §4.13): it reads the header with
+// fastjson into a RemotingCommand whose remark is a String and whose
+// extFields is a HashMap<String, String>, and fastjson's StringCodec turns
+// any JSON value into a String. So remark and each extFields value may be
+// any JSON value (see text):
+//
+//   - a string is its contents; null is no value: an empty remark, and an
+//     extFields key that is absent (Java stores null, which every header
+//     reader treats as absent; Sluice drops the key, so a null optional
+//     field reads as missing, not as a malformed "");
+//   - a number is its text as written ("0", "-1", "1764590000000",
+//     "1.50", "1e3"). fastjson keeps an integer's text too, but reads a
+//     fraction or exponent as a BigDecimal ("1e3" becomes "1E+3"); no
+//     header field is fractional and both spellings fail an integer field
+//     alike, so Sluice keeps the text;
+//   - true and false are "true" and "false";
+//   - an object or array is its JSON text without insignificant
+//     whitespace, as fastjson writes a JSONObject (which may also reorder
+//     keys and respell strings; Sluice keeps them as written).
+//
+// extFields itself is an object or null.
 type jsonDecoder struct {
-	b []byte
-	i int
+	b        []byte
+	i        int
+	wideCode int64 // a code outside int16 (0: none)
 }
 
 const jsonMaxDepth = 64
@@ -40,35 +63,15 @@ func decodeJSONHeader(src []byte, h *Header) error {
 	if !d.consume('{') {
 		return badHeader("JSON header is not an object")
 	}
-	d.ws()
-	if !d.consume('}') {
-		for {
-			d.ws()
-			key, err := d.key()
-			if err != nil {
-				return err
-			}
-			d.ws()
-			if !d.consume(':') {
-				return d.errorf("expected ':'")
-			}
-			d.ws()
-			if err := d.field(key, h); err != nil {
-				return err
-			}
-			d.ws()
-			if d.consume(',') {
-				continue
-			}
-			if d.consume('}') {
-				break
-			}
-			return d.errorf("expected ',' or '}'")
-		}
+	if err := d.members(func(key []byte) error { return d.field(key, h) }); err != nil {
+		return err
 	}
 	d.ws()
 	if d.i != len(d.b) {
 		return d.errorf("data after the header object")
+	}
+	if d.wideCode != 0 {
+		return &CodeRangeError{Code: int32(d.wideCode)}
 	}
 	return nil
 }
@@ -96,6 +99,46 @@ func (d *jsonDecoder) consume(c byte) bool {
 	return false
 }
 
+// items reads the items of an object or array whose opening bracket is
+// consumed, up to its closing bracket end, with item.
+func (d *jsonDecoder) items(end byte, item func() error) error {
+	d.ws()
+	if d.consume(end) {
+		return nil
+	}
+	for {
+		d.ws()
+		if err := item(); err != nil {
+			return err
+		}
+		d.ws()
+		if d.consume(',') {
+			continue
+		}
+		if d.consume(end) {
+			return nil
+		}
+		return d.errorf("expected ',' or '" + string(end) + "'")
+	}
+}
+
+// members reads the members of an object whose '{' is consumed: value
+// reads the value of each, given its key (see key).
+func (d *jsonDecoder) members(value func(key []byte) error) error {
+	return d.items('}', func() error {
+		key, err := d.key()
+		if err != nil {
+			return err
+		}
+		d.ws()
+		if !d.consume(':') {
+			return d.errorf("expected ':'")
+		}
+		d.ws()
+		return value(key)
+	})
+}
+
 func (d *jsonDecoder) literal(s string) bool {
 	if len(d.b)-d.i >= len(s) && string(d.b[d.i:d.i+len(s)]) == s {
 		d.i += len(s)
@@ -121,9 +164,14 @@ func (d *jsonDecoder) field(key []byte, h *Header) error {
 	var err error
 	switch string(key) {
 	case "code":
+		// NB: an int, as Java reads it; one outside int16 is answered
+		// REQUEST_CODE_NOT_SUPPORTED (see CodeRangeError).
 		var v int64
-		v, err = d.integer(16)
-		h.Code = int16(v)
+		v, err = d.integer(32)
+		h.Code, d.wideCode = int16(v), 0
+		if int64(h.Code) != v {
+			h.Code, d.wideCode = 0, v
+		}
 	case "version":
 		var v int64
 		v, err = d.integer(16)
@@ -141,7 +189,7 @@ func (d *jsonDecoder) field(key []byte, h *Header) error {
 		s, err = d.nullableString()
 		h.Language, _ = protocol.ParseLanguage(s)
 	case "remark":
-		h.Remark, err = d.nullableString()
+		h.Remark, _, err = d.text()
 	case "extFields":
 		h.ExtFields, err = d.extFields()
 	default:
@@ -223,47 +271,93 @@ func (d *jsonDecoder) extFields() (map[string]string, error) {
 	if !d.consume('{') {
 		return nil, d.errorf("extFields is not an object")
 	}
-	d.ws()
-	if d.consume('}') {
-		return nil, nil
-	}
 	// NB: entries are collected first so the map is made once at its
 	// size; growing it from a guess was a fifth of the decode time.
-	var stack [24][2]string
-	pairs := stack[:0]
-	for {
-		d.ws()
-		k, err := d.str()
+	var stack [24]extEntry
+	entries := stack[:0]
+	nulls := 0
+	err := d.members(func(key []byte) error {
+		v, ok, err := d.text()
 		if err != nil {
-			return nil, err
+			return err
 		}
-		d.ws()
-		if !d.consume(':') {
-			return nil, d.errorf("expected ':'")
+		if len(entries) == MaxExtFields {
+			return badHeader("more than %d extFields", MaxExtFields)
 		}
-		d.ws()
-		v, err := d.nullableString()
-		if err != nil {
-			return nil, err
+		if !ok {
+			nulls++
 		}
-		if len(pairs) == MaxExtFields {
-			return nil, badHeader("more than %d extFields", MaxExtFields)
-		}
-		pairs = append(pairs, [2]string{k, v})
-		d.ws()
-		if d.consume(',') {
-			continue
-		}
-		if d.consume('}') {
-			break
-		}
-		return nil, d.errorf("expected ',' or '}'")
+		entries = append(entries, extEntry{string(key), v, ok})
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	m := make(map[string]string, len(pairs))
-	for _, p := range pairs {
-		m[p[0]] = p[1]
+	if nulls == len(entries) {
+		return nil, nil
+	}
+	m := make(map[string]string, len(entries)-nulls)
+	for _, e := range entries {
+		if e.ok {
+			m[e.k] = e.v
+		} else {
+			delete(m, e.k) // NB: a later null replaces an earlier value
+		}
+	}
+	if len(m) == 0 {
+		return nil, nil
 	}
 	return m, nil
+}
+
+type extEntry struct {
+	k, v string
+	ok   bool // false: the value was null
+}
+
+// text reads any JSON value as the Java broker reads it into a String
+// (see jsonDecoder): a string's contents, the text of a number, true or
+// false, the compact JSON text of an object or array; ok is false for
+// null.
+func (d *jsonDecoder) text() (v string, ok bool, err error) {
+	if d.i < len(d.b) && d.b[d.i] == '"' {
+		v, err = d.str()
+		return v, err == nil, err
+	}
+	if d.literal("null") {
+		return "", false, nil
+	}
+	start := d.i
+	if err := d.skip(0); err != nil {
+		return "", false, err
+	}
+	if raw := d.b[start:d.i]; raw[0] == '{' || raw[0] == '[' {
+		return compactJSON(raw), true, nil
+	}
+	return string(d.b[start:d.i]), true, nil
+}
+
+// compactJSON returns raw, a JSON value skip has checked, without the
+// whitespace outside its strings; invalid UTF-8 in it becomes U+FFFD.
+func compactJSON(raw []byte) string {
+	var sb strings.Builder
+	sb.Grow(len(raw))
+	inString, escaped := false, false
+	for _, c := range raw {
+		switch {
+		case escaped:
+			escaped = false
+		case inString:
+			escaped = c == '\\'
+			inString = c != '"'
+		case c == '"':
+			inString = true
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+			continue
+		}
+		sb.WriteByte(c)
+	}
+	return strings.ToValidUTF8(sb.String(), "\uFFFD")
 }
 
 // str reads a string token as a new string.
@@ -412,52 +506,10 @@ func (d *jsonDecoder) skip(depth int) error {
 		return err
 	case c == '{':
 		d.i++
-		d.ws()
-		if d.consume('}') {
-			return nil
-		}
-		for {
-			d.ws()
-			if _, _, err := d.scanString(); err != nil {
-				return err
-			}
-			d.ws()
-			if !d.consume(':') {
-				return d.errorf("expected ':'")
-			}
-			d.ws()
-			if err := d.skip(depth + 1); err != nil {
-				return err
-			}
-			d.ws()
-			if d.consume(',') {
-				continue
-			}
-			if d.consume('}') {
-				return nil
-			}
-			return d.errorf("expected ',' or '}'")
-		}
+		return d.members(func([]byte) error { return d.skip(depth + 1) })
 	case c == '[':
 		d.i++
-		d.ws()
-		if d.consume(']') {
-			return nil
-		}
-		for {
-			d.ws()
-			if err := d.skip(depth + 1); err != nil {
-				return err
-			}
-			d.ws()
-			if d.consume(',') {
-				continue
-			}
-			if d.consume(']') {
-				return nil
-			}
-			return d.errorf("expected ',' or ']'")
-		}
+		return d.items(']', func() error { return d.skip(depth + 1) })
 	case c == 't':
 		if d.literal("true") {
 			return nil

@@ -102,6 +102,28 @@ func TestJSON_Decode(t *testing.T) {
 		{"nested unknown value",
 			`{"code":1,"language":"GO","x":{"a":[1,2,{"b":null}]},"y":[true]}`,
 			Header{Code: 1, Language: protocol.LanguageGo}},
+		// As the Java broker reads them (fastjson into a HashMap<String,
+		// String>): other clients send numbers, booleans and nulls.
+		{"issue 14: a Node client's send",
+			`{"code":10,"language":"NODE","version":317,"opaque":7,"flag":0,"remark":null,"extFields":{"topic":"t","queueId":0,"unitMode":false,"defaultTopicQueueNums":4,"bornTimestamp":1764590000000}}`,
+			Header{Code: 10, Language: protocol.LanguageOther, Version: 317, Opaque: 7, ExtFields: map[string]string{
+				"topic": "t", "queueId": "0", "unitMode": "false", "defaultTopicQueueNums": "4", "bornTimestamp": "1764590000000"}}},
+		{"numbers keep their text",
+			`{"extFields":{"a":-0,"b":1.50,"c":1e3,"d":-2.5E-7,"e":123456789012345678901234567890,"f":true}}`,
+			Header{Language: protocol.LanguageOther, ExtFields: map[string]string{
+				"a": "-0", "b": "1.50", "c": "1e3", "d": "-2.5E-7", "e": "123456789012345678901234567890", "f": "true"}}},
+		{"null is absent, also after a value",
+			`{"extFields":{"a":null,"b":"1","b":null,"c":"","d":null,"d":"2"}}`,
+			Header{Language: protocol.LanguageOther, ExtFields: map[string]string{"c": "", "d": "2"}}},
+		{"only nulls",
+			`{"extFields":{"a":null}}`,
+			Header{Language: protocol.LanguageOther}},
+		{"objects and arrays as compact JSON text",
+			`{"extFields":{"o":{ "k" : [1, "a b", {}] , "s":"\" }"},"a":[ ]}}`,
+			Header{Language: protocol.LanguageOther, ExtFields: map[string]string{"o": `{"k":[1,"a b",{}],"s":"\" }"}`, "a": "[]"}}},
+		{"remark of any value",
+			`{"remark":42}`,
+			Header{Language: protocol.LanguageOther, Remark: "42"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var got Header
@@ -113,13 +135,36 @@ func TestJSON_Decode(t *testing.T) {
 
 func TestJSON_DecodeErrors(t *testing.T) {
 	for _, in := range []string{
-		``, `null`, `[]`, `"x"`, `{`, `{"code":"10"}`, `{"code":70000}`, `{"opaque":1.5}`,
-		`{"extFields":{"queueId":1}}`, // numbers in extFields fail, as in the Go client
-		`{"extFields":[]}`, `{"code":1}x`,
+		``, `null`, `[]`, `"x"`, `{`, `{"code":"10"}`, `{"code":2147483648}`, `{"opaque":1.5}`,
+		`{"extFields":[]}`, `{"extFields":{"a":tru}}`, `{"extFields":{"a":1.}}`, `{"extFields":{"a":{"b"}}}`,
+		`{"code":1}x`, `{"code":99999}x`, `{"code":99999,"extFields":{"a":01}}`,
 	} {
 		var h Header
 		require.ErrorIs(t, JSONCodec.DecodeHeader([]byte(in), &h), ErrBadHeader, in)
 	}
+}
+
+// TestJSON_CodeOutOfRange: Java reads the code as an int, so a code past
+// int16 is a CodeRangeError (not garbage) with the rest of the header read.
+func TestJSON_CodeOutOfRange(t *testing.T) {
+	for in, code := range map[string]int32{
+		`{"code":99999,"opaque":7,"flag":2,"extFields":{"a":1}}`:           99999,
+		`{"code":32768,"opaque":7,"flag":2,"extFields":{"a":1}}`:           32768,
+		`{"opaque":7,"code":-2147483648,"flag":2,"extFields":{"a":1}}`:     -2147483648,
+		`{"code":10,"code":70000,"opaque":7,"flag":2,"extFields":{"a":1}}`: 70000,
+	} {
+		var h Header
+		err := JSONCodec.DecodeHeader([]byte(in), &h)
+		var wide *CodeRangeError
+		require.ErrorAs(t, err, &wide, in)
+		require.NotErrorIs(t, err, ErrBadHeader)
+		require.Equal(t, code, wide.Code)
+		require.Equal(t, Header{Language: protocol.LanguageOther, Opaque: 7, Flag: FlagOneway,
+			ExtFields: map[string]string{"a": "1"}}, h)
+	}
+	var h Header
+	require.NoError(t, JSONCodec.DecodeHeader([]byte(`{"code":70000,"code":10}`), &h), "a later code replaces it")
+	require.Equal(t, int16(10), h.Code)
 }
 
 func TestJSON_Encode(t *testing.T) {
@@ -305,6 +350,8 @@ func TestJSON_AgainstEncodingJSON(t *testing.T) {
 		"{\"remark\":\"bad utf8 \xff\xfe and \xe6\x97 cut\"}",
 		`{"c\u006fde":7,"language":"G\u004f"}`,
 		`{"extFields":{"a":"1","a":"2","b":null,"":"","\u0000":"\u0000"}}`,
+		`{"extFields":{"a":1,"b":-0.5e+3,"c":true,"d":false,"e":null,"f":{"x": [1, "\u00e9\"]"]},"g":[]}}`,
+		`{"remark":-1,"extFields":{"a":null}}`, `{"remark":{ }}`, "{\"extFields\":{\"a\":[\"\xff\"]}}",
 		`{"extFields":{"x":"1"},"extFields":null}`,
 		`{"x":[1,-2.5e+10,0.0,1E-3,true,false,null,"s",{"a":[{}]},[]],"y":{}}`,
 		`{"language":null,"remark":null,"code":null}`,
@@ -313,13 +360,14 @@ func TestJSON_AgainstEncodingJSON(t *testing.T) {
 	for _, in := range accept {
 		var h Header
 		require.NoError(t, JSONCodec.DecodeHeader([]byte(in), &h), in)
-		checkAgainstEncodingJSON(t, []byte(in), &h)
+		checkAgainstEncodingJSON(t, []byte(in), &h, nil)
 	}
 	reject := []string{
-		`{"code":1.0}`, `{"code":1e2}`, `{"code":32768}`, `{"code":"1"}`, `{"code":01}`, `{"code":-}`,
+		`{"code":1.0}`, `{"code":1e2}`, `{"code":2147483648}`, `{"code":"1"}`, `{"code":01}`, `{"code":-}`,
 		`{"code":+1}`, `{"code":.5}`, `{"x":1.}`, `{"x":1e}`, `{"x":tru}`, `{"x":nul}`,
-		`{"remark":1}`, `{"remark":"\x"}`, `{"remark":"\u12"}`, `{"remark":"\u12g4"}`, "{\"remark\":\"a\nb\"}",
-		`{"remark":"unterminated}`, `{"extFields":{"a":1}}`, `{"extFields":{"a":"1",}}`, `{"extFields":"x"}`,
+		`{"remark":"\x"}`, `{"remark":"\u12"}`, `{"remark":"\u12g4"}`, "{\"remark\":\"a\nb\"}",
+		`{"remark":"unterminated}`, `{"extFields":{"a":1,}}`, `{"extFields":{"a":"1",}}`, `{"extFields":"x"}`,
+		`{"extFields":{"a":[1,]}}`, `{"remark":tru}`,
 		`{"a":1,}`, `{,}`, `{"a" 1}`, `{"a":1 "b":2}`, `{"a":[1,]}`, `{"a":[1 2]}`, `{'a':1}`, `{a:1}`,
 		`{}}`, `{} {}`, `{"x":` + strings.Repeat("[", 100) + strings.Repeat("]", 100) + `}`,
 	}

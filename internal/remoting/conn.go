@@ -431,7 +431,8 @@ func (c *Conn) onRequest(_ context.Context, nc netpoll.Connection) error {
 	}()
 	r := nc.Reader()
 	cmd, size, err := readFrame(r, c.maxFrame, true)
-	if err != nil {
+	var wide *CodeRangeError
+	if err != nil && !errors.As(err, &wide) {
 		c.readFailed(err) // NB: before the release: its hooks may read borrowed bodies
 		_ = r.Release()
 		return nil
@@ -440,9 +441,12 @@ func (c *Conn) onRequest(_ context.Context, nc netpoll.Connection) error {
 	// the idle check needs only to know that something arrived.
 	c.frames.Add(1)
 	c.held += size // NB: unreleased, whether or not its body is borrowed
-	if cmd.IsResponse() {
+	switch {
+	case wide != nil:
+		c.codeOutOfRange(cmd, wide)
+	case cmd.IsResponse():
 		c.deliver(cmd)
-	} else {
+	default:
 		if c.followPeer {
 			c.reqType.Store(uint32(cmd.SerializeType))
 		}
@@ -525,6 +529,26 @@ func (c *Conn) readFailed(err error) {
 			"remote", addrString(c.remote), "conn", c.id, "err", err)
 	}
 	c.closeWith(fmt.Errorf("%w: read from %s: %w", ErrConnClosed, addrString(c.remote), err))
+}
+
+// codeOutOfRange handles a frame whose code does not fit in 16 bits (see
+// CodeRangeError) as Java does: a request is answered
+// REQUEST_CODE_NOT_SUPPORTED naming the code (by the reader's flush); a
+// response fails the call it answers. REQUIRES: on the reader.
+func (c *Conn) codeOutOfRange(cmd *Command, cause *CodeRangeError) {
+	c.ep.logger().Debug("remoting: code does not fit in 16 bits",
+		"remote", addrString(c.remote), "conn", c.id, "code", cause.Code, "response", cmd.IsResponse())
+	if cmd.IsResponse() {
+		if cl := c.take(cmd.Opaque); cl != nil {
+			c.finish(cl, nil, cause)
+		}
+		return
+	}
+	if cmd.IsOneway() {
+		return
+	}
+	_ = c.writeMode(NewResponse(cmd, protocol.RequestCodeNotSupported,
+		fmt.Sprintf("request code %d is not supported", cause.Code)), flushByReader)
 }
 
 // deliver completes the call waiting for resp. A response nobody waits for

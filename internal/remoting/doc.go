@@ -27,6 +27,14 @@
 // address. netpoll buffers bytes as they arrive, so a claimed size is
 // never allocated up front.
 //
+// JSON headers are read as the Java broker (fastjson) reads them: an
+// extFields value or remark may be a number, boolean, null, object or
+// array (read as its text; null as absent), and unknown keys are skipped
+// (jsonDecoder has the details). A JSON code that fits an int32 but not
+// 16 bits is not garbage: a request with one is answered
+// REQUEST_CODE_NOT_SUPPORTED (3) naming the code and the connection reads
+// on; a response with one fails its call (CodeRangeError).
+//
 // # Concurrency contract
 //
 // Reading: netpoll runs one OnRequest at a time per connection, on its

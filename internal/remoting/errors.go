@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 )
 
 // Sentinel errors. Callers test them with errors.Is; returned errors wrap
@@ -49,6 +50,19 @@ var (
 	// first call.
 	ErrAlreadyReplied = errors.New("remoting: request already answered")
 )
+
+// CodeRangeError is the error DecodeHeader (and DecodeFrame) returns for
+// a JSON header that is otherwise well-formed but whose code does not fit
+// in 16 bits: the Java broker reads the code as an int, so a peer may send
+// {"code":99999,...}. Every other field of the Header is decoded (Code is
+// 0) and the frame stream is intact, so a connection answers such a
+// request with REQUEST_CODE_NOT_SUPPORTED, as Java does, and reads on. (The
+// ROCKETMQ binary header carries the code in 16 bits and cannot hold one.)
+type CodeRangeError struct{ Code int32 }
+
+func (e *CodeRangeError) Error() string {
+	return "remoting: request code " + strconv.FormatInt(int64(e.Code), 10) + " does not fit in 16 bits"
+}
 
 // ctxError turns a done context into the error an invoke returns: ErrTimeout
 // (also matching context.DeadlineExceeded) for an expired deadline, the

@@ -2,6 +2,7 @@ package remoting
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 )
@@ -110,7 +111,8 @@ func checkHeaderWord(word uint32, length int32) (SerializeType, HeaderCodec, int
 //
 // Errors wrapping ErrBadFrame, ErrFrameTooLarge, ErrUnknownSerializeType or
 // ErrBadHeader mean the stream is garbage; other errors come from src. It
-// also returns the bytes the frame took.
+// also returns the bytes the frame took. A *CodeRangeError comes with the
+// whole frame read: the command (Code 0) and its size.
 func readFrame(src frameSource, maxFrame int, borrow bool) (*Command, int, error) {
 	p, err := src.Peek(4)
 	if err != nil {
@@ -136,8 +138,10 @@ func readFrame(src frameSource, maxFrame int, borrow bool) (*Command, int, error
 		return nil, 0, err
 	}
 	cmd := &Command{SerializeType: st}
-	if err := codec.DecodeHeader(hdr, &cmd.Header); err != nil {
-		return nil, 0, err
+	herr := codec.DecodeHeader(hdr, &cmd.Header)
+	var wide *CodeRangeError
+	if herr != nil && !errors.As(herr, &wide) {
+		return nil, 0, herr
 	}
 	if bodyLen := int(length) - 4 - hl; bodyLen > 0 {
 		if borrow && !cmd.IsResponse() {
@@ -150,14 +154,15 @@ func readFrame(src frameSource, maxFrame int, borrow bool) (*Command, int, error
 			return nil, 0, err
 		}
 	}
-	return cmd, 4 + int(length), nil
+	return cmd, 4 + int(length), herr
 }
 
 // DecodeFrame decodes the first frame of buf, for tests, tools and
 // fuzzing. maxFrameSize <= 0 means DefaultMaxFrameSize. It returns the
 // command and the number of bytes it used, or ErrShortFrame when buf holds
 // less than a whole frame, or an error wrapping ErrBadFrame,
-// ErrFrameTooLarge, ErrUnknownSerializeType or ErrBadHeader.
+// ErrFrameTooLarge, ErrUnknownSerializeType or ErrBadHeader, or a
+// *CodeRangeError together with the command and its size.
 func DecodeFrame(buf []byte, maxFrameSize int) (*Command, int, error) {
 	if maxFrameSize <= 0 {
 		maxFrameSize = DefaultMaxFrameSize
@@ -180,10 +185,10 @@ func DecodeFrame(buf []byte, maxFrameSize int) (*Command, int, error) {
 		return nil, 0, ErrShortFrame
 	}
 	cmd, _, err := readFrame(&bytesSource{b: buf[:n]}, maxFrameSize, false)
-	if err != nil {
+	if cmd == nil {
 		return nil, 0, err
 	}
-	return cmd, n, nil
+	return cmd, n, err
 }
 
 // bytesSource is a frameSource over a complete frame.

@@ -1,7 +1,10 @@
 package remoting
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -65,17 +68,19 @@ func FuzzFrameReader(f *testing.F) {
 // fuzzHeader checks one codec: no panic; a header that decodes re-encodes
 // and decodes to the same Header; and the other codecs carry it unchanged
 // (when it is valid for them: the JSON codec replaces invalid UTF-8).
-func fuzzHeader(f *testing.F, codec HeaderCodec, seeds [][]byte, extra func(*testing.T, []byte, *Header)) {
+// extra, if set, sees every input with its decode error.
+func fuzzHeader(f *testing.F, codec HeaderCodec, seeds [][]byte, extra func(*testing.T, []byte, *Header, error)) {
 	for _, s := range seeds {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var h Header
-		if codec.DecodeHeader(data, &h) != nil {
-			return
-		}
+		err := codec.DecodeHeader(data, &h)
 		if extra != nil {
-			extra(t, data, &h)
+			extra(t, data, &h, err)
+		}
+		if err != nil {
+			return
 		}
 		b, err := codec.AppendHeader(nil, &h)
 		require.NoError(t, err)
@@ -117,8 +122,12 @@ func FuzzHeaderJSON(f *testing.F) {
 	for _, name := range goldenFiles(f) {
 		seeds = append(seeds, goldenHeaderBytes(f, name)) // the client's own bytes
 	}
+	for _, name := range lenientFiles(f) {
+		seeds = append(seeds, goldenHeaderBytesIn(f, lenientDir, name))
+	}
 	seeds = append(seeds, []byte(`{"code":1,"remark":null,"extFields":null,"x":[{"y":1}]}`), []byte(`null`),
-		[]byte(`{"c\u006fde":-0,"remark":"\ud83d\ude00\ud800x\u00e9\/","extFields":{"a":null,"a":"2"},"n":-1.5e+3}`))
+		[]byte(`{"c\u006fde":-0,"remark":"\ud83d\ude00\ud800x\u00e9\/","extFields":{"a":null,"a":"2"},"n":-1.5e+3}`),
+		[]byte(`{"code":99999,"opaque":7,"remark":12.5e-1,"extFields":{"n":-0.0E+1,"b":true,"z":null,"o":{ "k" : [1, "\u00e9 x", {}] }}}`))
 	fuzzHeader(f, JSONCodec, seeds, checkAgainstEncodingJSON)
 }
 
@@ -133,8 +142,14 @@ func FuzzHeaderMsgpack(f *testing.F) {
 }
 
 // checkAgainstEncodingJSON: whatever the hand-written JSON decoder
-// accepts is valid JSON, and encoding/json reads the same values from it.
-func checkAgainstEncodingJSON(t *testing.T, data []byte, h *Header) {
+// accepts (or reads but for a code outside int16) is valid JSON, and
+// encoding/json reads the same values from it, remark and extFields values
+// read as the Java broker reads them (see jsonDecoder).
+func checkAgainstEncodingJSON(t *testing.T, data []byte, h *Header, err error) {
+	var wide *CodeRangeError
+	if err != nil && !errors.As(err, &wide) {
+		return
+	}
 	require.True(t, json.Valid(data), "accepted invalid JSON")
 	var top map[string]json.RawMessage
 	require.NoError(t, json.Unmarshal(data, &top))
@@ -149,19 +164,19 @@ func checkAgainstEncodingJSON(t *testing.T, data []byte, h *Header) {
 		}
 		require.Equal(t, *v, got, key)
 	}
-	integer("code", int64(h.Code))
+	if wide != nil {
+		integer("code", int64(wide.Code))
+		require.NotEqual(t, int64(int16(wide.Code)), int64(wide.Code))
+		require.Zero(t, h.Code)
+	} else {
+		integer("code", int64(h.Code))
+	}
 	integer("version", int64(h.Version))
 	integer("opaque", int64(h.Opaque))
 	integer("flag", int64(h.Flag))
-	var remark, lang *string
-	if raw, ok := top["remark"]; ok {
-		require.NoError(t, json.Unmarshal(raw, &remark))
-	}
-	if remark == nil {
-		require.Empty(t, h.Remark)
-	} else {
-		require.Equal(t, *remark, h.Remark)
-	}
+	remark, _ := javaText(t, top["remark"])
+	require.Equal(t, remark, h.Remark)
+	var lang *string
 	if raw, ok := top["language"]; ok {
 		require.NoError(t, json.Unmarshal(raw, &lang))
 	}
@@ -171,18 +186,34 @@ func checkAgainstEncodingJSON(t *testing.T, data []byte, h *Header) {
 		want, _ := protocol.ParseLanguage(*lang)
 		require.Equal(t, want, h.Language)
 	}
-	var ext map[string]*string
+	var ext map[string]json.RawMessage
 	if raw, ok := top["extFields"]; ok {
 		require.NoError(t, json.Unmarshal(raw, &ext))
 	}
-	require.Equal(t, len(ext), len(h.ExtFields))
-	for k, v := range ext {
-		got, ok := h.ExtFields[k]
-		require.True(t, ok, k)
-		if v == nil {
-			require.Empty(t, got)
-		} else {
-			require.Equal(t, *v, got)
+	want := map[string]string{}
+	for k, raw := range ext {
+		if v, ok := javaText(t, raw); ok {
+			want[k] = v
 		}
 	}
+	if len(want) == 0 {
+		require.Nil(t, h.ExtFields)
+	} else {
+		require.Equal(t, want, h.ExtFields)
+	}
+}
+
+// javaText is the oracle for jsonDecoder.text: how fastjson reads a JSON
+// value into a String, by encoding/json; ok is false for null or nothing.
+func javaText(t *testing.T, raw json.RawMessage) (v string, ok bool) {
+	switch {
+	case raw == nil || string(raw) == "null":
+		return "", false
+	case raw[0] == '"':
+		require.NoError(t, json.Unmarshal(raw, &v))
+		return v, true
+	}
+	var b bytes.Buffer
+	require.NoError(t, json.Compact(&b, raw))
+	return strings.ToValidUTF8(b.String(), "\uFFFD"), true
 }

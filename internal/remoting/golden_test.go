@@ -175,3 +175,43 @@ func TestGolden_ResponsesLikeCaptured(t *testing.T) {
 	// Same bytes as the captured one modulo key order: same length.
 	require.Len(t, frame, len(loadFrame(t, "06-heart-beat-producer.response.bin")))
 }
+
+// TestGolden_LenientJSON decodes the hand-made frames of testdata/lenient-json
+// (JSON headers as other RocketMQ clients write them: numbers, booleans and
+// nulls in extFields, a null remark, unknown top-level keys) as the Java
+// broker reads them.
+func TestGolden_LenientJSON(t *testing.T) {
+	want := map[string]struct {
+		code     int16
+		language protocol.LanguageCode
+		ext      map[string]string
+	}{
+		"01-heart-beat-consumer.bin": {protocol.HeartBeat, protocol.LanguagePython, nil},
+		"02-send-message.bin": {protocol.SendMessage, protocol.LanguageOther, map[string]string{
+			"producerGroup": "pg-node", "topic": "LenientTopic", "defaultTopic": "TBW102", "defaultTopicQueueNums": "4",
+			"queueId": "0", "sysFlag": "0", "bornTimestamp": "1764590000000", "flag": "0",
+			"properties": "TAGS\x01TagA\x02KEYS\x01order-7\x02", "reconsumeTimes": "0", "unitMode": "false", "batch": "false",
+		}},
+		"03-pull-message.bin": {protocol.PullMessage, protocol.LanguagePython, map[string]string{
+			"consumerGroup": "cg-lenient", "topic": "LenientTopic", "queueId": "0", "queueOffset": "0", "maxMsgNums": "32",
+			"sysFlag": "2", "commitOffset": "0", "suspendTimeoutMillis": "1000", "subVersion": "1764590000000",
+			"expressionType": "TAG",
+		}},
+		"04-get-routeinfo-by-topic.bin": {protocol.GetRouteInfoByTopic, protocol.LanguageNodeJS, map[string]string{
+			"topic": "LenientTopic", "acceptStandardJsonOnly": "true",
+		}},
+	}
+	for _, name := range lenientFiles(t) {
+		w, ok := want[name]
+		require.True(t, ok, name)
+		b := loadFrameIn(t, lenientDir, name)
+		cmd, n, err := DecodeFrame(b, 0)
+		require.NoError(t, err, name)
+		require.Equal(t, len(b), n)
+		require.Equal(t, w.code, cmd.Code, name)
+		require.Equal(t, w.language, cmd.Language, name)
+		require.Empty(t, cmd.Remark, name)
+		require.Equal(t, w.ext, cmd.ExtFields, name)
+		checkAgainstEncodingJSON(t, goldenHeaderBytesIn(t, lenientDir, name), &cmd.Header, nil)
+	}
+}

@@ -16,19 +16,32 @@ import (
 	"github.com/sluicemq/sluice/internal/protocol"
 )
 
-func loadFrame(t testing.TB, name string) []byte {
+// Frame folders under testdata (see testdata/README.md).
+const (
+	goldenDir  = "rocketmq-client-go" // captured from the official Go client
+	lenientDir = "lenient-json"       // hand-made, as other clients write JSON headers
+)
+
+func loadFrame(t testing.TB, name string) []byte { return loadFrameIn(t, goldenDir, name) }
+
+func loadFrameIn(t testing.TB, dir, name string) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", "rocketmq-client-go", name))
+	b, err := os.ReadFile(filepath.Join("testdata", dir, name))
 	require.NoError(t, err)
 	return b
 }
 
-// goldenFiles lists the captured frames (see testdata/README.md).
-func goldenFiles(t testing.TB) []string {
+// goldenFiles lists the captured frames.
+func goldenFiles(t testing.TB) []string { return framesIn(t, goldenDir, 42) }
+
+// lenientFiles lists the hand-made frames with lenient JSON headers.
+func lenientFiles(t testing.TB) []string { return framesIn(t, lenientDir, 4) }
+
+func framesIn(t testing.TB, dir string, want int) []string {
 	t.Helper()
-	m, err := filepath.Glob(filepath.Join("testdata", "rocketmq-client-go", "*.bin"))
+	m, err := filepath.Glob(filepath.Join("testdata", dir, "*.bin"))
 	require.NoError(t, err)
-	require.Len(t, m, 42)
+	require.Len(t, m, want)
 	for i := range m {
 		m[i] = filepath.Base(m[i])
 	}
@@ -37,8 +50,12 @@ func goldenFiles(t testing.TB) []string {
 
 // goldenHeaderBytes returns the header bytes of a captured frame.
 func goldenHeaderBytes(t testing.TB, name string) []byte {
+	return goldenHeaderBytesIn(t, goldenDir, name)
+}
+
+func goldenHeaderBytesIn(t testing.TB, dir, name string) []byte {
 	t.Helper()
-	b := loadFrame(t, name)
+	b := loadFrameIn(t, dir, name)
 	hl := int(b[5])<<16 | int(b[6])<<8 | int(b[7])
 	return b[8 : 8+hl]
 }

@@ -30,16 +30,25 @@ func writeRaw(t testing.TB, conn net.Conn, c *Command) {
 // readRaw reads one frame from a plain connection.
 func readRaw(t testing.TB, conn net.Conn) *Command {
 	t.Helper()
-	require.NoError(t, conn.SetReadDeadline(time.Now().Add(5*time.Second)))
-	var p [4]byte
-	_, err := io.ReadFull(conn, p[:])
-	require.NoError(t, err)
-	n := binary.BigEndian.Uint32(p[:])
-	b := make([]byte, 4+n)
-	copy(b, p[:])
-	_, err = io.ReadFull(conn, b[4:])
-	require.NoError(t, err)
-	c, _, err := DecodeFrame(b, 0)
+	c, err := readRawErr(conn)
 	require.NoError(t, err)
 	return c
+}
+
+// readRawErr is readRaw for a goroutine other than the test's.
+func readRawErr(conn net.Conn) (*Command, error) {
+	if err := conn.SetReadDeadline(time.Now().Add(5 * time.Second)); err != nil {
+		return nil, err
+	}
+	var p [4]byte
+	if _, err := io.ReadFull(conn, p[:]); err != nil {
+		return nil, err
+	}
+	b := make([]byte, 4+binary.BigEndian.Uint32(p[:]))
+	copy(b, p[:])
+	if _, err := io.ReadFull(conn, b[4:]); err != nil {
+		return nil, err
+	}
+	c, _, err := DecodeFrame(b, 0)
+	return c, err
 }
