@@ -3,6 +3,7 @@ package remoting
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -306,13 +307,72 @@ func TestReadFrame_EverySplit(t *testing.T) {
 	}
 }
 
+// TestReadFrame_Garbage: random bytes, and prefixes that claim frames of
+// up to 1 MiB of which at most 64 bytes arrive, read over a LinkBuffer (as
+// the server reads) from two pieces. The reader fails with the error the
+// first bad field calls for (a garbage kind, on which the connection is
+// closed, or ErrShortFrame, on which a connection waits for more), never
+// returns a command, and never allocates the length a prefix claims.
 func TestReadFrame_Garbage(t *testing.T) {
+	const maxFrame = 1 << 20
 	rng := rand.New(rand.NewPCG(1, 2))
-	for i := 0; i < 200; i++ {
-		b := make([]byte, rng.IntN(64))
+	seen := map[error]int{}
+	for i := 0; i < 600; i++ {
+		b := make([]byte, 1+rng.IntN(64))
 		for j := range b {
 			b[j] = byte(rng.Uint32())
 		}
-		_, _ = readSplit(b, rng.IntN(len(b)+1), 1<<16)
+		if i%2 == 1 && len(b) >= framePrefixLen {
+			// serialize type 3 is unknown; a header length past the frame or
+			// 0 is malformed; a short one is decoded before the body is read.
+			length := 64<<10 + rng.IntN(maxFrame-4-64<<10)
+			hl := []int{0, 1 + rng.IntN(56), length - 3 + rng.IntN(8)}[rng.IntN(3)]
+			copy(b, rawFrame(int32(length), byte(rng.IntN(4)), hl, nil))
+		}
+		want := garbageVerdict(t, b, maxFrame)
+		seen[want]++
+		var got []*Command
+		var err error
+		n := bytesAllocated(func() { got, err = readSplit(b, rng.IntN(len(b)+1), maxFrame) })
+		require.ErrorIs(t, err, want, "input %x", b)
+		require.Empty(t, got)
+		require.Less(t, n, uint64(48<<10), "input %x: allocated %d bytes", b, n)
 	}
+	for _, kind := range []error{ErrShortFrame, ErrBadFrame, ErrFrameTooLarge, ErrUnknownSerializeType, ErrBadHeader} {
+		require.Greater(t, seen[kind], 10, "%v: %v", kind, seen)
+	}
+}
+
+// garbageVerdict is the error the frame reader owes for b, a stream too
+// short to hold the frame its prefix claims, checked field by field.
+func garbageVerdict(t *testing.T, b []byte, maxFrame int) error {
+	if len(b) < 4 {
+		return ErrShortFrame
+	}
+	length := int32(binary.BigEndian.Uint32(b))
+	switch {
+	case length < 4:
+		return ErrBadFrame
+	case int(length)+4 > maxFrame:
+		return ErrFrameTooLarge
+	case len(b) < framePrefixLen:
+		return ErrShortFrame
+	}
+	require.Greater(t, 4+int(length), len(b), "input %x holds a whole frame", b)
+	word := binary.BigEndian.Uint32(b[4:])
+	codec, err := CodecFor(SerializeType(word >> 24))
+	hl := int(word & 0xFFFFFF)
+	switch {
+	case err != nil:
+		return ErrUnknownSerializeType
+	case hl == 0 || hl > int(length)-4:
+		return ErrBadFrame
+	case len(b) < framePrefixLen+hl:
+		return ErrShortFrame
+	}
+	var wide *CodeRangeError
+	if err := codec.DecodeHeader(b[framePrefixLen:framePrefixLen+hl], &Header{}); err != nil && !errors.As(err, &wide) {
+		return ErrBadHeader
+	}
+	return ErrShortFrame
 }
