@@ -2,9 +2,13 @@ package message
 
 import (
 	"bytes"
+	"compress/zlib"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"io"
 	"maps"
+	"net/netip"
 	"strings"
 	"testing"
 
@@ -249,5 +253,75 @@ func FuzzOffsetMsgID(f *testing.F) {
 			return
 		}
 		require.Equal(t, strings.ToUpper(id), OffsetMsgID(host, off))
+	})
+}
+
+// FuzzParseUniqID: an id parses exactly when it is 32 hex characters of
+// either case, and then its fields print back to the id in uppercase;
+// anything else is an error wrapping ErrInvalidMsgID, never a panic.
+func FuzzParseUniqID(f *testing.F) {
+	g := NewUniqIDGenerator(netip.MustParseAddr("10.1.2.3"), 4242)
+	for _, id := range []string{g.Next(), g.Next(), "7F0000010F2B00000000261C0DA50003",
+		"7f0000010f2b00000000261c0da50003", "7F0000010F2B0000000026", "7F0000010F2B00000000261C0DA5000G", ""} {
+		f.Add(id)
+	}
+	f.Fuzz(func(t *testing.T, id string) {
+		u, err := ParseUniqID(id)
+		_, hexErr := hex.DecodeString(id)
+		if len(id) != UniqIDLen || hexErr != nil {
+			require.ErrorIs(t, err, ErrInvalidMsgID)
+			return
+		}
+		require.NoError(t, err)
+		require.True(t, u.IP.Is4())
+		b := u.IP.AsSlice()
+		b = binary.BigEndian.AppendUint16(b, u.PID)
+		b = binary.BigEndian.AppendUint32(b, uint32(u.ClassLoaderHash))
+		b = binary.BigEndian.AppendUint32(b, u.MonthMillis)
+		b = binary.BigEndian.AppendUint16(b, u.Counter)
+		require.Equal(t, strings.ToUpper(id), strings.ToUpper(hex.EncodeToString(b)))
+	})
+}
+
+// FuzzDecompress: Decompress never panics; it fails with ErrDecompress or
+// ErrBodyTooLarge, or returns at most maxSize bytes, the same that zlib's
+// own reader inflates from the stream; a body of n bytes passes a cap of n
+// and fails one of n-1 with ErrBodyTooLarge.
+func FuzzDecompress(f *testing.F) {
+	text := []byte(strings.Repeat("The quick brown fox jumps over the lazy dog. ", 20))
+	for _, level := range []int{zlib.NoCompression, zlib.HuffmanOnly, DefaultCompressLevel, zlib.BestCompression} {
+		c, err := Compress(text, level)
+		require.NoError(f, err)
+		f.Add(c, uint16(len(text)-1)) // a cap of exactly len(text)
+		f.Add(c, uint16(len(text)-2))
+		f.Add(c[:len(c)-3], uint16(0))
+	}
+	bomb, err := Compress(make([]byte, 256<<10), zlib.BestCompression)
+	require.NoError(f, err)
+	f.Add(bomb, uint16(4095))
+	f.Add([]byte{0x78, 0x9c}, uint16(0))
+	f.Fuzz(func(t *testing.T, body []byte, maxSize uint16) {
+		limit := int(maxSize) + 1 // NB: not 0, the 4 MiB default: inflating MiBs slows the fuzzer down
+		out, err := Decompress(body, limit)
+		if err != nil {
+			if !errors.Is(err, ErrBodyTooLarge) {
+				require.ErrorIs(t, err, ErrDecompress)
+			}
+			return
+		}
+		require.LessOrEqual(t, len(out), limit)
+		r, err := zlib.NewReader(bytes.NewReader(body))
+		require.NoError(t, err)
+		want, err := io.ReadAll(r)
+		require.NoError(t, err)
+		require.True(t, bytes.Equal(want, out), "zlib inflates %d bytes, Decompress %d", len(want), len(out))
+		if len(out) > 0 {
+			_, err = Decompress(body, len(out))
+			require.NoError(t, err, "a cap of exactly %d bytes", len(out))
+			_, err = Decompress(body, len(out)-1)
+			if len(out) > 1 {
+				require.ErrorIs(t, err, ErrBodyTooLarge)
+			}
+		}
 	})
 }
