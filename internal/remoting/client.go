@@ -209,7 +209,7 @@ func (c *Client) dial(ctx context.Context, addr string, e *dialEntry) {
 		if errors.Is(err, netpoll.ErrDialTimeout) {
 			err = fmt.Errorf("%w: %w", ErrTimeout, err)
 		}
-		e.err = fmt.Errorf("remoting: dial %s: %w", addr, err)
+		e.err = fmt.Errorf("remoting: dial %s: %w", addr, refusedError(addr, timeout, err))
 		c.forget(addr, e)
 		return
 	}
