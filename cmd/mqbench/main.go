@@ -78,10 +78,12 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-func run(args []string, stdout, stderr io.Writer) int {
+// parseOptions reads the mode and flags; false means a usage error, which
+// it has written to stderr.
+func parseOptions(args []string, stderr io.Writer) (options, bool) {
 	if len(args) == 0 || (args[0] != "produce" && args[0] != "consume" && args[0] != "e2e") {
 		fmt.Fprintln(stderr, "usage: mqbench produce|consume|e2e [-n NAMESRV] [-t TOPIC] [--size N] [--producers N] [--consumers N] [--batch N] [--pull-batch N] [--duration D] [--rate N] [--sync] [--json] [--cpuprofile FILE]")
-		return 2
+		return options{}, false
 	}
 	o := options{mode: args[0]}
 	fs := flag.NewFlagSet("mqbench "+o.mode, flag.ContinueOnError)
@@ -104,13 +106,23 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&o.jsonOut, "json", false, "print the report as JSON")
 	fs.StringVar(&o.cpuprof, "cpuprofile", "", "write a CPU profile of mqbench itself to this file")
 	if err := fs.Parse(args[1:]); err != nil {
-		return 2
+		return o, false
 	}
-	if o.count > 0 && o.duration == 10*time.Second {
-		o.duration = time.Hour // --count decides; --duration stays a safety bound if given
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if o.count > 0 && !set["duration"] {
+		o.duration = time.Hour // --count decides; a --duration given stays a safety bound
 	}
 	if o.size < 8 || o.producers < 1 || o.consumers < 1 || o.batch < 1 || o.duration <= 0 || o.rate < 0 || o.inflight < 1 || o.count < 0 || o.pullBatch < 1 || o.senders < 1 || o.autoBatch < 0 || o.autoBatch == 1 {
 		fmt.Fprintln(stderr, "mqbench: --size must be >= 8; --producers, --consumers, --batch, --inflight, --pull-batch, --senders >= 1; --auto-batch 0 or >= 2; --duration > 0; --rate >= 0")
+		return o, false
+	}
+	return o, true
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	o, ok := parseOptions(args, stderr)
+	if !ok {
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)

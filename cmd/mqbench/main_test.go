@@ -78,6 +78,27 @@ func TestMQBench(t *testing.T) {
 	require.Equal(t, 2, run([]string{"produce", "--size", "1"}, &out, &errb))
 	require.Equal(t, 2, run([]string{"produce", "--senders", "0"}, &out, &errb))
 	require.Equal(t, 1, run([]string{"produce", "-n", "127.0.0.1:1", "--duration", "500ms"}, &out, &errb), "no nameserver: an error, not a hang")
+	require.Contains(t, errb.String(), "dial tcp 127.0.0.1:1: connect: connection refused")
+}
+
+// TestOptions_CountAndDuration: --count replaces the default duration, not
+// one given, even when it equals the default.
+func TestOptions_CountAndDuration(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want time.Duration
+	}{
+		{[]string{"produce"}, 10 * time.Second},
+		{[]string{"produce", "--count", "5"}, time.Hour},
+		{[]string{"produce", "--count", "5", "--duration", "10s"}, 10 * time.Second},
+		{[]string{"produce", "--duration", "10s", "--count", "5"}, 10 * time.Second},
+		{[]string{"e2e", "--count", "5", "--duration", "3s"}, 3 * time.Second},
+	} {
+		var errb strings.Builder
+		o, ok := parseOptions(tc.args, &errb)
+		require.True(t, ok, errb.String())
+		require.Equal(t, tc.want, o.duration, "%v", tc.args)
+	}
 }
 
 // TestProbe: e2e's producers start only once the consumers get messages
