@@ -63,6 +63,7 @@ func TestCLI_NameserverFromEnvAndUnreachable(t *testing.T) {
 	require.Equal(t, 1, strings.Count(r.stderr, "\n"), r.stderr)
 	require.Contains(t, r.stderr, "mqadmin: topicList: ")
 	require.Contains(t, r.stderr, "127.0.0.1:1", "names the nameserver asked")
+	require.Contains(t, r.stderr, "dial tcp 127.0.0.1:1: connect: connection refused", "says why, as Go's dialer does")
 
 	r = mqRaw(t, "-n", "127.0.0.1:1;"+c.ns, "topicList")
 	require.Equal(t, exitOK, r.code, "the next nameserver answers: %s", r.stderr)

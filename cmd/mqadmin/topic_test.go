@@ -150,6 +150,7 @@ func TestCluster_ListAndBrokerStatus(t *testing.T) {
 
 	stderr := c.fails(t, exitError, "brokerStatus", "-b", "127.0.0.1:1")
 	require.Contains(t, stderr, "GET_BROKER_RUNTIME_INFO to broker 127.0.0.1:1 failed")
+	require.Contains(t, stderr, "dial tcp 127.0.0.1:1: connect: connection refused")
 }
 
 // TestTopic_OrderConf: updateTopic -o true writes the topic's
