@@ -60,8 +60,12 @@ type PutRequest struct {
 // burst of small messages), and then answers each through its Done. It
 // waits for the put lock, never for the disk.
 func (s *Store) Submit(reqs []PutRequest) {
-	res := make([]PutResult, len(reqs))
-	sizes := make([]sized, len(reqs))
+	s.submit(reqs, make([]PutResult, len(reqs)), make([]sized, len(reqs)))
+}
+
+// submit is Submit with the caller's scratch space: res and sizes as long
+// as reqs, zeroed.
+func (s *Store) submit(reqs []PutRequest, res []PutResult, sizes []sized) {
 	s.prepare(reqs, res, sizes)
 	s.putMu.Lock()
 	appended := false
@@ -160,12 +164,7 @@ func (s *Store) appendChunk(reqs []PutRequest, res []PutResult, sizes []sized, t
 	}
 	now := time.Now().UnixMilli()
 	// NB: queue offsets advance as records are encoded; a failed append
-	// puts them back (in reverse, so each queue ends at its first value).
-	type taken struct {
-		ctr *atomic.Int64
-		was int64
-	}
-	var undo []taken
+	// puts them back (see giveBack).
 	_, err := s.log.Append(total, func(at commitlog.Offset, dst []byte) error {
 		p := 0
 		for k := range reqs {
@@ -183,7 +182,6 @@ func (s *Store) appendChunk(reqs []PutRequest, res []PutResult, sizes []sized, t
 					return err
 				}
 				if ctr != nil {
-					undo = append(undo, taken{ctr, qo})
 					ctr.Store(qo + 1)
 				}
 				res[k] = PutResult{Status: PutOK, Pos: pos, Size: int32(n), QueueOffset: qo, StoreTimestamp: now}
@@ -205,7 +203,6 @@ func (s *Store) appendChunk(reqs []PutRequest, res []PutResult, sizes []sized, t
 				}
 				q += in
 			}
-			undo = append(undo, taken{ctr, qo})
 			ctr.Store(qo + int64(len(b.Items)))
 			res[k] = PutResult{Status: PutOK, Pos: pos, Size: int32(n), QueueOffset: qo, StoreTimestamp: now, Positions: positions}
 			p += n
@@ -213,9 +210,7 @@ func (s *Store) appendChunk(reqs []PutRequest, res []PutResult, sizes []sized, t
 		return nil
 	})
 	if err != nil {
-		for i := len(undo) - 1; i >= 0; i-- {
-			undo[i].ctr.Store(undo[i].was)
-		}
+		s.giveBack(reqs, res)
 		failed := s.appendFailed(err)
 		for k := range reqs {
 			if sizes[k].n > 0 {
@@ -225,6 +220,24 @@ func (s *Store) appendChunk(reqs []PutRequest, res []PutResult, sizes []sized, t
 		return false
 	}
 	return true
+}
+
+// giveBack puts back the queue offsets a failed append took: those of the
+// requests its fill encoded (res PutOK), in reverse, so that each queue
+// ends at the first offset the chunk took. REQUIRES: putMu held.
+func (s *Store) giveBack(reqs []PutRequest, res []PutResult) {
+	for k := len(reqs) - 1; k >= 0; k-- {
+		if res[k].Status != PutOK {
+			continue
+		}
+		m := reqs[k].Msg
+		if m == nil {
+			m = &reqs[k].Batch.Template
+		}
+		if advancesQueue(m.SysFlag) {
+			s.queueNext.counter(m.Topic, m.QueueID).Store(res[k].QueueOffset)
+		}
+	}
 }
 
 // answer calls each request's Done: at once, or once on disk (sync flush
@@ -265,19 +278,43 @@ func (s *Store) PutBatch(ctx context.Context, b *Batch) PutResult {
 	return s.putWait(ctx, PutRequest{Batch: b})
 }
 
+// putWaiter is the scratch space of one waiting put, pooled: Put costs no
+// allocation.
+type putWaiter struct {
+	reqs  [1]PutRequest
+	res   [1]PutResult
+	sizes [1]sized
+	ch    chan PutResult
+	done  func(PutResult)
+}
+
+var putWaiters = sync.Pool{New: func() any {
+	w := &putWaiter{ch: make(chan PutResult, 1)}
+	w.done = func(r PutResult) { w.ch <- r }
+	return w
+}}
+
 func (s *Store) putWait(ctx context.Context, r PutRequest) PutResult {
-	ch := make(chan PutResult, 1)
-	r.Done = func(res PutResult) { ch <- res }
-	s.Submit([]PutRequest{r})
+	w := putWaiters.Get().(*putWaiter)
+	r.Done = w.done
+	w.reqs[0], w.res[0], w.sizes[0] = r, PutResult{}, sized{}
+	s.submit(w.reqs[:], w.res[:], w.sizes[:])
+	var res PutResult
 	select {
-	case res := <-ch:
-		return res
-	case <-ctx.Done():
-		// NB: Done was not called during Submit, so the put is stored
-		// and waits for its fsync.
-		return PutResult{Status: PutFlushDiskTimeout,
-			Remark: "store: stored, but the caller stopped waiting for the flush: " + ctx.Err().Error()}
+	case res = <-w.ch: // NB: answered during Submit, whatever ctx says
+	default:
+		select {
+		case res = <-w.ch:
+		case <-ctx.Done():
+			// NB: the put is stored and waits for its fsync; its Done
+			// will still write to w.ch, so w is not reused.
+			return PutResult{Status: PutFlushDiskTimeout,
+				Remark: "store: stored, but the caller stopped waiting for the flush: " + ctx.Err().Error()}
+		}
 	}
+	w.reqs[0] = PutRequest{}
+	putWaiters.Put(w)
+	return res
 }
 
 // advancesQueue reports whether a message takes a queue offset: PREPARED
