@@ -143,9 +143,30 @@ func TestPushConsumer_CloseCommits(t *testing.T) {
 	pc2 := c.pushConsumer("g-cc", topic, again.handler("c"), WithConsumeFrom(ConsumeFromFirst))
 	waitBalanced(t, topic, 4, pc2)
 	again.waitDistinct(t, 20, 30*time.Second)
-	time.Sleep(300 * time.Millisecond)
+	waitConsumed(t, c, "g-cc", topic)
 	require.Equal(t, 20, again.distinct(), "nothing replayed")
 	require.Zero(t, again.duplicates())
+}
+
+// waitConsumed is a barrier for "nothing more arrives": it returns once
+// the broker answers that group's committed offset is the end of every
+// queue of topic. A push consumer commits an offset only once the handler
+// has returned for every message below it, so by then every message the
+// group was going to be handed, replays included, has been handled.
+func waitConsumed(t *testing.T, c *cluster, group, topic string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		cp, err := c.admin().ConsumeStats(context.Background(), group, topic)
+		if err != nil || len(cp.Queues) == 0 {
+			return false
+		}
+		for _, q := range cp.Queues {
+			if q.ConsumerOffset != q.BrokerOffset {
+				return false
+			}
+		}
+		return true
+	}, 30*time.Second, 20*time.Millisecond, "%s consumed %s to the end", group, topic)
 }
 
 // TestPushConsumer_CloseAcksInFlight: a handler still running when Close
@@ -242,7 +263,7 @@ func TestPushConsumer_ResetOffsetByTime(t *testing.T) {
 	rec := newRecorder()
 	c.pushConsumer("g-ts", topic, rec.handler("c"), WithConsumeFrom(ConsumeFromFirst))
 	rec.waitDistinct(t, 10, 30*time.Second)
-	time.Sleep(300 * time.Millisecond)
+	waitConsumed(t, c, "g-ts", topic)
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	require.Len(t, rec.count, 10)
