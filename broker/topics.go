@@ -46,23 +46,23 @@ func (b *Broker) createSystemTopics() error {
 		cfgs = append(cfgs, topic.Config{TopicName: b.cfg.ClusterName, ReadQueueNums: 16, WriteQueueNums: 16, Perm: protocol.PermInherit | rw},
 			topic.Config{TopicName: protocol.ReplyTopic(b.cfg.ClusterName), ReadQueueNums: 1, WriteQueueNums: 1, Perm: rw})
 	}
-	if b.cfg.AutoCreateTopic {
-		n := max(b.cfg.DefaultTopicQueueNums, 8)
-		cfgs = append(cfgs, topic.Config{TopicName: topic.AutoCreateTemplate, ReadQueueNums: n, WriteQueueNums: n,
-			Perm: protocol.PermInherit | rw})
-	}
 	for _, c := range cfgs {
 		if _, _, err := b.topics.PutIfAbsent(c); err != nil {
+			return err
+		}
+	}
+	if b.cfg.AutoCreateTopic {
+		// NB: put, not put-if-absent: the template's queue count is
+		// default_topic_queue_nums, also after the setting changed.
+		n := b.cfg.DefaultTopicQueueNums
+		if _, err := b.topics.Put(topic.Config{TopicName: topic.AutoCreateTemplate, ReadQueueNums: n, WriteQueueNums: n,
+			Perm: protocol.PermInherit | rw}); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// topicForSend returns the config of a topic a producer sends to, creating
-// it from the producer's template (defaultTopic) when it is unknown and
-// auto-create allows it (spec 3.1 step 2). It returns a response code and a
-// remark when the send must be refused.
 // knownTopic returns the config of an existing topic, or answers
 // TOPIC_NOT_EXIST naming the topic and this broker.
 func (b *Broker) knownTopic(w remoting.ResponseWriter, req *remoting.Command, name string) (topic.Config, bool) {
@@ -73,6 +73,16 @@ func (b *Broker) knownTopic(w remoting.ResponseWriter, req *remoting.Command, na
 	return cfg, ok
 }
 
+// topicForSend returns the config of a topic a producer sends to, creating
+// it from the producer's template (defaultTopic) when it is unknown and
+// auto-create allows it (spec 3.1 step 2). It returns a response code and a
+// remark when the send must be refused.
+//
+// An auto-created topic gets the template's queue count, capped by the
+// count the producer asks for (defaultQueues, its DefaultTopicQueueNums:
+// 4 in RocketMQ's clients and Sluice's), as RocketMQ's broker does. The
+// template TBW102 has default_topic_queue_nums queues, so that is the rule:
+// min(default_topic_queue_nums, the producer's count).
 func (b *Broker) topicForSend(name, defaultTopic string, defaultQueues int32) (topic.Config, int16, string) {
 	if c, ok := b.topics.Get(name); ok {
 		return c, protocol.Success, ""

@@ -39,11 +39,13 @@ type Broker struct {
 	// nameserver. With an embedded nameserver it must be below its
 	// broker_expiry.
 	RegisterInterval time.Duration `mapstructure:"register_interval"`
-	// AutoCreateTopic lets a send to an unknown topic create it with
-	// DefaultTopicQueueNums queues.
+	// AutoCreateTopic lets a send to an unknown topic create it from the
+	// template topic TBW102.
 	AutoCreateTopic bool `mapstructure:"auto_create_topic"`
-	// DefaultTopicQueueNums is the queue count of auto-created topics
-	// (1..1024).
+	// DefaultTopicQueueNums is TBW102's queue count (1..1024). A topic
+	// auto-created by a send gets this many queues, capped by the count the
+	// producer asks for (its DefaultTopicQueueNums, 4 in RocketMQ's clients
+	// and Sluice's), as RocketMQ's broker does.
 	DefaultTopicQueueNums int32 `mapstructure:"default_topic_queue_nums"`
 	// Store configures the message store (commitlog and consume queues).
 	Store Store `mapstructure:"store"`
