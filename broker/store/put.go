@@ -223,11 +223,11 @@ func (s *Store) appendChunk(reqs []PutRequest, res []PutResult, sizes []sized, t
 }
 
 // giveBack puts back the queue offsets a failed append took: those of the
-// requests its fill encoded (res PutOK), in reverse, so that each queue
-// ends at the first offset the chunk took. REQUIRES: putMu held.
+// requests its fill encoded (res PutOK with a size), in reverse, so that
+// each queue ends at the first offset the chunk took. REQUIRES: putMu held.
 func (s *Store) giveBack(reqs []PutRequest, res []PutResult) {
 	for k := len(reqs) - 1; k >= 0; k-- {
-		if res[k].Status != PutOK {
+		if res[k].Status != PutOK || res[k].Size == 0 { // NB: res starts zeroed, PutOK with no size
 			continue
 		}
 		m := reqs[k].Msg
