@@ -15,32 +15,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func TestAllocateAveragely(t *testing.T) {
-	qs := func(n int) []MessageQueue {
-		var out []MessageQueue
-		for i := range n {
-			out = append(out, MessageQueue{Topic: "t", BrokerName: "b", QueueID: i})
-		}
-		return out
-	}
-	ids := func(mqs []MessageQueue) []int {
-		var out []int
-		for _, q := range mqs {
-			out = append(out, q.QueueID)
-		}
-		return out
-	}
-	cids := []string{"a", "b", "c"}
-	require.Equal(t, []int{0, 1, 2}, ids(allocateAveragely(qs(8), cids, "a")))
-	require.Equal(t, []int{3, 4, 5}, ids(allocateAveragely(qs(8), cids, "b")))
-	require.Equal(t, []int{6, 7}, ids(allocateAveragely(qs(8), cids, "c")))
-	require.Equal(t, []int{0}, ids(allocateAveragely(qs(2), cids, "a")))
-	require.Equal(t, []int{1}, ids(allocateAveragely(qs(2), cids, "b")))
-	require.Empty(t, allocateAveragely(qs(2), cids, "c"))
-	require.Empty(t, allocateAveragely(qs(2), cids, "z"))
-	require.Equal(t, []int{0, 1, 2, 3}, ids(allocateAveragely(qs(4), []string{"a"}, "a")))
-}
-
 // TestPushConsumer_Clustering: with 1, 2 and 3 members every message is
 // consumed, and exactly once once the group is balanced.
 func TestPushConsumer_Clustering(t *testing.T) {

@@ -102,8 +102,12 @@
 // # Push consumer
 //
 // Rebalance (at start, every 20 s, on NOTIFY) shares each subscribed
-// topic's readable queues among the group's members averagely (clustering)
-// or takes them all (broadcasting). Each owned queue has a pull loop that
+// topic's readable queues among the group's members (clustering) by the
+// allocate strategy: averagely by default, averagely by circle,
+// consistent hash or an explicit per-member configuration
+// (WithAllocateStrategy; each allocates as the official Go client's
+// namesake does, so mixed groups agree). Broadcasting consumers take them
+// all. Each owned queue has a pull loop that
 // long-polls the broker (suspend 20 s, timeout 30 s) and a processQueue
 // holding the in-flight window: messages pulled and not yet acknowledged.
 // Pulling pauses while the window holds WithPullThreshold messages or

@@ -95,6 +95,7 @@ type config struct {
 	from               ConsumeFrom
 	fromTime           time.Time
 	orderly            bool
+	allocate           AllocateStrategy
 	consumeGoroutines  int
 	consumeBatch       int
 	pullBatch          int
@@ -134,6 +135,7 @@ func defaultConfig() *config {
 		busyRetryDeadline:  10 * time.Second,
 		faultIsolation:     30 * time.Second,
 		faultAvoidance:     true,
+		allocate:           averagely{},
 		consumeGoroutines:  20,
 		consumeBatch:       1,
 		pullBatch:          32,
@@ -173,6 +175,9 @@ func (c *config) validate() error {
 		return invalidOption("pull thresholds must be at least 1")
 	case c.rebalanceInterval <= 0, c.commitInterval <= 0, c.lockInterval <= 0, c.pullTimeout <= c.suspendTimeout:
 		return invalidOption("consumer intervals must be positive and the pull timeout above the suspend timeout")
+	}
+	if err := checkStrategy(c.allocate); err != nil {
+		return err
 	}
 	if c.logger == nil {
 		c.logger = slog.Default()

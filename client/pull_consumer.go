@@ -163,7 +163,8 @@ func (c *PullConsumer) Queues(ctx context.Context, topic string) ([]MessageQueue
 }
 
 // Assignment returns the queues of a subscribed topic this consumer gets
-// when the group's current members share them averagely (spec §8.2).
+// when the group's current members share them by the allocate strategy
+// (WithAllocateStrategy; averagely by default, spec §8.2).
 func (c *PullConsumer) Assignment(ctx context.Context, topic string) ([]MessageQueue, error) {
 	if err := c.check(); err != nil {
 		return nil, err
@@ -176,7 +177,7 @@ func (c *PullConsumer) Assignment(ctx context.Context, topic string) ([]MessageQ
 	if err != nil {
 		return nil, err
 	}
-	return allocateAveragely(r.read, cids, c.core.id), nil
+	return allocate(c.cfg.allocate, c.core.id, r.read, cids), nil
 }
 
 // Pull reads up to maxMsgs messages of q from offset on; it does not wait

@@ -10,34 +10,6 @@ import (
 	"github.com/sluicemq/sluice/internal/protocol"
 )
 
-// allocateAveragely returns the queues client me gets when mqs (sorted) are
-// shared among cids (sorted) by RocketMQ's AllocateMessageQueueAveragely
-// (spec §8.2): contiguous runs, the first n%k clients one queue more.
-func allocateAveragely(mqs []MessageQueue, cids []string, me string) []MessageQueue {
-	i := slices.Index(cids, me)
-	n, k := len(mqs), len(cids)
-	if i < 0 || n == 0 {
-		return nil
-	}
-	mod := n % k
-	size := n / k
-	switch {
-	case n <= k:
-		size = 1
-	case i < mod:
-		size++
-	}
-	start := i*size + mod
-	if i < mod {
-		start = i * size
-	}
-	var out []MessageQueue
-	for j := range min(size, n-start) {
-		out = append(out, mqs[(start+j)%n])
-	}
-	return out
-}
-
 // rebalanceLoop rebalances at start, on the rebalance interval and when a
 // broker says the group changed.
 func (c *PushConsumer) rebalanceLoop() {
@@ -84,7 +56,7 @@ func (c *PushConsumer) rebalance(ctx context.Context) {
 				kick(c.core.hbKick)
 				continue
 			}
-			mine = allocateAveragely(r.read, cids, c.core.id)
+			mine = allocate(c.cfg.allocate, c.core.id, r.read, cids)
 		}
 		c.updateQueues(ctx, topic, mine)
 	}
