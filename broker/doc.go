@@ -38,6 +38,7 @@
 //	| retentionLoop          | store.Store                   | retention_interval ticker         | Store.Close         |
 //	| dispatchLoop           | store.Store                   | append kick, fsync (sync mode)    | Store.Close, drained|
 //	| checkpointLoop         | store.Store                   | interval                          | Store.Close         |
+//	| diskLoop               | store.Store                   | 1 s ticker (disk use, reserve)    | Store.Close         |
 //	| expireLoop             | longpoll.Hold                 | earliest deadline                 | Hold.Close          |
 //	| woken pull             | longpoll.Hold                 | arrival or deadline               | reply written       |
 //	| persistLoop (offsets)  | offset.Table                  | 5 s ticker                        | Table.Close         |

@@ -69,10 +69,13 @@
 //
 // A failed write or fsync makes the log refuse appends with a sticky error. A
 // failed fsync is permanent until the process reopens the log (the page cache
-// can no longer be trusted). Running out of space (ENOSPC, or disk use past
-// Options.FullWatermark) refuses appends with ErrDiskFull; the append that
-// failed was not acknowledged, and appends resume by themselves once space is
-// available again.
+// can no longer be trusted). Running out of space (ENOSPC) refuses appends
+// with a DiskFullError (ErrDiskFull); the append that failed was not
+// acknowledged, and appends are tried again DiskFullRetry later, so they resume
+// by themselves once space is available. The owner can also refuse appends
+// for lack of space before the file system does (RefuseAppends, say above a
+// watermark). Retention deletes early under disk pressure only when asked to
+// (RetentionOptions.HighWatermark).
 //
 // # Concurrency
 //

@@ -53,17 +53,30 @@ type DiskFullError struct {
 	// Watermark is the configured share of the disk above which appends are
 	// refused, or 0 when the file system itself returned ENOSPC.
 	Watermark float64
-	// Used is the share of the disk in use when it was last measured.
+	// Used is the share of the disk in use when it was last measured; -1 if
+	// it could not be.
 	Used  float64
 	Cause error // the ENOSPC error, if any
+	// Hint says what the operator can do (Options.DiskFullHint).
+	Hint string
 }
 
 func (e *DiskFullError) Error() string {
-	if e.Watermark > 0 {
-		return fmt.Sprintf("commitlog: disk full: %.1f%% used, above the %.1f%% full watermark; appends are refused until space is freed",
+	var s string
+	switch {
+	case e.Watermark > 0:
+		s = fmt.Sprintf("commitlog: disk full: %.1f%% used, above the %.1f%% full watermark; appends are refused until use is back under it",
 			e.Used*100, e.Watermark*100)
+	case e.Used >= 0:
+		s = fmt.Sprintf("commitlog: disk full: %v (%.1f%% used); appends are refused and resume by themselves when space is available",
+			e.Cause, e.Used*100)
+	default:
+		s = fmt.Sprintf("commitlog: disk full: %v; appends are refused and resume by themselves when space is available", e.Cause)
 	}
-	return fmt.Sprintf("commitlog: disk full: %v; appends are refused and resume by themselves when space is available", e.Cause)
+	if e.Hint != "" {
+		s += "; " + e.Hint
+	}
+	return s
 }
 
 // Unwrap makes errors.Is(err, ErrDiskFull) true, and exposes the cause.

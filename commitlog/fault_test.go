@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"os"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -84,6 +83,8 @@ func TestFault_DiskFullWrite(t *testing.T) {
 			opts.OpenFile = fs.open
 			// NB: long enough that the second Append surely lands within it.
 			opts.DiskFullRetry = 500 * time.Millisecond
+			opts.Retention.DiskUsage = func(string) (float64, error) { return 0.97, nil }
+			opts.DiskFullHint = "free some space"
 			l := mustOpen(t, dir, opts)
 			ws := appendSizes(t, l, []int{100, 200}, 0)
 			fs.set(func(fs *faultFS) { fs.failWriteAt, fs.writeErr, fs.partial = fs.writes+1, errENOSPC, true })
@@ -92,6 +93,8 @@ func TestFault_DiskFullWrite(t *testing.T) {
 			var dfe *DiskFullError
 			require.ErrorAs(t, err, &dfe)
 			require.ErrorContains(t, err, "resume by themselves")
+			require.ErrorContains(t, err, "(97.0% used)", "the remark says how full the disk is")
+			require.ErrorContains(t, err, "; free some space", "and what to do")
 			_, err = l.Append(100, fillTest(51))
 			require.ErrorIs(t, err, ErrDiskFull, "refused while the retry delay runs")
 			require.Eventually(t, func() bool {
@@ -105,8 +108,19 @@ func TestFault_DiskFullWrite(t *testing.T) {
 			require.Equal(t, ws[1].end(), ws[2].at, "the failed record left no gap")
 			requireRecords(t, l, ws)
 			snap := copyDir(t, dir)
+			_, err = l.Append(100, fillTest(53))
+			require.NoError(t, err)
+			ws = append(ws, want{at: ws[2].end(), size: 100, seed: 53})
+			fs.set(func(fs *faultFS) { fs.failWriteAt, fs.writeErr, fs.partial = fs.writes+1, errENOSPC, true })
+			_, err = l.Append(100, fillTest(54))
+			require.ErrorIs(t, err, ErrDiskFull)
+			require.NoError(t, l.Close(), "a disk-full spell does not stop a clean close")
+			l = mustOpen(t, dir, testOptions(8192))
+			require.True(t, l.Recovery().Clean, "closed cleanly while the disk was full")
+			requireRecords(t, l, ws)
+			require.Equal(t, ws[3].end(), l.Next())
 			require.NoError(t, l.Close())
-			checkRecovered(t, snap, testOptions(8192), ws, ws[2].end())
+			checkRecovered(t, snap, testOptions(8192), ws[:3], ws[2].end())
 		})
 	}
 }
@@ -141,29 +155,19 @@ func TestFault_DiskFullOnRoll(t *testing.T) {
 	checkRecovered(t, dir, testOptions(4096), ws, ws[1].end())
 }
 
-// TestFault_FullWatermark: disk use above the full watermark refuses appends
-// with a remark naming the watermark; they resume when use drops.
-func TestFault_FullWatermark(t *testing.T) {
-	var usage atomic.Value
-	usage.Store(0.5)
-	opts := testOptions(4096)
-	opts.Retention = RetentionOptions{
-		FullWatermark: 0.9,
-		DiskUsage:     func(string) (float64, error) { return usage.Load().(float64), nil },
-	}
-	l := mustOpen(t, t.TempDir(), opts)
+// TestFault_RefuseAppends: the owner refuses appends for lack of space with
+// a remark naming the watermark, the use and its hint; they resume when it
+// lifts the refusal.
+func TestFault_RefuseAppends(t *testing.T) {
+	l := mustOpen(t, t.TempDir(), testOptions(4096))
 	defer l.Close()
 	appendOne(t, l, 100, 0)
-	usage.Store(0.95)
-	res, err := l.Retain(time.Now(), l.Next())
-	require.NoError(t, err)
-	require.True(t, res.Refusing)
-	_, err = l.Append(100, fillTest(1))
+	l.RefuseAppends(&DiskFullError{Watermark: 0.9, Used: 0.95, Hint: "free space"})
+	_, err := l.Append(100, fillTest(1))
 	require.ErrorIs(t, err, ErrDiskFull)
-	require.ErrorContains(t, err, "95.0% used, above the 90.0% full watermark")
-	usage.Store(0.6)
-	_, err = l.Retain(time.Now(), l.Next())
-	require.NoError(t, err)
+	require.EqualError(t, err, "commitlog: disk full: 95.0% used, above the 90.0% full watermark; "+
+		"appends are refused until use is back under it; free space")
+	l.RefuseAppends(nil)
 	appendOne(t, l, 100, 2)
 }
 

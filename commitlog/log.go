@@ -74,6 +74,9 @@ type Options struct {
 	// DiskFullRetry is how long after an ENOSPC failure appends stay refused
 	// before one is tried again. Default 1s.
 	DiskFullRetry time.Duration
+	// DiskFullHint is appended to the message of appends refused after an
+	// ENOSPC: what the operator can do about it.
+	DiskFullHint string
 	// Retention decides what Retain deletes; see RetentionOptions.
 	Retention RetentionOptions
 	// OpenFile opens segment files. Default OSOpenFile.
@@ -169,7 +172,7 @@ type Log struct {
 	werrAt     time.Time // when werr was set
 	werrRetry  bool      // werr is ENOSPC: retry after DiskFullRetry
 	hasErr     atomic.Bool
-	refuseFull atomic.Pointer[DiskFullError] // disk use above the full watermark
+	refuseFull atomic.Pointer[DiskFullError] // set by RefuseAppends
 
 	// durMu guards durCh, which is closed and replaced every time durable
 	// advances or the flusher fails, waking WaitDurable callers.
@@ -413,6 +416,25 @@ func (l *Log) writable() error {
 	return l.werr
 }
 
+// AppendErr returns the error appends are refused with now (RefuseAppends,
+// an ENOSPC whose retry delay runs, a write failure, Close), or nil.
+func (l *Log) AppendErr() error {
+	if full := l.refuseFull.Load(); full != nil {
+		return full
+	}
+	select {
+	case <-l.quit:
+		return ErrClosed
+	default:
+	}
+	l.errMu.Lock()
+	defer l.errMu.Unlock()
+	if l.werr != nil && l.werrRetry && time.Since(l.werrAt) >= l.opts.DiskFullRetry {
+		return nil // the next append tries again
+	}
+	return l.werr
+}
+
 func (l *Log) stickyErr() error {
 	l.errMu.Lock()
 	defer l.errMu.Unlock()
@@ -433,13 +455,20 @@ func (l *Log) failWrite(err error, pos int64, n int) {
 			_ = l.active.f.Truncate(pos)
 		}
 	}
+	full := errors.Is(err, syscall.ENOSPC)
+	used := -1.0
+	if full {
+		if u, uerr := l.opts.Retention.DiskUsage(l.dir); uerr == nil {
+			used = u
+		}
+	}
 	l.errMu.Lock()
 	defer l.errMu.Unlock()
 	if l.werr != nil && !l.werrRetry {
 		return // a permanent error stays
 	}
-	if errors.Is(err, syscall.ENOSPC) {
-		l.werr = &DiskFullError{Cause: err}
+	if full {
+		l.werr = &DiskFullError{Cause: err, Used: used, Hint: l.opts.DiskFullHint}
 		l.werrRetry = true
 	} else {
 		l.werr = fmt.Errorf("%w: appends refused until the log is reopened: %w", ErrWriteFailed, err)
@@ -505,7 +534,9 @@ func (l *Log) Close() error {
 		close(l.quit)
 		l.wg.Wait()
 		err := l.flush()
-		if err == nil && !l.hasErr.Load() {
+		// NB: a disk-full spell (ENOSPC) left nothing torn: the log closes
+		// cleanly; a failed write or fsync does not.
+		if err == nil && l.Failed() == nil {
 			if err = l.saveCheckpoint(); err == nil {
 				err = l.removeAbort()
 			}

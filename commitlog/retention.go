@@ -9,19 +9,20 @@ import (
 
 // RetentionOptions decide which whole segments Retain deletes, oldest
 // first. The commitlog runs no retention of its own: its owner (the broker's
-// store) calls Retain on its schedule and follows the new Min() itself.
+// store) calls Retain on its schedule and follows the new Min() itself. Nor
+// does it watch the disk: its owner refuses appends for lack of space with
+// RefuseAppends; the log refuses them by itself only after an ENOSPC.
 type RetentionOptions struct {
 	// MaxAge deletes segments last written longer ago than this; 0 keeps
 	// them forever.
 	MaxAge time.Duration
-	// HighWatermark deletes the oldest segments early, whatever their age,
-	// while the share of the disk in use is above it; 0 turns it off.
+	// HighWatermark deletes the oldest segments early, whatever their age
+	// and whoever has read them, while the share of the disk in use is
+	// above it; 0 turns it off (nothing is deleted before MaxAge).
 	HighWatermark float64
-	// FullWatermark refuses appends (ErrDiskFull) while the share of the
-	// disk in use is above it; 0 turns it off.
-	FullWatermark float64
-	// DiskUsage returns the share of the disk holding dir that is in use.
-	// Default: statfs.
+	// DiskUsage returns the share of the disk holding dir that is in use;
+	// Retain measures with it, and an ENOSPC refusal reports it. Default:
+	// statfs.
 	DiskUsage func(dir string) (float64, error)
 }
 
@@ -49,22 +50,24 @@ func StatfsUsage(dir string) (float64, error) {
 
 // RetentionResult reports one Retain pass.
 type RetentionResult struct {
-	Deleted   []string // segment names
+	Deleted   []string // segment names, oldest first
 	DiskUsage float64  // share of the disk in use after the pass; -1 if not measured
-	Refusing  bool     // appends are refused above the full watermark
+	// PressureFrom is the base of the first segment deleted because disk use
+	// was above HighWatermark rather than for its age, or -1: the records in
+	// [PressureFrom, Min()) went early.
+	PressureFrom Offset
 }
 
-// Retain runs one retention pass at time now: it updates the full-watermark
-// refusal, then deletes the oldest segments that are older than MaxAge or, while
-// disk use is above HighWatermark, regardless of age. It never deletes the last
-// segment, nor one holding bytes at or above keep (say, what the caller has not
-// indexed yet) or Durable(). The caller learns the new Min() from Min(); the
-// result lists the segments deleted, also when it returns an error after some.
+// Retain runs one retention pass at time now: it deletes the oldest
+// segments that are older than MaxAge or, while disk use is above
+// HighWatermark, regardless of age. It never deletes the last segment, nor
+// one holding bytes at or above keep (say, what the caller has not indexed
+// yet) or Durable(). The caller learns the new Min() from Min(); the result
+// lists the segments deleted, also when it returns an error after some.
 func (l *Log) Retain(now time.Time, keep Offset) (RetentionResult, error) {
 	r := l.opts.Retention
-	res := RetentionResult{DiskUsage: -1}
-	measure := r.HighWatermark > 0 || r.FullWatermark > 0
-	if measure {
+	res := RetentionResult{DiskUsage: -1, PressureFrom: -1}
+	if r.HighWatermark > 0 {
 		u, err := r.DiskUsage(l.dir)
 		if err != nil {
 			return res, fmt.Errorf("commitlog: measure disk usage: %w", err)
@@ -96,6 +99,9 @@ func (l *Log) Retain(now time.Time, keep Offset) (RetentionResult, error) {
 			return res, err
 		}
 		res.Deleted = append(res.Deleted, oldest.name())
+		if !expired && res.PressureFrom < 0 {
+			res.PressureFrom = oldest.base
+		}
 		l.opts.Logger.Info("commitlog: deleted segment", "segment", oldest.name(), "expired", expired,
 			"disk_usage", res.DiskUsage, "min", l.Min())
 		if pressure {
@@ -104,17 +110,13 @@ func (l *Log) Retain(now time.Time, keep Offset) (RetentionResult, error) {
 			}
 		}
 	}
-	if r.FullWatermark > 0 {
-		if res.DiskUsage > r.FullWatermark {
-			l.refuseFull.Store(&DiskFullError{Watermark: r.FullWatermark, Used: res.DiskUsage})
-			res.Refusing = true
-		} else if l.refuseFull.Load() != nil {
-			l.refuseFull.Store(nil)
-			l.opts.Logger.Info("commitlog: disk use back under the full watermark; appends resume", "disk_usage", res.DiskUsage)
-		}
-	}
 	return res, nil
 }
+
+// RefuseAppends makes every append fail with e (which should say why and
+// what to do) until RefuseAppends(nil). The log's owner calls it when it
+// judges the disk full, say above a watermark.
+func (l *Log) RefuseAppends(e *DiskFullError) { l.refuseFull.Store(e) }
 
 // deleteOldest removes seg, which must be the first segment, from the log.
 func (l *Log) deleteOldest(seg *segment) error {

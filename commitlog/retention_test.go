@@ -39,6 +39,7 @@ func TestRetention_ByAge(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{segmentName(0), segmentName(4096)}, res.Deleted)
 	require.Equal(t, Offset(8192), l.Min())
+	require.Equal(t, Offset(-1), res.PressureFrom, "expired, not pressed")
 	_, err = os.Stat(segmentPath(l.Dir(), 0))
 	require.ErrorIs(t, err, os.ErrNotExist)
 	_, err = l.ReadAt(make([]byte, 10), 100)
@@ -93,5 +94,6 @@ func TestRetention_HighWatermarkDeletesEarly(t *testing.T) {
 	require.Equal(t, []string{segmentName(0), segmentName(4096)}, res.Deleted,
 		"young segments go, oldest first, until use is back under the high watermark")
 	require.InDelta(t, 0.75, res.DiskUsage, 1e-9)
+	require.Equal(t, Offset(0), res.PressureFrom)
 	requireRecords(t, l, ws[2:])
 }

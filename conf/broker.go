@@ -14,6 +14,18 @@ const (
 	FlushSync = "sync"
 )
 
+// Disk pressure policies accepted by Store.OnDiskPressure.
+const (
+	// DiskPressureRefuse deletes nothing early: above the high watermark the
+	// broker warns, above the full watermark (or at ENOSPC) it refuses sends
+	// until space returns. Nothing acknowledged and unconsumed is lost.
+	DiskPressureRefuse = "refuse"
+	// DiskPressureDeleteOldest deletes the oldest segments above the high
+	// watermark, whether consumers have read them or not (RocketMQ's
+	// behaviour); each unconsumed message it deletes is logged and counted.
+	DiskPressureDeleteOldest = "delete_oldest"
+)
+
 // Broker is the configuration of one mqbroker process. Keys in files and
 // environment variables are the mapstructure tags, nested with "."; see the
 // package documentation for precedence and naming.
@@ -99,11 +111,22 @@ type Store struct {
 	// RetentionInterval is how often retention runs (10ms..1h).
 	RetentionInterval time.Duration `mapstructure:"retention_interval"`
 	// DiskHighWatermark is the share of the disk in use above which the
-	// oldest segments are deleted before their time (0 < x < full).
+	// broker warns that it will refuse sends soon, and, with OnDiskPressure
+	// DiskPressureDeleteOldest, deletes the oldest segments before their
+	// time (0 < x < full).
 	DiskHighWatermark float64 `mapstructure:"disk_high_watermark"`
 	// DiskFullWatermark is the share of the disk in use above which appends
 	// are refused with SERVICE_NOT_AVAILABLE (high < x <= 0.99).
 	DiskFullWatermark float64 `mapstructure:"disk_full_watermark"`
+	// OnDiskPressure is what the store does above DiskHighWatermark:
+	// DiskPressureRefuse (warn, then refuse sends above the full watermark;
+	// nothing is deleted before file_reserved_time) or
+	// DiskPressureDeleteOldest (delete the oldest segments, consumed or not).
+	OnDiskPressure string `mapstructure:"on_disk_pressure"`
+	// DiskReserve is the size of the reserve file the store keeps on its
+	// disk and deletes when the disk fills, so that the indexes, the
+	// checkpoints and a restart still find room; 0 = none (1 MiB..1 GiB).
+	DiskReserve int64 `mapstructure:"disk_reserve"`
 	// ConsumeQueueEntries is the number of 20-byte entries per consume-queue
 	// file (1..10,000,000).
 	ConsumeQueueEntries int32 `mapstructure:"consume_queue_entries"`
@@ -167,6 +190,8 @@ func DefaultBroker() Broker {
 			RetentionInterval:   10 * time.Second,
 			DiskHighWatermark:   0.75,
 			DiskFullWatermark:   0.90,
+			OnDiskPressure:      DiskPressureRefuse,
+			DiskReserve:         16 << 20,
 			ConsumeQueueEntries: 300_000,
 			SendQueueSize:       10_000,
 		},

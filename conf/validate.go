@@ -245,6 +245,12 @@ func (s Store) validate(c *checker, p string) {
 	case highOK && !(full > high):
 		c.fail(p+"disk_full_watermark", fmtF(full), "must be > "+p+"disk_high_watermark ("+fmtF(high)+")")
 	}
+	if s.OnDiskPressure != DiskPressureRefuse && s.OnDiskPressure != DiskPressureDeleteOldest {
+		c.fail(p+"on_disk_pressure", strconv.Quote(s.OnDiskPressure), `must be "refuse" or "delete_oldest"`)
+	}
+	if s.DiskReserve != 0 {
+		c.sizeRange(p+"disk_reserve", s.DiskReserve, 1<<20, 1<<30)
+	}
 	c.intRange(p+"consume_queue_entries", int64(s.ConsumeQueueEntries), 1, 10_000_000)
 	c.intRange(p+"send_queue_size", int64(s.SendQueueSize), 1, 1_000_000)
 }

@@ -92,6 +92,10 @@ func TestBroker_Validate(t *testing.T) {
 		{"full watermark high", "store.disk_full_watermark", "= 1: must be <= 0.99", func(b *Broker) { b.Store.DiskFullWatermark = 1 }},
 		{"watermark order", "store.disk_full_watermark", "must be > store.disk_high_watermark (0.95)",
 			func(b *Broker) { b.Store.DiskHighWatermark = 0.95 }},
+		{"disk pressure policy", "store.on_disk_pressure", `= "delete": must be "refuse" or "delete_oldest"`,
+			func(b *Broker) { b.Store.OnDiskPressure = "delete" }},
+		{"disk reserve small", "store.disk_reserve", "must be >= 1048576 (1 MiB)", func(b *Broker) { b.Store.DiskReserve = 4096 }},
+		{"disk reserve negative", "store.disk_reserve", "must be >= 1048576 (1 MiB)", func(b *Broker) { b.Store.DiskReserve = -1 }},
 		{"cq entries", "store.consume_queue_entries", "must be >= 1", func(b *Broker) { b.Store.ConsumeQueueEntries = 0 }},
 		{"send queue", "store.send_queue_size", "must be <= 1000000", func(b *Broker) { b.Store.SendQueueSize = 1_000_001 }},
 		{"frame small", "remoting.max_frame_size", "must be >= 65536 (64 KiB)", func(b *Broker) {

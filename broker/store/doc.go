@@ -37,12 +37,26 @@
 // The store schedules retention; the commitlog only offers Retain and
 // calls nothing above it. Every retention_interval the store's retention
 // loop calls Log.Retain, which deletes the oldest segments that are
-// expired (file_reserved_time) or, above disk_high_watermark, regardless
-// of age, but never one holding records not yet dispatched, and updates
-// the disk_full_watermark refusal. The loop then deletes the consume queue
-// and key index files that only point below the log's new minimum and
-// raises the queues' minimums (also after a pass that failed part way).
-// Close stops the loop and waits for it before it closes the files.
+// expired (file_reserved_time) or, with on_disk_pressure "delete_oldest"
+// and above disk_high_watermark, regardless of age, but never one holding
+// records not yet dispatched. What a deletion under pressure took that
+// consumer groups had not consumed (the broker counts it, the store has no
+// consumer offsets) is logged at ERROR and counted (Losses). The loop then
+// deletes the consume queue and key index files that only point below the
+// log's new minimum and raises the queues' minimums (also after a pass
+// that failed part way). Close stops the loop and waits for it before it
+// closes the files.
+//
+// # Disk pressure
+//
+// The disk loop (disk.go) measures disk use every second: above
+// disk_high_watermark it warns once per crossing; above disk_full_watermark
+// it refuses puts (SERVICE_NOT_AVAILABLE, with a remark saying what to do)
+// and deletes the reserve file (<dir>/disk.reserve, disk_reserve bytes), so
+// that index, checkpoint and state writes, and a restart, find room; back
+// under it, it re-creates the reserve and accepts puts again. Open deletes
+// the reserve before recovery when the disk is above the full watermark and
+// refuses puts before the first one.
 //
 // # Recovery (Open)
 //
@@ -62,6 +76,7 @@
 // # Files
 //
 //	<dir>/lock                          flock: one process per store
+//	<dir>/disk.reserve                  room kept for when the disk fills
 //	<dir>/commitlog/                    segments, checkpoint, abort
 //	<dir>/consumequeue/<topic>/<queueId>/<files>, dispatch.checkpoint
 //	<dir>/index/<files>, dispatch.checkpoint

@@ -25,10 +25,14 @@ func (s *Store) retentionLoop() {
 
 // retain runs one retention pass at now: the commitlog deletes its oldest
 // segments that retention allows (never one holding records not yet
-// dispatched), then the index files that only point below its new minimum
-// go too.
+// dispatched; early, under disk pressure, only with delete_oldest), what
+// consumer groups had not consumed in those deleted early is reported, then
+// the index files that only point below the new minimum go too.
 func (s *Store) retain(now time.Time) (commitlog.RetentionResult, error) {
 	res, err := s.log.Retain(now, commitlog.Offset(s.dispatched.Load()))
+	if res.PressureFrom >= 0 { // NB: before the trim: the entries still map the range
+		s.reportPressureLoss(res.Deleted, int64(res.PressureFrom), int64(s.log.Min()))
+	}
 	if len(res.Deleted) > 0 { // NB: also after an error: some segments went
 		s.trimIndexes(s.log.Min())
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"math"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -54,7 +55,10 @@ type Options struct {
 	OnSync func(d time.Duration, bytes int64)
 	// CheckpointInterval is how often index checkpoints are saved. Default 1s.
 	CheckpointInterval time.Duration
-	Logger             *slog.Logger
+	// DiskCheckInterval is how often the disk loop measures disk use
+	// (watermarks, refusal, reserve; see disk.go). Default 1s.
+	DiskCheckInterval time.Duration
+	Logger            *slog.Logger
 }
 
 // Store is the broker's message store.
@@ -77,6 +81,7 @@ type Store struct {
 
 	dispatched atomic.Int64 // every record below is indexed
 	health     dispatchHealth
+	disk       diskState
 	// Dispatcher-owned.
 	indexFrom int64                                    // records below are already in the key index
 	queues    map[string]map[int32]*consumequeue.Queue // cache of consume queues by topic and id
@@ -112,6 +117,9 @@ func Open(cfg conf.Store, opts Options) (*Store, error) {
 	if opts.CheckpointInterval <= 0 {
 		opts.CheckpointInterval = time.Second
 	}
+	if opts.DiskCheckInterval <= 0 {
+		opts.DiskCheckInterval = time.Second
+	}
 	if opts.ConsumeQueue.EntriesPerFile == 0 {
 		opts.ConsumeQueue.EntriesPerFile = cfg.ConsumeQueueEntries
 	}
@@ -127,13 +135,16 @@ func Open(cfg conf.Store, opts Options) (*Store, error) {
 		waitKick:  make(chan struct{}, 1),
 		quit:      make(chan struct{}),
 	}
+	s.disk.used.Store(math.Float64bits(-1))
 	if err := s.open(); err != nil {
 		s.closeFiles()
 		return nil, err
 	}
-	s.wg.Add(2)
+	s.checkDisk() // NB: refuses puts before the first one if the disk is full
+	s.wg.Add(3)
 	go s.dispatchLoop()
 	go s.checkpointLoop()
+	go s.diskLoop()
 	if cfg.SyncFlush() {
 		s.wg.Add(1)
 		go s.durableLoop()
@@ -154,6 +165,7 @@ func (s *Store) open() error {
 		return err
 	}
 	s.lock = lock
+	s.initReserve()
 	if s.cq, err = consumequeue.OpenStore(filepath.Join(s.dir, "consumequeue"), s.opts.ConsumeQueue); err != nil {
 		return fmt.Errorf("store: %w", err)
 	}
@@ -205,6 +217,10 @@ func (s *Store) logOptions() commitlog.Options {
 	if c.SyncFlush() {
 		warmAhead = c.WarmAhead // NB: async fsyncs are few; warming costs a second write
 	}
+	var high float64
+	if c.OnDiskPressure == conf.DiskPressureDeleteOldest {
+		high = c.DiskHighWatermark // NB: otherwise nothing goes before its age
+	}
 	return commitlog.Options{
 		SegmentSize: c.SegmentSize,
 		MinRecord:   message.MinRecordSize,
@@ -221,10 +237,10 @@ func (s *Store) logOptions() commitlog.Options {
 		GroupCommitWindow: c.GroupCommitWindow,
 		NoPreallocate:     !c.Preallocate,
 		WarmAhead:         warmAhead,
+		DiskFullHint:      diskHint(c),
 		Retention: commitlog.RetentionOptions{
 			MaxAge:        c.FileReservedTime,
-			HighWatermark: c.DiskHighWatermark,
-			FullWatermark: c.DiskFullWatermark,
+			HighWatermark: high,
 			DiskUsage:     s.opts.DiskUsage,
 		},
 		OpenFile: s.opts.OpenFile,
