@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -96,6 +97,7 @@ func newCore(cfg *config) *core {
 	c.log = cfg.logger.With(slog.String("client_id", c.id))
 	c.tr = newTransport(cfg, c.onRequest)
 	c.routes = newRouteCache(c.tr, cfg.nameServers, c.callCtx)
+	c.routes.changed = c.routeChanged
 	return c
 }
 
@@ -174,6 +176,25 @@ func (c *core) connFailed(addr string, err error) {
 	if isConnError(err) {
 		c.log.Debug("client: connection failure, refreshing routes", "addr", addr, "err", err)
 		kick(c.routeKick)
+	}
+}
+
+// routeChanged is told that a topic's readable queues or brokers changed:
+// brokers new to the client get a heartbeat, and the consumers of the
+// topic rebalance now rather than at their next round.
+func (c *core) routeChanged(topic string) {
+	c.log.Debug("client: route changed", "topic", topic)
+	kick(c.hbKick)
+	c.mu.Lock()
+	var ms []member
+	for _, m := range c.consumers {
+		if slices.Contains(m.topics(), topic) {
+			ms = append(ms, m)
+		}
+	}
+	c.mu.Unlock()
+	for _, m := range ms {
+		m.groupChanged()
 	}
 }
 

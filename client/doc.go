@@ -101,7 +101,9 @@
 //
 // # Push consumer
 //
-// Rebalance (at start, every 20 s, on NOTIFY) shares each subscribed
+// Rebalance (at start, every 20 s, on NOTIFY, and as soon as a route
+// refresh finds a subscribed topic's readable queues or brokers changed;
+// the brokers are heartbeated then too) shares each subscribed
 // topic's readable queues among the group's members (clustering) by the
 // allocate strategy: averagely by default, averagely by circle,
 // consistent hash or an explicit per-member configuration

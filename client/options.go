@@ -216,7 +216,10 @@ func WithHeartbeatInterval(d time.Duration) Option { return func(c *config) { c.
 
 // WithRouteRefreshInterval sets how often routes are polled from the name
 // servers (default 30 s). Routes are also refreshed at once after a
-// connection error or a TOPIC_NOT_EXIST answer.
+// connection error or a TOPIC_NOT_EXIST answer. A push consumer
+// rebalances as soon as a refresh finds a subscribed topic's queues or
+// brokers changed, so this interval bounds how long a new queue or broker
+// waits for its consumers.
 func WithRouteRefreshInterval(d time.Duration) Option {
 	return func(c *config) { c.routeRefresh = d }
 }

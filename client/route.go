@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -88,6 +89,9 @@ type routeCache struct {
 	ns      []string
 	timeout func(context.Context) (context.Context, context.CancelFunc)
 	next    atomic.Uint32 // name server to ask first
+	// changed, when set, is called after a refresh found a cached
+	// route's readable queues or master addresses changed.
+	changed func(topic string)
 
 	mu      sync.RWMutex
 	topics  map[string]*topicRoute // guarded by mu
@@ -155,11 +159,15 @@ func (c *routeCache) refresh(ctx context.Context, topic string) (*topicRoute, er
 	}
 	r := newTopicRoute(topic, d)
 	c.mu.Lock()
+	old := c.topics[topic]
 	c.topics[topic] = r
 	for name, a := range r.addrs {
 		c.brokers[name] = a
 	}
 	c.mu.Unlock()
+	if old != nil && c.changed != nil && (!slices.Equal(old.read, r.read) || !maps.Equal(old.addrs, r.addrs)) {
+		c.changed(topic)
+	}
 	return r, nil
 }
 
