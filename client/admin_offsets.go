@@ -16,20 +16,26 @@ type QueueProgress struct {
 	Queue          MessageQueue
 	BrokerOffset   int64 // the queue's max offset (next to be written)
 	ConsumerOffset int64 // the group's committed offset; -1 if none
-	// Lag is how many messages the group has not consumed.
+	// Lag is how many messages the group has not consumed; -1 (unknown)
+	// when the group has no committed offset there, since where it would
+	// start is up to its consumers (ConsumeFrom), as mqadmin reports it.
 	Lag int64
 	// LagTime is how long the oldest message the group has not consumed
-	// has been waiting; 0 when there is no lag.
+	// has been waiting; 0 when there is no lag, -1 when Lag is unknown or
+	// the broker could not say when that message was stored.
 	LagTime time.Duration
 }
 
 // ConsumerProgress is a group's position on a topic (or on every topic it
 // consumes), as mqadmin consumerProgress shows it.
 type ConsumerProgress struct {
-	Group   string
-	Queues  []QueueProgress // sorted by topic, broker name, queue id
-	Lag     int64           // total
-	LagTime time.Duration   // the largest
+	Group  string
+	Queues []QueueProgress // sorted by topic, broker name, queue id
+	// Lag sums the queues whose lag is known; UnknownLag counts the
+	// others.
+	Lag        int64
+	UnknownLag int
+	LagTime    time.Duration // the largest known; -1 when none is known
 }
 
 // ConsumeStats returns group's progress on topic, or on every topic the
@@ -59,7 +65,7 @@ func (a *Admin) ConsumeStats(ctx context.Context, group, topic string) (Consumer
 		addrs = ci.MasterAddrs("")
 	}
 	now := time.Now()
-	cp := ConsumerProgress{Group: group}
+	cp := ConsumerProgress{Group: group, LagTime: -1}
 	h := &protocol.GetConsumeStatsRequestHeader{ConsumerGroup: group, Topic: topic}
 	for _, addr := range addrs {
 		cctx, cancel := a.core.callCtx(ctx)
@@ -73,18 +79,35 @@ func (a *Admin) ConsumeStats(ctx context.Context, group, topic string) (Consumer
 			return cp, err
 		}
 		for _, q := range st.Queues {
-			p := QueueProgress{Queue: fromWire(q.MessageQueue), BrokerOffset: q.BrokerOffset, ConsumerOffset: q.ConsumerOffset}
-			p.Lag = q.BrokerOffset - max(q.ConsumerOffset, 0)
-			if p.Lag > 0 && q.OldestUnconsumedTimestamp > 0 {
-				p.LagTime = max(now.Sub(time.UnixMilli(q.OldestUnconsumedTimestamp)), 0)
+			p := progressOf(q, now)
+			if p.Lag < 0 {
+				cp.UnknownLag++
+			} else {
+				cp.Lag += p.Lag
 			}
-			cp.Lag += p.Lag
 			cp.LagTime = max(cp.LagTime, p.LagTime)
 			cp.Queues = append(cp.Queues, p)
 		}
 	}
 	slices.SortFunc(cp.Queues, func(x, y QueueProgress) int { return compareQueues(x.Queue, y.Queue) })
 	return cp, nil
+}
+
+// progressOf reads one queue of a GET_CONSUME_STATS answer.
+func progressOf(q protocol.QueueProgress, now time.Time) QueueProgress {
+	p := QueueProgress{Queue: fromWire(q.MessageQueue), BrokerOffset: q.BrokerOffset, ConsumerOffset: -1, Lag: -1, LagTime: -1}
+	if q.ConsumerOffset < 0 {
+		return p
+	}
+	p.ConsumerOffset = q.ConsumerOffset
+	p.Lag = max(q.BrokerOffset-q.ConsumerOffset, 0)
+	switch {
+	case p.Lag == 0:
+		p.LagTime = 0
+	case q.OldestUnconsumedTimestamp > 0:
+		p.LagTime = max(now.Sub(time.UnixMilli(q.OldestUnconsumedTimestamp)), 0)
+	}
+	return p
 }
 
 // ResetOffsetByTime moves group's committed offset on every queue of topic
