@@ -2,6 +2,7 @@ package client
 
 import (
 	"hash/fnv"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,9 +29,10 @@ type faultAware interface{ avoidsFaults() }
 
 type roundRobin struct{ n atomic.Uint64 }
 
-// RoundRobinSelector returns the default selector: queues in turn, skipping
-// brokers the producer is avoiding.
-func RoundRobinSelector() QueueSelector { return &roundRobin{} }
+// RoundRobinSelector returns the default selector: queues in turn from a
+// random one (so producers that each send a few messages spread them, as
+// RocketMQ's clients do), skipping brokers the producer is avoiding.
+func RoundRobinSelector() QueueSelector { s := &roundRobin{}; s.n.Store(rand.Uint64()); return s }
 
 func (s *roundRobin) Select(_ *Message, queues []MessageQueue) MessageQueue {
 	return queues[(s.n.Add(1)-1)%uint64(len(queues))]
