@@ -168,25 +168,28 @@ func (b *Broker) handleTopicStats(_ context.Context, w remoting.ResponseWriter, 
 
 // handleConsumeStats serves GET_CONSUME_STATS (208): per queue the broker's
 // max offset, the group's offset and the store time of the oldest message
-// it has not consumed.
+// it has not consumed, for every topic (or the one asked for) the group
+// has an offset on or a live subscription to. So a group unknown here
+// gets no queues, whether a topic was named or not.
 func (b *Broker) handleConsumeStats(_ context.Context, w remoting.ResponseWriter, req *remoting.Command) {
 	var h protocol.GetConsumeStatsRequestHeader
 	if !decodeHeader(w, req, &h, "bad header") {
 		return
 	}
 	topics := map[string]bool{}
-	if h.Topic != "" {
-		topics[h.Topic] = true
-	} else {
-		for _, k := range b.offsets.Keys() {
-			if k.Group == h.ConsumerGroup {
-				topics[k.Topic] = true
-			}
+	add := func(t string) {
+		if h.Topic == "" || t == h.Topic {
+			topics[t] = true
 		}
-		for _, c := range b.groups.Consumers(h.ConsumerGroup) {
-			for t := range c.Subs {
-				topics[t] = true
-			}
+	}
+	for _, k := range b.offsets.Keys() {
+		if k.Group == h.ConsumerGroup {
+			add(k.Topic)
+		}
+	}
+	for _, c := range b.groups.Consumers(h.ConsumerGroup) {
+		for t := range c.Subs {
+			add(t)
 		}
 	}
 	stats := protocol.ConsumeStats{Group: h.ConsumerGroup}

@@ -94,8 +94,13 @@ func TestConsumerProgress_LagAndUnknown(t *testing.T) {
 	require.Equal(t, int64(0), *v.Queues[0].LagTimeMs)
 	require.Nil(t, v.Queues[0].OldestUnconsumed)
 
+	// An unknown group is an error, a topic named or not.
 	stderr := c.fails(t, exitError, "consumerProgress", "-g", "nobody")
-	require.Contains(t, stderr, "consumer group nobody has no committed offset and no live subscription on broker "+c.broker)
+	require.Contains(t, stderr, "consumer group nobody is unknown: no committed offset and no live subscription on broker "+c.broker)
+	stderr = c.fails(t, exitError, "consumerProgress", "-g", "nobody", "-t", "progress")
+	require.Contains(t, stderr, "consumer group nobody is unknown: no committed offset and no live subscription to topic progress on broker "+c.broker)
+	stderr = c.fails(t, exitError, "consumerProgress", "-g", "cg", "-t", "TBW102")
+	require.Contains(t, stderr, "consumer group cg is unknown", "a group known on other topics only")
 }
 
 func TestConsumerConnection_WarnsAboutDifferentSubscriptions(t *testing.T) {

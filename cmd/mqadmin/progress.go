@@ -94,8 +94,12 @@ func (a *app) consumerProgress(ctx context.Context, group, topic string) (progre
 		}
 	}
 	if len(v.Queues) == 0 {
-		return v, fmt.Errorf("consumer group %s has no committed offset and no live subscription on broker %s",
-			group, strings.Join(asked, ", "))
+		on := ""
+		if topic != "" {
+			on = " to topic " + topic
+		}
+		return v, fmt.Errorf("consumer group %s is unknown: no committed offset and no live subscription%s on broker %s",
+			group, on, strings.Join(asked, ", "))
 	}
 	slices.SortFunc(v.Queues, func(x, y progressRow) int {
 		if c := strings.Compare(x.Topic, y.Topic); c != 0 {
