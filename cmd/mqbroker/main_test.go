@@ -3,6 +3,9 @@ package main
 import (
 	"bufio"
 	"context"
+	"io"
+	"log/slog"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,8 +15,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicemq/sluice/conf"
 	"github.com/sluicemq/sluice/internal/protocol"
 	"github.com/sluicemq/sluice/internal/remoting"
+	"github.com/sluicemq/sluice/nameserver"
 	"github.com/stretchr/testify/require"
 )
 
@@ -33,6 +38,14 @@ func startProcess(t *testing.T, bin, dir string) (*exec.Cmd, string, string) {
 	t.Helper()
 	cmd := exec.Command(bin, "--listen", "127.0.0.1:0", "--store-dir", dir)
 	cmd.Env = append(os.Environ(), "SLUICE_EMBEDDED_NAMESRV_LISTEN=127.0.0.1:0")
+	addr, ns := serving(t, cmd)
+	return cmd, addr, ns
+}
+
+// serving starts cmd and returns the broker and nameserver addresses its
+// first line names.
+func serving(t *testing.T, cmd *exec.Cmd) (string, string) {
+	t.Helper()
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
@@ -41,7 +54,62 @@ func startProcess(t *testing.T, bin, dir string) (*exec.Cmd, string, string) {
 	require.NoError(t, err)
 	m := servingRE.FindStringSubmatch(line)
 	require.NotNil(t, m, line)
-	return cmd, m[1], m[2]
+	return m[1], m[2]
+}
+
+var metricsRE = regexp.MustCompile(`msg="mqbroker: metrics" url=http://(\S+)/metrics`)
+
+// TestMQBroker_NamesrvAddrAndPprof: as the README says, mqbroker registers
+// with the nameserver NAMESRV_ADDR names (none embedded), and with
+// --metrics-listen serves Go's profiler at /debug/pprof/.
+func TestMQBroker_NamesrvAddrAndPprof(t *testing.T) {
+	cfg := conf.DefaultNameserver()
+	cfg.Listen = "127.0.0.1:0"
+	ns, err := nameserver.New(cfg, slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	require.NoError(t, ns.Start())
+	defer ns.Close()
+
+	cmd := exec.Command(buildBinary(t), "--listen", "127.0.0.1:0", "--store-dir", t.TempDir(), "--metrics-listen", "127.0.0.1:0")
+	cmd.Env = append(os.Environ(), "NAMESRV_ADDR="+ns.Addr())
+	stderr, err := cmd.StderrPipe()
+	require.NoError(t, err)
+	addr, nsAddr := serving(t, cmd)
+	require.Equal(t, ns.Addr(), nsAddr, "the nameserver NAMESRV_ADDR names, none embedded")
+	var metrics string
+	for sc := bufio.NewScanner(stderr); metrics == "" && sc.Scan(); {
+		if m := metricsRE.FindStringSubmatch(sc.Text()); m != nil {
+			metrics = m[1]
+		}
+	}
+	require.NotEmpty(t, metrics, "the metrics address is logged")
+	go io.Copy(io.Discard, stderr)
+
+	c := remoting.NewClient(remoting.ClientOptions{SerializeType: remoting.SerializeJSON})
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var route protocol.TopicRouteData
+	require.Eventually(t, func() bool {
+		resp, err := c.Invoke(ctx, ns.Addr(), remoting.NewRequest(protocol.GetRouteInfoByTopic, map[string]string{"topic": "TBW102"}, nil))
+		return err == nil && resp.Code == protocol.Success && remoting.DecodeBody(resp.SerializeType, resp.Body, &route) == nil
+	}, 10*time.Second, 20*time.Millisecond, "registered with %s", ns.Addr())
+	require.Equal(t, addr, route.BrokerDatas[0].BrokerAddrs[0])
+
+	get := func(path string) []byte {
+		resp, err := http.Get("http://" + metrics + path)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode, path)
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return b
+	}
+	require.Contains(t, string(get("/debug/pprof/")), "goroutine")
+	prof := get("/debug/pprof/profile?seconds=1")
+	require.Greater(t, len(prof), 2)
+	require.Equal(t, []byte{0x1f, 0x8b}, prof[:2], "a gzipped profile, as go tool pprof reads")
+	require.Contains(t, string(get("/debug/pprof/goroutine?debug=1")), "goroutine profile:")
 }
 
 func TestMQBroker_QuickstartProcess(t *testing.T) {
