@@ -120,6 +120,25 @@ func (l *Log) recover() error {
 		if ce == nil {
 			ce = s.corrupt("zero-filled bytes before the end of an older segment")
 		}
+		torn, err := l.tornEnd(s.pos)
+		if err != nil {
+			return err
+		}
+		if !info.Clean && torn {
+			// NB: a power loss keeps any subset of what was not fsynced,
+			// so a newer segment's writes can survive the end of an
+			// older one's: a bad record (or none) followed only by
+			// zeros up to its segment's end is the torn end of the log,
+			// not corruption (which has a record or the blank filler
+			// after it), and what follows is no prefix of what was
+			// written. The log ends here and the newer segments go.
+			end = s.pos
+			info.Truncated, info.TruncateReason = true, ce.Reason+" (the torn end of an older segment: the log ends there)"
+			if last, err = l.dropSegmentsAfter(end); err != nil {
+				return err
+			}
+			break
+		}
 		info.Corrupt = append(info.Corrupt, *ce)
 		l.opts.Logger.Error("commitlog: corruption in an older segment; the rest of it is skipped",
 			"segment", ce.Segment, "pos", ce.Pos, "reason", ce.Reason)
@@ -128,6 +147,7 @@ func (l *Log) recover() error {
 	}
 	info.Scanned = int64(end - start)
 	info.End = end
+	lastEnd = last.base + Offset(l.opts.SegmentSize) // NB: segments may have gone
 	if err := l.truncateTail(last, end, !info.Clean || info.Truncated); err != nil {
 		return err
 	}
@@ -150,6 +170,98 @@ func (l *Log) recover() error {
 			"truncated", info.Truncated, "reason", info.TruncateReason, "corrupt", len(info.Corrupt))
 	}
 	return nil
+}
+
+// tornEnd reports whether the record at pos is the torn end of its
+// segment: what its TOTALSIZE claims (or its first 4 bytes, when that is
+// no record size) is followed only by zeros up to the segment's end.
+func (l *Log) tornEnd(pos Offset) (bool, error) {
+	seg := l.segmentAt(pos)
+	if seg == nil {
+		return false, nil
+	}
+	var hdr [4]byte
+	if _, err := seg.f.ReadAt(hdr[:], int64(pos-seg.base)); err != nil && !errors.Is(err, io.EOF) {
+		return false, fmt.Errorf("commitlog: read segment %s at %d: %w", seg.name(), pos-seg.base, err)
+	}
+	size := Offset(int32(binary.BigEndian.Uint32(hdr[:])))
+	switch {
+	case size == 0:
+	case size >= Offset(l.opts.MinRecord) && size <= Offset(l.opts.MaxRecord) && pos+size <= seg.base+Offset(l.opts.SegmentSize):
+		pos += size
+	default:
+		pos += Offset(len(hdr))
+	}
+	return l.zeroToSegmentEnd(pos)
+}
+
+// zeroToSegmentEnd reports whether the bytes from pos to the end of its
+// segment are all zero (or past the end of the file). pos at a segment's
+// end counts as zero.
+func (l *Log) zeroToSegmentEnd(pos Offset) (bool, error) {
+	if pos%Offset(l.opts.SegmentSize) == 0 {
+		return true, nil
+	}
+	seg := l.segmentAt(pos)
+	if seg == nil {
+		return false, nil
+	}
+	buf := make([]byte, 64<<10)
+	for off := int64(pos - seg.base); off < l.opts.SegmentSize; {
+		n, err := seg.f.ReadAt(buf[:min(int64(len(buf)), l.opts.SegmentSize-off)], off)
+		for _, c := range buf[:n] {
+			if c != 0 {
+				return false, nil
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			return true, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("commitlog: read segment %s at %d: %w", seg.name(), off, err)
+		}
+		off += int64(n)
+	}
+	return true, nil
+}
+
+// segmentAt returns the open segment holding pos, nil if none.
+// REQUIRES: recovery (no concurrent change to segs).
+func (l *Log) segmentAt(pos Offset) *segment {
+	for _, seg := range l.segs {
+		if pos >= seg.base && pos < seg.base+Offset(l.opts.SegmentSize) {
+			return seg
+		}
+	}
+	return nil
+}
+
+// dropSegmentsAfter deletes the segments after the one holding end (a log
+// that ends early in an older segment) and returns the new last segment.
+func (l *Log) dropSegmentsAfter(end Offset) (*segment, error) {
+	keep := len(l.segs)
+	for keep > 1 && l.segs[keep-1].base > end {
+		keep--
+	}
+	// NB: end at a segment's very start belongs to the segment before.
+	if keep > 1 && l.segs[keep-1].base == end {
+		keep--
+	}
+	for _, seg := range l.segs[keep:] {
+		l.opts.Logger.Warn("commitlog: deleting a segment written past the torn end of the log", "segment", seg.name(), "end", end)
+		if err := seg.close(); err != nil {
+			return nil, fmt.Errorf("commitlog: close segment %s: %w", seg.name(), err)
+		}
+		if err := os.Remove(seg.path); err != nil {
+			return nil, fmt.Errorf("commitlog: delete segment %s: %w", seg.name(), err)
+		}
+		l.recovery.RemovedSegments = append(l.recovery.RemovedSegments, seg.name())
+	}
+	l.segs = l.segs[:keep]
+	if err := syncDir(l.dir); err != nil {
+		return nil, fmt.Errorf("commitlog: sync %s: %w", l.dir, err)
+	}
+	return l.segs[keep-1], nil
 }
 
 // setEnd sets the recovered end of the log; durable since recovery synced it.

@@ -296,3 +296,48 @@ func TestValidate_RecoveringFlag(t *testing.T) {
 	require.Equal(t, int64(len(ws)), recovering.Load(), "a thorough scan asks for the full checks")
 	require.NoError(t, l.Close())
 }
+
+// TestRecover_TornOlderSegment: a power loss kept a newer segment's
+// unsynced writes but lost the end of an older one's (zeros from a record
+// to the segment's end). Past the checkpoint that is the torn end of the
+// log, not corruption: recovery ends the log at the hole and deletes the
+// newer segments, so the log is a prefix of what was written. A bad record
+// with records after it in its segment stays corruption (TestRecover_BitFlips).
+func TestRecover_TornOlderSegment(t *testing.T) {
+	const seg = 8192
+	opts := testOptions(seg)
+	r := rand.New(rand.NewPCG(17, 19))
+	snap, ws := crashedLog(t, opts, randomSizes(r, 80, testHeader, 500), 5)
+	lastBase := ws[len(ws)-1].at - ws[len(ws)-1].at%seg
+	var older []want // past the checkpoint, not in the last segment
+	for _, w := range ws[5:] {
+		if w.at < lastBase {
+			older = append(older, w)
+		}
+	}
+	require.NotEmpty(t, older)
+	for i := range 10 {
+		// A record of an older segment past the checkpoint, cut short
+		// (torn) or gone entirely, and everything after it in its segment.
+		victim := older[r.IntN(len(older))]
+		cut := victim.at + Offset(r.IntN(victim.size))
+		t.Run(fmt.Sprintf("cut=%d/at=%d", i, cut), func(t *testing.T) {
+			dir := copyDir(t, snap)
+			base := cut - cut%seg
+			f, err := os.OpenFile(segmentPath(dir, base), os.O_RDWR, 0)
+			require.NoError(t, err)
+			_, err = f.WriteAt(make([]byte, int(base+seg-cut)), int64(cut-base))
+			require.NoError(t, err)
+			require.NoError(t, f.Close())
+			l := mustOpen(t, dir, opts)
+			info := l.Recovery()
+			require.NoError(t, l.Close())
+			require.Empty(t, info.Corrupt, "a torn end is no corruption")
+			require.True(t, info.Truncated)
+			// The log is the prefix before the cut: the newer segments'
+			// records are gone.
+			p, end := prefixBefore(ws, cut)
+			checkRecovered(t, dir, opts, p, end)
+		})
+	}
+}
