@@ -2,12 +2,9 @@ package broker
 
 import (
 	"context"
-	"net/http"
 	"testing"
 	"time"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"github.com/sluicemq/sluice/conf"
 	"github.com/sluicemq/sluice/internal/protocol"
 	"github.com/sluicemq/sluice/internal/remoting"
@@ -98,85 +95,4 @@ func TestIntegration_Registration(t *testing.T) {
 	// The broker stops: it is gone from routes at once.
 	require.NoError(t, b.Close())
 	require.Eventually(t, func() bool { return route(t, c, nsAddr, "fresh") == nil }, 5*time.Second, 10*time.Millisecond)
-}
-
-// TestMetrics_Scrape: the metrics endpoint serves the Prometheus text format
-// with per-topic counters, consumer lag and the latency histograms.
-func TestMetrics_Scrape(t *testing.T) {
-	cfg := testConfig(t.TempDir())
-	cfg.MetricsListen = "127.0.0.1:0"
-	b := startBroker(t, cfg, Options{})
-	c := newClient(t, remoting.SerializeJSON)
-	for range 3 {
-		mustSend(t, c, b.Addr(), "orders", 0, "x", nil)
-	}
-	invoke(t, c, b.Addr(), protocol.UpdateConsumerOffset, &protocol.UpdateConsumerOffsetRequestHeader{
-		ConsumerGroup: "cg", Topic: "orders", QueueID: 0, CommitOffset: 1}, nil)
-	waitIndexed(t, b)
-	// scrape reads the endpoint once and returns a lookup of its values: a
-	// counter's or gauge's value, a histogram's sample count.
-	scrape := func() (func(name string, labels map[string]string) (float64, bool), error) {
-		resp, err := http.Get("http://" + b.MetricsAddr() + "/metrics")
-		if err != nil {
-			return nil, err
-		}
-		defer resp.Body.Close()
-		parser := expfmt.NewTextParser(model.LegacyValidation)
-		families, err := parser.TextToMetricFamilies(resp.Body)
-		if err != nil {
-			return nil, err
-		}
-		return func(name string, labels map[string]string) (float64, bool) {
-			f, ok := families[name]
-			if !ok {
-				return 0, false
-			}
-		next:
-			for _, m := range f.GetMetric() {
-				for _, lp := range m.GetLabel() {
-					if v, ok := labels[lp.GetName()]; ok && v != lp.GetValue() {
-						continue next
-					}
-				}
-				switch {
-				case m.GetCounter() != nil:
-					return m.GetCounter().GetValue(), true
-				case m.GetGauge() != nil:
-					return m.GetGauge().GetValue(), true
-				case m.GetHistogram() != nil:
-					return float64(m.GetHistogram().GetSampleCount()), true
-				}
-			}
-			return 0, false
-		}, nil
-	}
-	// NB: a send's latency is observed after its reply is written, so the
-	// scrape is repeated until the three sends are all counted.
-	var lookup func(name string, labels map[string]string) (float64, bool)
-	require.Eventually(t, func() bool {
-		l, err := scrape()
-		if err != nil {
-			return false
-		}
-		if n, ok := l("sluice_send_latency_seconds", nil); !ok || n < 3 {
-			return false
-		}
-		lookup = l
-		return true
-	}, 10*time.Second, 10*time.Millisecond, "three sends observed")
-	value := func(name string, labels map[string]string) float64 {
-		v, ok := lookup(name, labels)
-		require.True(t, ok, "metric %s%v missing", name, labels)
-		return v
-	}
-	require.Equal(t, 3.0, value("sluice_put_messages_total", map[string]string{"topic": "orders"}))
-	require.Equal(t, 2.0, value("sluice_consumer_lag_messages", map[string]string{"group": "cg", "topic": "orders", "queue": "0"}))
-	require.Greater(t, value("sluice_consumer_lag_seconds", map[string]string{"group": "cg", "topic": "orders", "queue": "0"}), -1.0)
-	require.Equal(t, 3.0, value("sluice_send_latency_seconds", nil))
-	require.Greater(t, value("sluice_commitlog_max_offset", nil), 0.0)
-	require.Equal(t, 0.0, value("sluice_send_busy_total", nil))
-	value("sluice_disk_used_ratio", nil)
-	value("sluice_pull_parked", nil)
-	require.Equal(t, 0.0, value("sluice_key_index_degraded", nil))
-	require.Equal(t, 0.0, value("sluice_dispatch_retries_total", nil))
 }

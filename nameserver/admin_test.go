@@ -1,12 +1,13 @@
 package nameserver
 
 import (
-	"io"
-	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicemq/sluice/conf"
@@ -234,22 +235,39 @@ func TestUnknownRequestCode(t *testing.T) {
 	})
 }
 
+// TestMetrics_Scrape: the nameserver's series, read with the Prometheus
+// text parser, count what its route table holds: brokers, topics,
+// clusters, and open connections.
 func TestMetrics_Scrape(t *testing.T) {
-	cfg := conf.DefaultNameserver()
-	cfg.Listen = "127.0.0.1:0"
-	cfg.MetricsListen = "127.0.0.1:0"
-	s, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	require.NoError(t, err)
-	require.NoError(t, s.Start())
-	defer s.Close()
-	resp, err := http.Get("http://" + s.MetricsAddr() + "/metrics")
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	for _, name := range []string{"sluice_namesrv_brokers 0", "sluice_namesrv_topics 0", "sluice_namesrv_clusters 0", "sluice_namesrv_connections"} {
-		require.Contains(t, string(b), name)
+	s := startServer(t, func(n *conf.Nameserver) { n.MetricsListen = "127.0.0.1:0" })
+	values := func() map[string]float64 {
+		resp, err := http.Get("http://" + s.MetricsAddr() + "/metrics")
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		parser := expfmt.NewTextParser(model.LegacyValidation)
+		families, err := parser.TextToMetricFamilies(resp.Body)
+		require.NoError(t, err)
+		out := map[string]float64{}
+		for name, f := range families {
+			if strings.HasPrefix(name, "sluice_namesrv_") {
+				require.Len(t, f.GetMetric(), 1, name)
+				out[name] = f.GetMetric()[0].GetGauge().GetValue()
+			}
+		}
+		return out
 	}
+	require.Equal(t, map[string]float64{"sluice_namesrv_brokers": 0, "sluice_namesrv_topics": 0,
+		"sluice_namesrv_clusters": 0, "sluice_namesrv_connections": 0}, values())
+
+	c := dial(t, s, remoting.SerializeJSON)
+	a := masterA()
+	a.topics = []protocol.TopicConfig{topic("orders", 4), topic("payments", 2)}
+	c.mustRegister(a)
+	other := broker{cluster: "OtherCluster", name: "broker-z", addr: "127.0.0.1:20911", ha: "127.0.0.1:20912",
+		version: protocol.DataVersion{Timestamp: 1700000000000, Counter: 1}, topics: []protocol.TopicConfig{topic("orders", 4)}}
+	c.mustRegister(other)
+	require.Equal(t, map[string]float64{"sluice_namesrv_brokers": 2, "sluice_namesrv_topics": 2,
+		"sluice_namesrv_clusters": 2, "sluice_namesrv_connections": 1}, values())
 }
 
 // TestRoute_OrderTopicConf: with order_message_enable a route carries its
