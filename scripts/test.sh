@@ -16,6 +16,13 @@ if [ -n "$unformatted" ]; then
 	echo "gofmt would change:"; echo "$unformatted"; exit 1
 fi
 
+echo "== go mod tidy"
+# Every module's go.mod and go.sum say exactly what its code needs: the
+# main module only what the broker, the client and the tools import.
+for mod in . scripts/compat scripts/peakshave; do
+	(cd "$mod" && go mod tidy -diff) || { echo "go mod tidy would change $mod (run it there)"; exit 1; }
+done
+
 echo "== go vet"
 go vet ./...
 
@@ -28,6 +35,11 @@ go test -race -count=1 -timeout 12m ./...
 # detector would report as failures of these tests.
 echo "== compat: official RocketMQ Go client against mqnamesrv + mqbroker"
 (cd scripts/compat && go vet ./... && go test -count=1 -timeout 10m ./...)
+
+# The peak-shaving demo is a module of its own too (scripts/peakshave), so
+# that its chart library stays out of the main module's dependencies.
+echo "== peakshave: the peak-shaving demo at a small scale"
+(cd scripts/peakshave && go vet ./... && go test -race -count=1 -timeout 5m ./...)
 
 echo "== fuzz smoke (${FUZZTIME:=5s} per target)"
 fuzzlog=$(mktemp)

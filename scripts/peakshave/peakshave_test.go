@@ -2,10 +2,16 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"image"
+	"image/png"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"gonum.org/v1/plot"
 
 	"github.com/stretchr/testify/require"
 )
@@ -33,8 +39,52 @@ func TestPeakShave(t *testing.T) {
 	last := s.Samples[len(s.Samples)-1]
 	require.Equal(t, last.Acked, last.Consumed, "the backlog drains")
 	require.Greater(t, s.DrainTime, time.Duration(0))
-	fi, err := os.Stat(chart)
+	f, err := os.Open(chart)
 	require.NoError(t, err)
-	require.Greater(t, fi.Size(), int64(1000))
+	defer f.Close()
+	img, err := png.Decode(f)
+	require.NoError(t, err, "a PNG")
+	require.Equal(t, image.Pt(864, 576), img.Bounds().Size(), "9x6 in at 96 dpi: two panels")
 	t.Logf("peak backlog %d, drain %.1fs, duplicates %d", s.PeakBacklog, s.DrainTime.Seconds(), s.Duplicates)
+}
+
+// TestConfig_Out: the chart goes where the README shows it
+// (scripts/peakshave/peakshave.png, whatever the current directory), or to
+// -out.
+func TestConfig_Out(t *testing.T) {
+	here, err := os.Getwd() // NB: go test runs in the package's directory
+	require.NoError(t, err)
+	t.Chdir(t.TempDir())
+	cfg, err := parseConfig(nil, os.Stderr)
+	require.NoError(t, err)
+	require.Equal(t, filepath.Join(here, "peakshave.png"), cfg.Chart)
+	cfg, err = parseConfig([]string{"--out", "/tmp/x.png", "-rate", "10"}, os.Stderr)
+	require.NoError(t, err)
+	require.Equal(t, "/tmp/x.png", cfg.Chart)
+	require.Equal(t, 10, cfg.BurstRate)
+	_, err = parseConfig([]string{"-chart", "x.png"}, io.Discard)
+	require.Error(t, err)
+}
+
+// TestSecondTicks: labels at round seconds from 0, at most 12 of them,
+// whatever the span.
+func TestSecondTicks(t *testing.T) {
+	labels := func(hi float64) []string {
+		var l []string
+		for _, tk := range (secondTicks{}).Ticks(0, hi) {
+			if tk.Label != "" {
+				l = append(l, tk.Label)
+			}
+		}
+		return l
+	}
+	require.Equal(t, []string{"0", "1", "2", "3", "4"}, labels(4.7))
+	require.Equal(t, []string{"0", "5", "10", "15", "20", "25", "30", "35", "40", "45"}, labels(46.3))
+	require.Equal(t, []string{"0", "30", "60", "90", "120", "150", "180", "210", "240", "270", "300"}, labels(300))
+	require.Equal(t, []string{"0", "60", "120", "180", "240", "300", "360", "420", "480", "540", "600", "660"}, labels(700))
+	all := (secondTicks{}).Ticks(0, 46.3)
+	require.Len(t, all, 47, "a tick each second")
+	for i, tk := range all {
+		require.Equal(t, plot.Tick{Value: float64(i), Label: map[bool]string{true: fmt.Sprint(i)}[i%5 == 0]}, tk)
+	}
 }

@@ -71,8 +71,14 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	bin := cfg.BrokerBin
 	if bin == "" {
 		bin = filepath.Join(tmp, "mqbroker")
-		if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/sluicemq/sluice/cmd/mqbroker").CombinedOutput(); err != nil {
-			return Summary{}, fmt.Errorf("build mqbroker: %v: %s", err, out)
+		// NB: built in the main module, whose go.sum covers the broker's
+		// dependencies (this module's covers only the client's).
+		build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/mqbroker")
+		if dir := sourceDir(); dir != "" {
+			build.Dir = filepath.Join(dir, "..", "..")
+		}
+		if out, err := build.CombinedOutput(); err != nil {
+			return Summary{}, fmt.Errorf("build mqbroker (or give -broker-bin): %v: %s", err, out)
 		}
 	}
 	brokerAddr, nsAddr, stop, err := startBroker(bin, filepath.Join(tmp, "store"))
@@ -203,7 +209,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		}
 	}
 	if cfg.Chart != "" {
-		if err := writeChart(cfg.Chart, sum, cfg); err != nil {
+		if err := writeChart(cfg.Chart, sum); err != nil {
 			return sum, fmt.Errorf("chart: %w", err)
 		}
 		logf("chart written to %s", cfg.Chart)
