@@ -95,6 +95,7 @@ func TestCrash_Kill9(t *testing.T) {
 	var all []want
 	for it := range iters {
 		acks := runAndKill(t, dir, seed+uint64(it), time.Duration(50+r.IntN(400))*time.Millisecond)
+		require.NotEmpty(t, acks, "kill %d: a kill before any acknowledgement checks nothing", it)
 		all = append(all, acks...)
 		l := mustOpen(t, dir, crashOptions())
 		got := map[Offset]int{}

@@ -1,8 +1,15 @@
 #!/usr/bin/env bash
-# Kill -9 loop for the commitlog: the child appends in sync mode and is killed
-# at a random moment; every acknowledged record must survive each reopen.
+# Kill -9 loops: a child appends to the commitlog (then puts to the store) in
+# sync mode and is killed at a random moment after its first acknowledgement;
+# every acknowledged record must survive each reopen, and a kill that finds
+# nothing acknowledged fails the run. (The store test picks its own seed.)
 #   scripts/crash.sh [kills] [seed]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-SLUICE_CRASH_ITER=${1:-200} SLUICE_CRASH_SEED=${2:-$(date +%s)} \
-	go test -count=1 -timeout 60m -run '^TestCrash_Kill9$' -v ./commitlog/ | grep -E '^(---|ok|FAIL|\s+crash_test)' 
+kills=${1:-200} seed=${2:-$(date +%s)}
+run() {
+	SLUICE_CRASH_ITER=$kills SLUICE_CRASH_SEED=$seed \
+		go test -count=1 -timeout 60m -run "$1" -v "$2" | grep -E '^(---|ok|FAIL|\s+crash_test)'
+}
+run '^TestCrash_Kill9$' ./commitlog/
+run '^TestStoreCrash_Kill9$' ./broker/store/

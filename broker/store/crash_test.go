@@ -95,7 +95,7 @@ func TestStoreCrashChild(t *testing.T) {
 }
 
 func TestStoreCrash_Kill9(t *testing.T) {
-	iters := 2
+	iters := 3
 	if v, err := strconv.Atoi(os.Getenv("SLUICE_CRASH_ITER")); err == nil && v > 0 {
 		iters = v
 	}
@@ -105,7 +105,9 @@ func TestStoreCrash_Kill9(t *testing.T) {
 	dir := t.TempDir()
 	var acks []ack
 	for it := range iters {
-		acks = append(acks, killStoreChild(t, dir, seed+uint64(it), time.Duration(100+r.IntN(400))*time.Millisecond)...)
+		killed := killStoreChild(t, dir, seed+uint64(it), time.Duration(100+r.IntN(400))*time.Millisecond)
+		require.NotEmpty(t, killed, "kill %d: a kill before any acknowledgement checks nothing", it)
+		acks = append(acks, killed...)
 		s := mustOpen(t, crashConf(dir), testOpts())
 		byPos := map[int64]message.Record{}
 		queues := 0

@@ -13,9 +13,11 @@ import (
 
 // KillChild runs the test binary again as a child process running only the
 // test named name, with env added to the environment. The child must print
-// "ready" on a line of its own once it is set up. KillChild then lets it run
-// for d, kills it with SIGKILL (a crash), and returns the complete lines it
-// printed after "ready": a line cut by the kill is dropped.
+// "ready" on a line of its own once it is set up, then a line for each
+// operation it has done (an acknowledgement). KillChild lets it run for d
+// after its first such line, so that every kill lands after at least one
+// acknowledgement, kills it with SIGKILL (a crash), and returns the complete
+// lines it printed after "ready": a line cut by the kill is dropped.
 func KillChild(t testing.TB, name string, env []string, d time.Duration) []string {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^"+name+"$", "-test.count=1")
@@ -29,7 +31,7 @@ func KillChild(t testing.TB, name string, env []string, d time.Duration) []strin
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	ready := make(chan struct{})
+	ready, first := make(chan struct{}), make(chan struct{})
 	done := make(chan []string, 1)
 	go func() {
 		var lines []string
@@ -42,16 +44,23 @@ func KillChild(t testing.TB, name string, env []string, d time.Duration) []strin
 			if err != nil {
 				break
 			}
-			lines = append(lines, line)
+			if lines = append(lines, line); len(lines) == 1 {
+				close(first)
+			}
 		}
 		done <- lines
 	}()
-	select {
-	case <-ready:
-	case <-time.After(60 * time.Second):
-		cmd.Process.Kill()
-		cmd.Wait()
-		t.Fatalf("child %s did not get ready; stderr: %s", name, stderr.String())
+	for _, w := range []struct {
+		c    chan struct{}
+		what string
+	}{{ready, "get ready"}, {first, "acknowledge anything"}} {
+		select {
+		case <-w.c:
+		case <-time.After(60 * time.Second):
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("child %s did not %s in 60 s; stderr: %s", name, w.what, stderr.String())
+		}
 	}
 	time.Sleep(d)
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
