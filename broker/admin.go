@@ -141,6 +141,7 @@ func (b *Broker) handleRuntimeInfo(_ context.Context, w remoting.ResponseWriter,
 		"pullParked":          strconv.FormatInt(b.hold.Parked(), 10),
 		"goroutines":          strconv.Itoa(runtime.NumGoroutine()),
 	}
+	b.diskRuntime(t)
 	b.replyBody(w, req, protocol.KVTable{Table: t})
 }
 

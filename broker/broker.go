@@ -125,6 +125,7 @@ func New(cfg conf.Broker, opts Options) (*Broker, error) {
 		b.store.Close()
 		return nil, err
 	}
+	b.store.SetUnconsumedCounter(b.unconsumed)
 	if b.groupCfgs, err = group.OpenConfigTable(filepath.Join(cfgDir, "groups")); err != nil {
 		b.closeStores()
 		return nil, err

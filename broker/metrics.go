@@ -87,7 +87,7 @@ var (
 	descRetries    = prometheus.NewDesc("sluice_dispatch_retries_total", "Dispatch attempts that failed (a write error) and were retried on the same record.", nil, nil)
 	descIndexDeg   = prometheus.NewDesc("sluice_key_index_degraded", "1 while the key index cannot write and lags behind the consume queues (it catches up by itself).", nil, nil)
 	descDisk       = prometheus.NewDesc("sluice_disk_used_ratio", "Share of the store's disk in use.", nil, nil)
-	descDiskHigh   = prometheus.NewDesc("sluice_disk_high_watermark_ratio", "Disk use above which old segments are deleted early.", nil, nil)
+	descDiskHigh   = prometheus.NewDesc("sluice_disk_high_watermark_ratio", "Disk use above which the broker warns (refuse) or deletes the oldest segments early (delete_oldest).", nil, nil)
 	descDiskFull   = prometheus.NewDesc("sluice_disk_full_watermark_ratio", "Disk use above which sends are refused.", nil, nil)
 	descLag        = prometheus.NewDesc("sluice_consumer_lag_messages", "Messages a consumer group has not consumed, by queue.", []string{"group", "topic", "queue"}, nil)
 	descLagSec     = prometheus.NewDesc("sluice_consumer_lag_seconds", "Age of the oldest message a group has not consumed, by queue (0 when caught up).", []string{"group", "topic", "queue"}, nil)
@@ -100,7 +100,10 @@ type brokerCollector struct{ b *Broker }
 
 func (c brokerCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descPutMsgs, descPutBytes, descGetMsgs, descGetBytes, descBusy, descLogMin,
-		descLogNext, descLogDurable, descDispatch, descRetries, descIndexDeg, descDisk, descDiskHigh, descDiskFull, descLag, descLagSec, descConns, descParked} {
+		descLogNext, descLogDurable, descDispatch, descRetries, descIndexDeg, descLag, descLagSec, descConns, descParked} {
+		ch <- d
+	}
+	for _, d := range diskDescs {
 		ch <- d
 	}
 }
@@ -126,11 +129,7 @@ func (c brokerCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descDispatch, float64(b.store.DispatchLag()))
 	ch <- prometheus.MustNewConstMetric(descRetries, prometheus.CounterValue, float64(b.store.DispatchRetries()))
 	gauge(descIndexDeg, map[bool]float64{true: 1}[b.store.KeyIndexDegraded()])
-	if u, err := b.store.DiskUsage(); err == nil {
-		gauge(descDisk, u)
-	}
-	gauge(descDiskHigh, b.cfg.Store.DiskHighWatermark)
-	gauge(descDiskFull, b.cfg.Store.DiskFullWatermark)
+	b.collectDisk(ch)
 	b.connMu.RLock()
 	gauge(descConns, float64(len(b.conns)))
 	b.connMu.RUnlock()

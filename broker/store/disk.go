@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/sluicemq/sluice/commitlog"
@@ -27,7 +28,8 @@ import (
 //     the checkpoints and a restart find room even when the log filled the
 //     disk;
 //   - back under it, it re-creates the reserve, keeps it if use stays under
-//     the full watermark, and only then accepts puts again.
+//     the full watermark, and only then accepts puts again: a reserve that
+//     does not fit keeps them refused, or the log would take its room.
 //
 // A fast producer can reach ENOSPC between two measurements: the commitlog
 // then refuses appends by itself (retrying after DiskFullRetry), and the
@@ -50,6 +52,7 @@ type diskState struct {
 
 	// Disk-loop owned.
 	measureFailed bool
+	reserveFailed bool
 
 	lossMu sync.Mutex
 	losses map[LossKey]int64 // guarded by lossMu
@@ -262,12 +265,19 @@ func (s *Store) checkDisk() {
 		return
 	}
 	if !s.disk.reserved.Load() && s.cfg.DiskReserve > 0 {
-		if !s.makeReserve() {
+		// NB: the disk has room only if the reserve fits under the full
+		// watermark: otherwise the log would take the reserve's room.
+		if err := s.makeReserve(); errors.Is(err, syscall.ENOSPC) {
+			s.refuseFull(u)
 			return
 		}
-		if u, ok = s.measureDisk(); !ok || u > s.cfg.DiskFullWatermark {
-			s.releaseReserve() // NB: quietly: no room for it yet
-			return
+		if s.disk.reserved.Load() {
+			if u, ok = s.measureDisk(); ok && u > s.cfg.DiskFullWatermark {
+				s.disk.reserved.Store(false)
+				s.removeReserve() // NB: quietly: no room for it yet
+				s.refuseFull(u)
+				return
+			}
 		}
 	}
 	if s.disk.refusal.Swap(nil) != nil {
@@ -322,8 +332,10 @@ func (s *Store) initReserve() {
 	}
 }
 
-// makeReserve creates the reserve file; false (and no file) if it cannot.
-func (s *Store) makeReserve() bool {
+// makeReserve creates the reserve file; on error it leaves none. It logs
+// an error other than ENOSPC once per failing spell: the store then runs
+// without a reserve.
+func (s *Store) makeReserve() error {
 	open := s.opts.OpenFile
 	if open == nil {
 		open = commitlog.OSOpenFile
@@ -341,12 +353,16 @@ func (s *Store) makeReserve() bool {
 	}
 	if err != nil {
 		s.removeReserve()
-		s.logger.Debug("store: cannot create the disk reserve yet", "path", path, "err", err)
-		return false
+		if !errors.Is(err, syscall.ENOSPC) && !s.disk.reserveFailed {
+			s.logger.Error("store: cannot create the disk reserve; running without it", "path", path, "err", err)
+			s.disk.reserveFailed = true
+		}
+		return err
 	}
+	s.disk.reserveFailed = false
 	s.disk.reserved.Store(true)
 	s.logger.Info("store: disk reserve in place", "path", path, "bytes", s.cfg.DiskReserve)
-	return true
+	return nil
 }
 
 // writeZeros writes n zero bytes at the start of f.

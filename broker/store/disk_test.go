@@ -150,6 +150,17 @@ func TestDisk_OpenWhileFull(t *testing.T) {
 	require.Equal(t, PutServiceNotAvailable, r.Status)
 	require.Contains(t, r.Remark, "97.0% used")
 	require.Equal(t, int64(100), s2.MaxOffset("t", 0), "every message is there")
+	require.NoError(t, s2.Close())
+
+	// Under the full watermark without the reserve, above it with it: full.
+	d.reserve = 0.02
+	d.set(0.89)
+	s3 := mustOpen(t, s.cfg, o)
+	defer s3.Close()
+	require.False(t, reserveExists(t, s3))
+	r = s3.Put(t.Context(), msg("t", 0, "refused"))
+	require.Equal(t, PutServiceNotAvailable, r.Status)
+	require.Contains(t, r.Remark, "91.0% used")
 }
 
 // TestDisk_DeleteOldestReportsLosses: with on_disk_pressure "delete_oldest"
