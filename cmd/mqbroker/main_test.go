@@ -87,14 +87,7 @@ func TestMQBroker_NamesrvAddrAndPprof(t *testing.T) {
 
 	c := remoting.NewClient(remoting.ClientOptions{SerializeType: remoting.SerializeJSON})
 	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	var route protocol.TopicRouteData
-	require.Eventually(t, func() bool {
-		resp, err := c.Invoke(ctx, ns.Addr(), remoting.NewRequest(protocol.GetRouteInfoByTopic, map[string]string{"topic": "TBW102"}, nil))
-		return err == nil && resp.Code == protocol.Success && remoting.DecodeBody(resp.SerializeType, resp.Body, &route) == nil
-	}, 10*time.Second, 20*time.Millisecond, "registered with %s", ns.Addr())
-	require.Equal(t, addr, route.BrokerDatas[0].BrokerAddrs[0])
+	require.Equal(t, addr, templateRoute(t, c, ns.Addr()).BrokerDatas[0].BrokerAddrs[0])
 
 	get := func(path string) []byte {
 		resp, err := http.Get("http://" + metrics + path)
@@ -121,12 +114,7 @@ func TestMQBroker_QuickstartProcess(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	// The broker registered with its embedded nameserver, TBW102 included.
-	var route protocol.TopicRouteData
-	require.Eventually(t, func() bool {
-		resp, err := c.Invoke(ctx, ns, remoting.NewRequest(protocol.GetRouteInfoByTopic, map[string]string{"topic": "TBW102"}, nil))
-		return err == nil && resp.Code == protocol.Success && remoting.DecodeBody(resp.SerializeType, resp.Body, &route) == nil
-	}, 10*time.Second, 20*time.Millisecond)
-	require.Equal(t, addr, route.BrokerDatas[0].BrokerAddrs[0])
+	require.Equal(t, addr, templateRoute(t, c, ns).BrokerDatas[0].BrokerAddrs[0])
 	h := &protocol.SendMessageRequestHeader{ProducerGroup: "pg", Topic: "orders", DefaultTopic: "TBW102", DefaultTopicQueueNums: 4, QueueID: 0}
 	resp, err := c.Invoke(ctx, addr, remoting.NewRequest(protocol.SendMessage, protocol.Ext(h), []byte("hello")))
 	require.NoError(t, err)
@@ -157,4 +145,18 @@ func TestMQBroker_BadInput(t *testing.T) {
 	out.Reset()
 	require.Equal(t, exitOK, run([]string{"-h"}, &out, &errb, nil))
 	require.Contains(t, out.String(), "--store-dir")
+}
+
+// templateRoute waits until the nameserver at ns routes TBW102 (a broker
+// registered with it) and returns that route.
+func templateRoute(t *testing.T, c *remoting.Client, ns string) protocol.TopicRouteData {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var route protocol.TopicRouteData
+	require.Eventually(t, func() bool {
+		resp, err := c.Invoke(ctx, ns, remoting.NewRequest(protocol.GetRouteInfoByTopic, map[string]string{"topic": "TBW102"}, nil))
+		return err == nil && resp.Code == protocol.Success && remoting.DecodeBody(resp.SerializeType, resp.Body, &route) == nil
+	}, 10*time.Second, 20*time.Millisecond, "a broker registered with %s", ns)
+	return route
 }
