@@ -100,13 +100,13 @@ func BenchmarkLongPollWakeup(b *testing.B) {
 		off := br.Store().MaxOffset("lp", 0)
 		got := make(chan time.Time, 1)
 		h := pullHeader("g", "lp", 0, off, pullSuspend|pullSubscription)
-		c.InvokeAsync(context.Background(), br.Addr(), remoting.NewRequest(protocol.PullMessage, protocol.Ext(h), nil),
-			func(r *remoting.Command, err error) {
+		c.Invoke(context.Background(), br.Addr(), remoting.NewRequest(protocol.PullMessage, protocol.Ext(h), nil),
+			remoting.Async(func(r *remoting.Command, err error) {
 				if err != nil || r.Code != protocol.Success {
 					b.Error(err, r)
 				}
 				got <- time.Now()
-			})
+			}))
 		for br.hold.Parked() == 0 {
 			time.Sleep(50 * time.Microsecond)
 		}

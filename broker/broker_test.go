@@ -112,11 +112,11 @@ func TestBroker_LongPoll(t *testing.T) {
 	waitIndexed(t, b) // NB: so that offset 1 is the queue's end, and GET_MAX_OFFSET says 1
 	heartbeat(t, c, remoting.SerializeMsgpack, b.Addr(), "cid", "cg", map[string]string{"t": "*"})
 	got := make(chan *remoting.Command, 1)
-	c.InvokeAsync(context.Background(), b.Addr(), remoting.NewRequest(protocol.PullMessage,
-		protocol.Ext(pullHeader("cg", "t", 0, 1, pullSuspend)), nil), func(r *remoting.Command, err error) {
+	c.Invoke(context.Background(), b.Addr(), remoting.NewRequest(protocol.PullMessage,
+		protocol.Ext(pullHeader("cg", "t", 0, 1, pullSuspend)), nil), remoting.Async(func(r *remoting.Command, err error) {
 		require.NoError(t, err)
 		got <- r
-	})
+	}))
 	require.Eventually(t, func() bool { return b.hold.Parked() == 1 }, 5*time.Second, time.Millisecond)
 	// The connection still serves other requests.
 	resp := invoke(t, c, b.Addr(), protocol.GetMaxOffset, &protocol.GetMaxOffsetRequestHeader{Topic: "t"}, nil)
@@ -152,12 +152,12 @@ func TestBroker_LongPollExpires(t *testing.T) {
 
 	h.SuspendTimeoutMillis = 60000
 	got := make(chan *remoting.Command, 1)
-	c.InvokeAsync(context.Background(), b.Addr(), remoting.NewRequest(protocol.PullMessage, protocol.Ext(h), nil),
-		func(r *remoting.Command, err error) {
+	c.Invoke(context.Background(), b.Addr(), remoting.NewRequest(protocol.PullMessage, protocol.Ext(h), nil),
+		remoting.Async(func(r *remoting.Command, err error) {
 			if err == nil {
 				got <- r
 			}
-		})
+		}))
 	require.Eventually(t, func() bool { return b.hold.Parked() == 1 }, 5*time.Second, time.Millisecond)
 	go b.Close()
 	select {

@@ -103,7 +103,8 @@ func askClient(ctx context.Context, conn *remoting.Conn, code int16, ext map[str
 func tellClient(conn *remoting.Conn, code int16, ext map[string]string, body []byte) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	return conn.InvokeOneway(ctx, clientRequest(code, ext, body))
+	_, err := conn.Invoke(ctx, clientRequest(code, ext, body), remoting.Oneway())
+	return err
 }
 
 // clientRequest is a request from the broker to a client.

@@ -62,12 +62,12 @@ func TestBroker_ConnectionSendOrder(t *testing.T) {
 				want = append(want, body)
 			}
 			answered.Add(1)
-			conn.InvokeAsync(ctx, request(tx, body), func(resp *remoting.Command, err error) {
+			conn.Invoke(ctx, request(tx, body), remoting.Async(func(resp *remoting.Command, err error) {
 				defer answered.Done()
 				if err != nil || resp.Code != protocol.Success {
 					errs <- fmt.Sprint(body, err, resp)
 				}
-			})
+			}))
 		}
 		answered.Wait()
 		close(stop)

@@ -208,7 +208,7 @@ func (c *core) onCheckTransaction(req *remoting.Command, conn *remoting.Conn) {
 		MsgID: h.MsgID, TransactionID: h.TransactionID}
 	cctx, cancel2 := c.callCtx(ctx)
 	defer cancel2()
-	if err := conn.InvokeOneway(cctx, remoting.NewRequest(protocol.EndTransaction, protocol.Ext(end), nil)); err != nil {
+	if _, err := conn.Invoke(cctx, remoting.NewRequest(protocol.EndTransaction, protocol.Ext(end), nil), remoting.Oneway()); err != nil {
 		c.log.Warn("client: END_TRANSACTION after a check", "msg_id", h.MsgID, "err", err)
 	}
 }

@@ -45,7 +45,7 @@ type request struct {
 	body []byte
 	obj  any
 	// timeout, if set, bounds the call besides ctx, without a timer per
-	// call (remoting.Client.InvokeWithin), from at (from now when zero: a
+	// call (remoting.Deadline), from at (from now when zero: a
 	// sender that read the clock passes its reading).
 	timeout time.Duration
 	at      time.Time
@@ -135,7 +135,7 @@ func (t *transport) once(ctx context.Context, addr string, st remoting.Serialize
 	c := t.client(st, r.lane)
 	var resp *remoting.Command
 	if r.timeout > 0 {
-		resp, err = c.InvokeBefore(ctx, addr, cmd, r.deadline())
+		resp, err = c.Invoke(ctx, addr, cmd, remoting.Deadline(r.deadline()))
 	} else {
 		resp, err = c.Invoke(ctx, addr, cmd)
 	}
@@ -232,7 +232,7 @@ func (t *transport) tryInline(ctx context.Context, addr string, r request, ok []
 		}
 		cb(resp, checkCode(addr, r.code, resp, ok))
 	}
-	if c.TryInvokeInline(ctx, addr, cmd, r.deadline(), done) {
+	if _, err := c.Invoke(ctx, addr, cmd, remoting.Deadline(r.deadline()), remoting.Inline(done), remoting.NoDial()); err == nil {
 		return true
 	}
 	if c != t.mp1 {
@@ -244,7 +244,8 @@ func (t *transport) tryInline(ctx context.Context, addr string, r request, ok []
 	if _, err := c.Conn(ctx, addr); err != nil {
 		return false
 	}
-	return c.TryInvokeInline(ctx, addr, cmd, r.deadline(), done)
+	_, err = c.Invoke(ctx, addr, cmd, remoting.Deadline(r.deadline()), remoting.Inline(done), remoting.NoDial())
+	return err == nil
 }
 
 // oneway sends r to addr without waiting for a reply.
@@ -257,7 +258,7 @@ func (t *transport) oneway(ctx context.Context, addr string, r request) error {
 	if err != nil {
 		return err
 	}
-	if err := t.client(st, r.lane).InvokeOneway(ctx, addr, cmd); err != nil {
+	if _, err := t.client(st, r.lane).Invoke(ctx, addr, cmd, remoting.Oneway()); err != nil {
 		return wrapTransport(addr, r.code, err)
 	}
 	return nil

@@ -84,7 +84,7 @@ func (o *ClientOptions) fill() {
 type Client struct {
 	opts   ClientOptions
 	d      dispatcher
-	bg     group // InvokeAsync callbacks
+	bg     group // Async callbacks
 	opaque atomic.Int32
 	ids    atomic.Uint64
 
@@ -97,8 +97,8 @@ type Client struct {
 	sweepDone chan struct{}
 }
 
-// sweepInterval is how often InvokeWithin deadlines are checked: a call
-// times out at most this late.
+// sweepInterval is how often call deadlines (Deadline) are checked: a
+// call times out at most this late.
 const sweepInterval = 10 * time.Millisecond
 
 // dialEntry is one address's connection, or the dial in progress.
@@ -236,48 +236,44 @@ func (c *Client) dial(ctx context.Context, addr string, e *dialEntry) {
 	}
 }
 
-// Invoke sends req to addr and waits for the response; see Conn.Invoke.
-// The call's deadline is ctx's. A failed connection fails its pending
-// calls with ErrConnClosed and is dialed again by the next call.
-func (c *Client) Invoke(ctx context.Context, addr string, req *Command) (*Command, error) {
-	conn, err := c.Conn(ctx, addr)
+// Invoke sends req to addr's connection, dialing it if needed (see Conn),
+// and returns the response; see Conn.Invoke for the call and CallOption
+// for the options. A dial error goes to the callback of an Async or
+// Inline call; an Async call dials on its callback's goroutine. A failed
+// connection fails its pending calls with ErrConnClosed and is dialed
+// again by the next call.
+func (c *Client) Invoke(ctx context.Context, addr string, req *Command, opts ...CallOption) (*Command, error) {
+	o, err := callOptions(opts)
 	if err != nil {
 		return nil, err
 	}
-	return conn.Invoke(ctx, req)
+	if o.flags&callNoDial != 0 {
+		conn := c.openConn(addr)
+		if conn == nil {
+			return nil, fmt.Errorf("remoting: %s: %w", addr, ErrNotConnected)
+		}
+		return conn.do(ctx, req, o)
+	}
+	if o.cb != nil && o.flags&callInline == 0 {
+		if !c.bg.goFunc(func() { _, _ = c.dialAndDo(ctx, addr, req, o) }) {
+			o.cb(nil, ErrClosed)
+		}
+		return nil, nil
+	}
+	return c.dialAndDo(ctx, addr, req, o)
 }
 
-// InvokeWithin is Invoke bounded by timeout as well as by ctx. The
-// timeout is enforced by one sweeper per Client (every 10 ms), which is
-// much cheaper than a timer per call when calls are many.
-func (c *Client) InvokeWithin(ctx context.Context, addr string, req *Command, timeout time.Duration) (*Command, error) {
-	return c.InvokeBefore(ctx, addr, req, time.Now().Add(timeout))
-}
-
-// InvokeBefore is InvokeWithin with the call's deadline given, for a
-// caller that has read the clock already.
-func (c *Client) InvokeBefore(ctx context.Context, addr string, req *Command, deadline time.Time) (*Command, error) {
+// dialAndDo runs a call on addr's connection, dialing it if needed.
+func (c *Client) dialAndDo(ctx context.Context, addr string, req *Command, o CallOption) (*Command, error) {
 	conn, err := c.Conn(ctx, addr)
-	if err != nil {
+	if err == nil {
+		return conn.do(ctx, req, o)
+	}
+	if o.cb == nil {
 		return nil, err
 	}
-	c.sweepOnce.Do(c.startSweeper)
-	return conn.invoke(ctx, req, deadline.UnixNano())
-}
-
-// TryInvokeInline sends req on the open connection to addr and calls cb
-// once with the response or an error (bounded by ctx and deadline, see
-// InvokeBefore) on whichever goroutine completes the call, typically the
-// connection's reader: cb must not block. With no open connection to addr
-// it does nothing and returns false (Invoke would dial).
-func (c *Client) TryInvokeInline(ctx context.Context, addr string, req *Command, deadline time.Time, cb func(*Command, error)) bool {
-	conn := c.openConn(addr)
-	if conn == nil {
-		return false
-	}
-	c.sweepOnce.Do(c.startSweeper)
-	conn.invokeInline(ctx, req, deadline.UnixNano(), cb)
-	return true
+	o.cb(nil, err)
+	return nil, nil
 }
 
 func (c *Client) startSweeper() {
@@ -319,34 +315,8 @@ func (c *Client) sweep() {
 	}
 }
 
-// InvokeOneway sends req to addr with the oneway flag and returns once it
-// is written; see Conn.InvokeOneway.
-func (c *Client) InvokeOneway(ctx context.Context, addr string, req *Command) error {
-	conn, err := c.Conn(ctx, addr)
-	if err != nil {
-		return err
-	}
-	return conn.InvokeOneway(ctx, req)
-}
-
-// InvokeAsync sends req to addr and calls cb exactly once with the
-// response or an error, on a goroutine of its own; see Conn.InvokeAsync.
-// The call's deadline is ctx's.
-func (c *Client) InvokeAsync(ctx context.Context, addr string, req *Command, cb func(*Command, error)) {
-	if !c.bg.goFunc(func() {
-		conn, err := c.Conn(ctx, addr)
-		if err != nil {
-			cb(nil, err)
-			return
-		}
-		conn.InvokeAsync(ctx, req, cb)
-	}) {
-		cb(nil, ErrClosed)
-	}
-}
-
 // Close closes every connection (pending calls fail with ErrClosed), then
-// waits for running OnRequest handlers and InvokeAsync callbacks. Later
+// waits for running OnRequest handlers and Async callbacks. Later
 // calls fail with ErrClosed. Close is idempotent.
 func (c *Client) Close() error {
 	c.mu.Lock()
@@ -382,6 +352,7 @@ func (c *Client) Close() error {
 
 func (c *Client) dispatch(conn *Conn, req *Command) { c.d.dispatch(conn, req) }
 func (c *Client) background() *group                { return &c.bg }
+func (c *Client) deadlines() bool                   { c.sweepOnce.Do(c.startSweeper); return true }
 func (c *Client) logger() *slog.Logger              { return c.opts.Logger }
 
 func (c *Client) connClosed(conn *Conn) {

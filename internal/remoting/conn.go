@@ -22,8 +22,11 @@ type endpoint interface {
 	// connClosed runs once per connection, after it closed and its pending
 	// calls failed.
 	connClosed(c *Conn)
-	// background runs InvokeAsync callbacks.
+	// background runs Async callbacks.
 	background() *group
+	// deadlines makes sure the owner's deadline sweeper runs and reports
+	// whether it has one (a Client does, a Server does not).
+	deadlines() bool
 	logger() *slog.Logger
 }
 

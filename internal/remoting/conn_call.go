@@ -2,7 +2,9 @@ package remoting
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/sluicemq/sluice/internal/protocol"
 )
@@ -11,11 +13,11 @@ import (
 // Conn.pending (the reader, a timeout, closeWith) completes it, exactly
 // once.
 type call struct {
-	ch       chan result           // Invoke: cap 1
-	cb       func(*Command, error) // InvokeAsync
-	stop     func() bool           // InvokeAsync: stops the context watcher
-	deadline int64                 // unix nanos, 0 for none: see Client.InvokeWithin
-	inline   bool                  // cb runs where the call completes (Client.TryInvokeInline)
+	ch       chan result           // a waiting Invoke: cap 1
+	cb       func(*Command, error) // Async or Inline
+	stop     func() bool           // with cb: stops the context watcher
+	deadline int64                 // unix nanos, 0 for none: see Deadline
+	inline   bool                  // cb runs where the call completes (Inline)
 	pairs    bool                  // the response may keep its ext as ExtPairs (see pairsAnswer)
 }
 
@@ -88,8 +90,10 @@ func (c *Conn) prepare(req *Command, oneway bool) {
 	req.Opaque = c.opaque.Add(1)
 }
 
-// register prepares req and records cl under its opaque.
-func (c *Conn) register(req *Command, cl *call) error {
+// register prepares req and records cl under its opaque. A call with a
+// callback also watches ctx: it fails with the context's error when ctx is
+// done first.
+func (c *Conn) register(ctx context.Context, req *Command, cl *call) error {
 	c.prepare(req, false)
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -99,53 +103,166 @@ func (c *Conn) register(req *Command, cl *call) error {
 	for c.pending[req.Opaque] != nil { // NB: only after the counter wrapped
 		req.Opaque = c.opaque.Add(1)
 	}
+	opaque := req.Opaque
 	cl.pairs = pairsAnswer(req.Code)
-	c.pending[req.Opaque] = cl
+	c.pending[opaque] = cl
 	c.busy.Add(1)
+	if cl.cb != nil && ctx.Done() != nil {
+		// NB: set under mu, so finish (which runs after take) sees it.
+		cl.stop = context.AfterFunc(ctx, func() {
+			if cl := c.take(opaque); cl != nil {
+				c.finish(cl, nil, ctxError(ctx))
+			}
+		})
+	}
 	return nil
 }
 
-func (c *Conn) invokeErr(req *Command, err error) error {
-	return fmt.Errorf("remoting: %s to %s: %w", protocol.CodeName(req.Code), addrString(c.remote), err)
+func (c *Conn) invokeErr(code int16, err error) error {
+	return fmt.Errorf("remoting: %s to %s: %w", protocol.CodeName(code), addrString(c.remote), err)
 }
 
-// Invoke sends req and waits for its response, until ctx is done (then it
-// returns an error wrapping ErrTimeout for an expired deadline, or the
-// context's error) or the connection closes (ErrConnClosed). Invoke sets
-// req's Opaque, SerializeType and Flag; req must not be reused until Invoke
-// returns. A response that arrives after the caller gave up is dropped.
-func (c *Conn) Invoke(ctx context.Context, req *Command) (*Command, error) {
-	return c.invoke(ctx, req, 0)
+// CallOption changes how one Invoke runs: Deadline, Oneway, Async, Inline,
+// NoDial. Options combine (Deadline(t), Inline(cb), NoDial()); a later
+// callback replaces an earlier one.
+type CallOption struct {
+	deadline int64 // unix nanos; 0: none
+	cb       func(*Command, error)
+	flags    callFlags
 }
 
-// invoke is Invoke with an optional deadline (unix nanos) enforced by the
-// owner's sweeper rather than by a timer per call.
+type callFlags uint8
+
+const (
+	callOneway callFlags = 1 << iota
+	callInline
+	callNoDial
+)
+
+// Deadline bounds the wait for the response by t as well as by ctx (a zero
+// t adds nothing). On a Client's connections the Client's sweeper enforces
+// it, every 10 ms (a call times out at most that late), which is much
+// cheaper than a timer per call when calls are many; on a Server's, a
+// context deadline does.
+func Deadline(t time.Time) CallOption {
+	if t.IsZero() {
+		return CallOption{}
+	}
+	return CallOption{deadline: t.UnixNano()}
+}
+
+// Oneway sends the request with the oneway flag and waits for no response
+// (the peer sends none): Invoke returns (nil, nil) once the frame is
+// written. It takes no callback.
+func Oneway() CallOption { return CallOption{flags: callOneway} }
+
+// Async makes the call asynchronous: Invoke returns (nil, nil) at once
+// and cb gets the response or the error (as Invoke would return them)
+// exactly once, on a goroutine of its own, which the owner's Close or
+// Shutdown waits for. Client.Invoke also dials on that goroutine.
+func Async(cb func(*Command, error)) CallOption { return CallOption{cb: cb} }
+
+// Inline is Async with cb run where the call completes: the connection's
+// reader (the response), the sweeper (the deadline), or the goroutine
+// that failed it (a dial, a write, the close, ctx). cb must not block.
+func Inline(cb func(*Command, error)) CallOption {
+	return CallOption{cb: cb, flags: callInline}
+}
+
+// NoDial has Client.Invoke use only an open connection: with none to the
+// address (none yet, still dialing, or closed) it returns an error
+// wrapping ErrNotConnected at once, and no callback runs. Conn.Invoke
+// ignores it.
+func NoDial() CallOption { return CallOption{flags: callNoDial} }
+
+var errOnewayCallback = errors.New("remoting: a oneway call takes no callback (Async, Inline)")
+
+// callOptions merges opts.
+func callOptions(opts []CallOption) (CallOption, error) {
+	var o CallOption
+	for _, x := range opts {
+		if x.deadline != 0 {
+			o.deadline = x.deadline
+		}
+		if x.cb != nil {
+			o.cb = x.cb
+			o.flags &^= callInline
+		}
+		o.flags |= x.flags
+	}
+	if o.flags&callOneway != 0 && o.cb != nil {
+		return o, errOnewayCallback
+	}
+	return o, nil
+}
+
+// Invoke sends req on c and, by default, waits for its response until ctx
+// is done (then it returns an error wrapping ErrTimeout for an expired
+// deadline, or the context's error) or the connection closes
+// (ErrConnClosed); opts change that (Deadline, Oneway, Async, Inline).
+// Invoke sets req's Opaque, SerializeType and Flag; req must not be reused
+// until the call completes. A response that arrives after the caller gave
+// up is dropped.
+func (c *Conn) Invoke(ctx context.Context, req *Command, opts ...CallOption) (*Command, error) {
+	o, err := callOptions(opts)
+	if err != nil {
+		return nil, c.invokeErr(req.Code, err)
+	}
+	return c.do(ctx, req, o)
+}
+
+// do runs one call with its merged options.
+func (c *Conn) do(ctx context.Context, req *Command, o CallOption) (*Command, error) {
+	if o.deadline != 0 && !c.ep.deadlines() {
+		// NB: an owner without a sweeper (a Server): a context deadline.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, time.Unix(0, o.deadline))
+		o.deadline = 0
+		if o.cb == nil {
+			defer cancel()
+		} else {
+			cb := o.cb
+			o.cb = func(cmd *Command, err error) { cancel(); cb(cmd, err) }
+		}
+	}
+	switch {
+	case o.flags&callOneway != 0:
+		return nil, c.oneway(ctx, req)
+	case o.cb != nil:
+		c.launch(ctx, req, o)
+		return nil, nil
+	}
+	return c.invoke(ctx, req, o.deadline)
+}
+
+// invoke sends req and waits for its response, bounded by ctx and by
+// deadline (unix nanos, 0 for none) enforced by the owner's sweeper.
 func (c *Conn) invoke(ctx context.Context, req *Command, deadline int64) (*Command, error) {
 	if ctx.Err() != nil {
-		return nil, c.invokeErr(req, ctxError(ctx))
+		return nil, c.invokeErr(req.Code, ctxError(ctx))
 	}
 	cl := &call{ch: make(chan result, 1), deadline: deadline}
-	if err := c.register(req, cl); err != nil {
-		return nil, c.invokeErr(req, err)
+	if err := c.register(ctx, req, cl); err != nil {
+		return nil, c.invokeErr(req.Code, err)
 	}
 	opaque := req.Opaque
 	if err := c.write(req); err != nil {
 		c.take(opaque)
-		return nil, c.invokeErr(req, err)
+		return nil, c.invokeErr(req.Code, err)
 	}
 	select {
 	case r := <-cl.ch:
 		if r.err != nil {
-			return nil, c.invokeErr(req, r.err)
+			return nil, c.invokeErr(req.Code, r.err)
 		}
 		return r.cmd, nil
 	case <-ctx.Done():
 		if c.take(opaque) != nil {
-			return nil, c.invokeErr(req, ctxError(ctx))
+			return nil, c.invokeErr(req.Code, ctxError(ctx))
 		}
 		r := <-cl.ch // completed while we were giving up
 		if r.err != nil {
-			return nil, c.invokeErr(req, r.err)
+			return nil, c.invokeErr(req.Code, r.err)
 		}
 		return r.cmd, nil
 	}
@@ -168,89 +285,37 @@ func (c *Conn) expire(now int64) {
 	}
 }
 
-// InvokeAsync sends req and calls cb exactly once with the response or an
-// error (as Invoke's), on a goroutine of its own. ctx bounds the wait.
-func (c *Conn) InvokeAsync(ctx context.Context, req *Command, cb func(*Command, error)) {
-	fail := func(err error) {
-		err = c.invokeErr(req, err)
-		if !c.ep.background().goFunc(func() { cb(nil, err) }) {
-			cb(nil, err)
-		}
-	}
-	if ctx.Err() != nil {
-		fail(ctxError(ctx))
-		return
-	}
-	code := req.Code
-	c.launch(ctx, req, &call{cb: func(cmd *Command, err error) {
+// launch sends req and has o.cb called exactly once with the response or
+// an error (as invoke's): on a goroutine of the owner's, or with Inline
+// where the call completes.
+func (c *Conn) launch(ctx context.Context, req *Command, o CallOption) {
+	code, cb := req.Code, o.cb
+	cl := &call{inline: o.flags&callInline != 0, deadline: o.deadline, cb: func(cmd *Command, err error) {
 		if err != nil {
-			err = fmt.Errorf("remoting: %s to %s: %w", protocol.CodeName(code), addrString(c.remote), err)
+			err = c.invokeErr(code, err)
 		}
 		cb(cmd, err)
-	}}, fail)
-}
-
-// invokeInline sends req and calls cb once with the response or an error,
-// on whichever goroutine completes the call (the reader, the sweeper at
-// deadline, a failed write, the close): cb must not block.
-func (c *Conn) invokeInline(ctx context.Context, req *Command, deadline int64, cb func(*Command, error)) {
-	fail := func(err error) { cb(nil, c.invokeErr(req, err)) }
+	}}
+	var err error
 	if ctx.Err() != nil {
-		fail(ctxError(ctx))
-		return
-	}
-	code := req.Code
-	c.launch(ctx, req, &call{inline: true, deadline: deadline, cb: func(cmd *Command, err error) {
-		if err != nil {
-			err = fmt.Errorf("remoting: %s to %s: %w", protocol.CodeName(code), addrString(c.remote), err)
-		}
-		cb(cmd, err)
-	}}, fail)
-}
-
-// launch registers cl under req's fresh opaque, watches ctx, and writes
-// req; fail gets the error when the connection is already closed.
-func (c *Conn) launch(ctx context.Context, req *Command, cl *call, fail func(error)) {
-	c.prepare(req, false)
-	c.mu.Lock()
-	if c.closed {
-		err := c.closeErr
-		c.mu.Unlock()
-		fail(err)
-		return
-	}
-	for c.pending[req.Opaque] != nil { // NB: only after the counter wrapped
-		req.Opaque = c.opaque.Add(1)
-	}
-	opaque := req.Opaque
-	cl.pairs = pairsAnswer(req.Code)
-	c.pending[opaque] = cl
-	c.busy.Add(1)
-	if ctx.Done() != nil {
-		// NB: set under mu, so finish (which runs after take) sees it.
-		cl.stop = context.AfterFunc(ctx, func() {
-			if cl := c.take(opaque); cl != nil {
-				c.finish(cl, nil, ctxError(ctx))
-			}
-		})
-	}
-	c.mu.Unlock()
-	if err := c.write(req); err != nil {
-		if cl := c.take(opaque); cl != nil {
-			c.finish(cl, nil, err)
+		err = ctxError(ctx)
+	} else if err = c.register(ctx, req, cl); err == nil {
+		opaque := req.Opaque
+		if err = c.write(req); err == nil || c.take(opaque) == nil {
+			return // under way, or completed already (closed, ctx done)
 		}
 	}
+	c.finish(cl, nil, err)
 }
 
-// InvokeOneway sends req with the oneway flag and does not wait for a
-// response (the peer sends none). It returns once the frame is written.
-func (c *Conn) InvokeOneway(ctx context.Context, req *Command) error {
+// oneway sends req with the oneway flag and returns once it is written.
+func (c *Conn) oneway(ctx context.Context, req *Command) error {
 	if ctx.Err() != nil {
-		return c.invokeErr(req, ctxError(ctx))
+		return c.invokeErr(req.Code, ctxError(ctx))
 	}
 	c.prepare(req, true)
 	if err := c.write(req); err != nil {
-		return c.invokeErr(req, err)
+		return c.invokeErr(req.Code, err)
 	}
 	return nil
 }

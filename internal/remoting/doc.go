@@ -50,8 +50,12 @@
 // slow handler never stalls the other requests of its connection. A code
 // may also have an InlineHandler (HandleInline), tried first on the
 // reader itself: it serves the request only if it can without blocking
-// (the broker's sends in the common case) and otherwise declines, and the
-// Handler runs as usual. An InlineHandler may defer work to the end of the
+// (the broker's sends in the common case) and otherwise declines. The
+// requests of such codes keep their order per connection: one declined
+// starts the connection's ordered executor, a goroutine that runs its
+// Handler and then, in arrival order, every such request that came
+// meanwhile (they skip the inline try while it runs), and ends when none is
+// left (see dispatcher). An InlineHandler may defer work to the end of the
 // reader's burst (Conn.AtBatchEnd): the hooks run once no whole frame is
 // left to read, before the burst's answers are flushed, so the broker
 // stores a burst of sends with one append and answers them in one write. Running
@@ -86,13 +90,19 @@
 // first. Flush returns once the kernel has the bytes or the WriteTimeout
 // passes; a failed write closes the connection.
 //
-// Calls: Invoke registers the call under a fresh opaque from its owner's
-// counter, writes, and waits for the response, the context, or the
-// connection's end. InvokeWithin and TryInvokeInline also carry a deadline
-// that the Client's sweeper (every 10 ms) enforces, instead of a timer per
-// call; TryInvokeInline's callback runs where the call completes. Whoever removes the call from the pending map (the
-// reader, the timeout, the close) completes it, exactly once; a late
-// response finds nothing and is dropped. Closing a connection fails its
+// Calls: one entry point, Invoke (Client.Invoke dials first, Conn.Invoke
+// uses its connection), with options (CallOption). By default it registers
+// the call under a fresh opaque from its owner's counter, writes, and
+// waits for the response, the context, or the connection's end. Deadline
+// adds a deadline that the Client's sweeper (every 10 ms) enforces instead
+// of a timer per call (a context deadline on a Server's connection);
+// Oneway returns once the frame is written; Async hands the outcome to a
+// callback on a goroutine of the owner's, Inline to one run where the call
+// completes (a context watcher, context.AfterFunc, fails it when ctx ends
+// first); NoDial uses only an open connection. Whoever removes the call
+// from the pending map (the reader, the timeout, the context watcher, the
+// close) completes it, exactly once; a late response finds nothing and is
+// dropped. Closing a connection fails its
 // pending calls with ErrConnClosed (ErrClosed when the Client was closed),
 // cancels its context and runs the owner's disconnect hook once.
 //
@@ -105,13 +115,21 @@
 //	| Server.serveLoop           | Server            | Shutdown                          |
 //	| Server.idleLoop            | Server            | Shutdown                          |
 //	| request handlers           | Server / Client   | handler return; waited in Shutdown/Close |
+//	| ordered executor per conn  | Server / Client   | no ordered request left; waited   |
+//	|                            |                   | in Shutdown/Close                 |
 //	| OnDisconnect hooks         | Server            | hook return; waited in Shutdown   |
 //	| flusher per connection     | Conn              | the connection's close            |
-//	| deadline sweeper           | Client            | Close (started by the first       |
-//	|                            |                   | InvokeWithin/TryInvokeInline)     |
-//	| InvokeAsync callbacks      | Server / Client   | callback return; waited in Shutdown/Close |
+//	| deadline sweeper           | Client            | Close (started by the first call  |
+//	|                            |                   | with a Deadline)                  |
+//	| Async calls: the dial and  | Server / Client   | callback return; waited in        |
+//	| the callback               |                   | Shutdown/Close                    |
+//	| context watcher of an      | context.AfterFunc | at once: it fails the call (an    |
+//	| Async or Inline call whose |                   | Inline callback runs on it, an    |
+//	| ctx ends first             |                   | Async one goes to the owner's)    |
 //
 // Locks: Conn.mu (pending calls, closed state) and Conn.wmu (the writer)
 // are never held together; neither is held while calling user code or
-// netpoll's Close. Server.mu guards the connection table and state only.
+// netpoll's Close. dispatcher.orderedMu guards the connections' queues of
+// ordered requests only (a leaf). Server.mu guards the connection table
+// and state only.
 package remoting

@@ -46,6 +46,10 @@ var (
 	// context.DeadlineExceeded. A response arriving later is dropped.
 	ErrTimeout = errors.New("remoting: timeout")
 
+	// ErrNotConnected is returned by Client.Invoke with NoDial when no
+	// open connection to the address exists.
+	ErrNotConnected = errors.New("remoting: not connected")
+
 	// ErrAlreadyReplied is returned by ResponseWriter.Write after the
 	// first call.
 	ErrAlreadyReplied = errors.New("remoting: request already answered")

@@ -58,10 +58,10 @@ func TestServer_InlineMixedWithGoroutineAnswers(t *testing.T) {
 	require.NotZero(t, declined.Load())
 }
 
-// TestClient_InvokeWithinTimesOut: a call nobody answers fails with
+// TestClient_DeadlineTimesOut: a call nobody answers fails with
 // ErrTimeout (wrapping context.DeadlineExceeded) soon after its timeout,
 // and a late answer is dropped.
-func TestClient_InvokeWithinTimesOut(t *testing.T) {
+func TestClient_DeadlineTimesOut(t *testing.T) {
 	release := make(chan struct{})
 	s := startServer(t, ServerOptions{}, map[int16]Handler{
 		codeEcho: func(ctx context.Context, w ResponseWriter, req *Command) {
@@ -75,7 +75,8 @@ func TestClient_InvokeWithinTimesOut(t *testing.T) {
 	defer close(release)
 	c := newClient(t, SerializeMsgpack)
 	start := time.Now()
-	_, err := c.InvokeWithin(context.Background(), s.Addr().String(), NewRequest(codeEcho, nil, nil), 50*time.Millisecond)
+	_, err := c.Invoke(context.Background(), s.Addr().String(), NewRequest(codeEcho, nil, nil),
+		Deadline(time.Now().Add(50*time.Millisecond)))
 	require.ErrorIs(t, err, ErrTimeout)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.GreaterOrEqual(t, time.Since(start), 50*time.Millisecond)
@@ -162,7 +163,8 @@ func hammer(t *testing.T, s *Server, workers, calls int, pick func(w, i int) (co
 				for j := range body {
 					body[j] = byte(rand.Uint32())
 				}
-				resp, err := c.InvokeWithin(ctx, s.Addr().String(), NewRequest(code, map[string]string{"id": id}, body), 10*time.Second)
+				resp, err := c.Invoke(ctx, s.Addr().String(), NewRequest(code, map[string]string{"id": id}, body),
+					Deadline(time.Now().Add(10*time.Second)))
 				if err != nil {
 					errs <- fmt.Errorf("request %s (code %d): %w", id, code, err)
 					return

@@ -63,7 +63,8 @@ func TestServer_OrderedRequests(t *testing.T) {
 	oneway := func(body string) {
 		req := NewRequest(codeOrdered, nil, []byte(body))
 		req.Flag |= FlagOneway
-		require.NoError(t, conn.InvokeOneway(ctx, req))
+		_, err := conn.Invoke(ctx, req, Oneway())
+		require.NoError(t, err)
 	}
 	want := []string{"slow"}
 	oneway("slow")

@@ -91,7 +91,7 @@ type Server struct {
 	addr   string
 	opts   ServerOptions
 	d      dispatcher
-	bg     group // OnDisconnect hooks, InvokeAsync callbacks
+	bg     group // OnDisconnect hooks, Async callbacks
 	opaque atomic.Int32
 	ids    atomic.Uint64
 
@@ -309,6 +309,7 @@ func (s *Server) onRequest(ctx context.Context, nc netpoll.Connection) error {
 
 func (s *Server) dispatch(c *Conn, req *Command) { s.d.dispatch(c, req) }
 func (s *Server) background() *group             { return &s.bg }
+func (s *Server) deadlines() bool                { return false }
 func (s *Server) logger() *slog.Logger           { return s.opts.Logger }
 
 func (s *Server) connClosed(c *Conn) {

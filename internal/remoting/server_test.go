@@ -148,7 +148,7 @@ func TestServer_SlowHandlerDoesNotStall(t *testing.T) {
 	c := newClient(t, SerializeJSON)
 	addr := s.Addr().String()
 	slow := make(chan error, 1)
-	c.InvokeAsync(ctxTimeout(t, 10*time.Second), addr, NewRequest(1001, nil, nil), func(_ *Command, err error) { slow <- err })
+	c.Invoke(ctxTimeout(t, 10*time.Second), addr, NewRequest(1001, nil, nil), Async(func(_ *Command, err error) { slow <- err }))
 	for i := 0; i < 5; i++ {
 		_, err := c.Invoke(ctxTimeout(t, 5*time.Second), addr, NewRequest(codeEcho, nil, nil))
 		require.NoError(t, err)
@@ -216,10 +216,11 @@ func TestServer_OnewayGetsNoReply(t *testing.T) {
 	writeRaw(t, conn, normal)
 	require.Equal(t, int32(103), readRaw(t, conn).Opaque)
 
-	// Through the client: InvokeOneway returns once written.
+	// Through the client: a Oneway call returns once written.
 	c := newClient(t, SerializeMsgpack)
-	require.NoError(t, c.InvokeOneway(ctxTimeout(t, 5*time.Second), s.Addr().String(),
-		NewRequest(protocol.UpdateConsumerOffset, nil, nil)))
+	_, err := c.Invoke(ctxTimeout(t, 5*time.Second), s.Addr().String(),
+		NewRequest(protocol.UpdateConsumerOffset, nil, nil), Oneway())
+	require.NoError(t, err)
 	require.True(t, (<-got).IsOneway())
 }
 
@@ -287,15 +288,16 @@ func TestServer_InvokeClient(t *testing.T) {
 	require.Equal(t, `{"running":true}`, string(resp.Body))
 	require.Equal(t, SerializeMsgpack, resp.SerializeType, "server calls back in the client's serialize type")
 
-	require.NoError(t, sc.InvokeOneway(ctxTimeout(t, 5*time.Second), NewRequest(protocol.NotifyConsumerIDsChanged,
-		protocol.Ext(&protocol.NotifyConsumerIDsChangedRequestHeader{ConsumerGroup: "cg"}), nil)))
+	_, err = sc.Invoke(ctxTimeout(t, 5*time.Second), NewRequest(protocol.NotifyConsumerIDsChanged,
+		protocol.Ext(&protocol.NotifyConsumerIDsChangedRequestHeader{ConsumerGroup: "cg"}), nil), Oneway())
+	require.NoError(t, err)
 	require.Eventually(t, func() bool { return notified.Load() == 1 }, 5*time.Second, time.Millisecond)
 
 	async := make(chan *Command, 1)
-	sc.InvokeAsync(ctxTimeout(t, 5*time.Second), NewRequest(4243, nil, nil), func(r *Command, err error) {
+	sc.Invoke(ctxTimeout(t, 5*time.Second), NewRequest(4243, nil, nil), Async(func(r *Command, err error) {
 		require.NoError(t, err)
 		async <- r
-	})
+	}))
 	require.EqualValues(t, protocol.RequestCodeNotSupported, (<-async).Code)
 }
 
@@ -360,7 +362,7 @@ func TestServer_Timeout(t *testing.T) {
 	ctx2, cancel2 := context.WithTimeout(context.Background(), 30*time.Millisecond)
 	defer cancel2()
 	errc := make(chan error, 1)
-	c.InvokeAsync(ctx2, s2.Addr().String(), NewRequest(1003, nil, nil), func(_ *Command, err error) { errc <- err })
+	c.Invoke(ctx2, s2.Addr().String(), NewRequest(1003, nil, nil), Async(func(_ *Command, err error) { errc <- err }))
 	require.ErrorIs(t, <-errc, ErrTimeout)
 
 	// A context that is already done fails at once.
@@ -383,7 +385,7 @@ func TestServer_Busy(t *testing.T) {
 	c := newClient(t, SerializeMsgpack)
 	addr := s.Addr().String()
 	first := make(chan error, 1)
-	c.InvokeAsync(ctxTimeout(t, 10*time.Second), addr, NewRequest(1004, nil, nil), func(_ *Command, err error) { first <- err })
+	c.Invoke(ctxTimeout(t, 10*time.Second), addr, NewRequest(1004, nil, nil), Async(func(_ *Command, err error) { first <- err }))
 	<-started
 	resp, err := c.Invoke(ctxTimeout(t, 5*time.Second), addr, NewRequest(1004, nil, nil))
 	require.NoError(t, err)
@@ -633,7 +635,7 @@ func TestClient_ClosePendingAndAfter(t *testing.T) {
 		sync <- err
 	}()
 	async := make(chan error, 1)
-	c.InvokeAsync(context.Background(), addr, NewRequest(1009, nil, nil), func(_ *Command, err error) { async <- err })
+	c.Invoke(context.Background(), addr, NewRequest(1009, nil, nil), Async(func(_ *Command, err error) { async <- err }))
 	<-entered
 	<-entered
 	require.NoError(t, c.Close())
@@ -643,8 +645,9 @@ func TestClient_ClosePendingAndAfter(t *testing.T) {
 
 	_, err := c.Invoke(context.Background(), addr, NewRequest(1009, nil, nil))
 	require.ErrorIs(t, err, ErrClosed)
-	require.ErrorIs(t, c.InvokeOneway(context.Background(), addr, NewRequest(1009, nil, nil)), ErrClosed)
-	c.InvokeAsync(context.Background(), addr, NewRequest(1009, nil, nil), func(_ *Command, err error) { async <- err })
+	_, err = c.Invoke(context.Background(), addr, NewRequest(1009, nil, nil), Oneway())
+	require.ErrorIs(t, err, ErrClosed)
+	c.Invoke(context.Background(), addr, NewRequest(1009, nil, nil), Async(func(_ *Command, err error) { async <- err }))
 	require.ErrorIs(t, <-async, ErrClosed)
 }
 
