@@ -121,16 +121,24 @@ func TestIndex_SyncErrorIsSticky(t *testing.T) {
 	require.ErrorIs(t, x.Put("k1", 100, t0), syscall.EIO, "sticky")
 	require.ErrorIs(t, x.Close(), syscall.EIO)
 
-	// A handle closed under Sync by a Close that failed: Sync reports the
-	// failure, not the closed handle.
+	// A handle closed (by a Close whose fsync failed) while Sync waits to
+	// fsync it: Sync leaves the closed handle alone (an fsync of it raced
+	// with the close on the descriptor) and reports the failure.
 	x = openIdx(t, t.TempDir(), 7, 4)
 	require.NoError(t, x.Put("k0", 0, t0))
 	x.syncFile = func(File) error {
-		x.mu.Lock()
-		x.werr = eio // as a failed fsync in Close would
-		x.closeFiles()
-		x.mu.Unlock()
-		return os.ErrClosed
+		t.Error("Sync fsynced a closed handle")
+		return nil
 	}
-	require.ErrorIs(t, x.Sync(), syscall.EIO)
+	x.fsyncMu.Lock()
+	synced := make(chan error, 1)
+	go func() { synced <- x.Sync() }()
+	x.mu.Lock() // NB: Sync holds neither lock while it waits for fsyncMu
+	x.werr = eio
+	a := x.active
+	require.NoError(t, a.f.Close())
+	a.fclosed = true
+	x.mu.Unlock()
+	x.fsyncMu.Unlock()
+	require.ErrorIs(t, <-synced, syscall.EIO)
 }

@@ -102,6 +102,10 @@ type indexFile struct {
 	slotTab []int32 // newest entry number per slot
 	buf     []byte  // encoded entries [flushed, count) not yet written
 	flushed int32
+	// fclosed is set when f was closed (guarded by Index.fsyncMu): Sync,
+	// which fsyncs f without Index.mu, then leaves it alone (whoever closed
+	// it fsynced it first).
+	fclosed bool
 }
 
 func (x *indexFile) entriesStart() int64 { return headerSize + int64(x.slots)*slotSize }

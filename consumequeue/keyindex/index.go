@@ -247,7 +247,7 @@ func (x *Index) seal(a *indexFile) error {
 	if err := x.fsyncLocked(a); err != nil {
 		return err
 	}
-	_ = a.f.Close() // fsynced above
+	x.closeFile(a) // fsynced above
 	x.spare = a.slotTab
 	a.f, a.slotTab, a.buf = nil, nil, nil
 	x.active = nil
@@ -344,8 +344,10 @@ func (x *Index) Sync() error {
 		return err
 	}
 	x.fsyncMu.Lock()
-	if err := x.syncFile(f); err != nil && !errors.Is(err, os.ErrClosed) && x.lostSync == nil {
-		x.lostSync = fmt.Errorf("keyindex: fsync %s: %w", a.path, err)
+	if !a.fclosed {
+		if err := x.syncFile(f); err != nil && x.lostSync == nil {
+			x.lostSync = fmt.Errorf("keyindex: fsync %s: %w", a.path, err)
+		}
 	}
 	x.fsyncMu.Unlock()
 	x.mu.Lock()
@@ -409,7 +411,17 @@ func (x *Index) Close() error {
 // closeFiles closes the active handle. REQUIRES: mu held or not shared.
 func (x *Index) closeFiles() {
 	if a := x.active; a != nil && a.f != nil {
-		_ = a.f.Close()
+		x.closeFile(a)
 		a.f = nil
 	}
+}
+
+// closeFile closes a's handle between fsyncs: Sync's unlocked fsync runs
+// before it or skips the file (a race on the descriptor otherwise: os.File
+// Fd against Close). REQUIRES: mu held or not shared.
+func (x *Index) closeFile(a *indexFile) {
+	x.fsyncMu.Lock()
+	_ = a.f.Close()
+	a.fclosed = true
+	x.fsyncMu.Unlock()
 }
