@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicemq/sluice/internal/message"
@@ -92,6 +93,9 @@ type PushConsumer struct {
 	stopHandler context.CancelFunc
 
 	stats *consumeStats // set by Start
+	// lockMisses counts the queues allocated to an orderly consumer that a
+	// rebalance could not lock (another member still held them).
+	lockMisses atomic.Int64
 
 	mu        sync.Mutex
 	startedAt time.Time                      // guarded by mu

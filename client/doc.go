@@ -126,7 +126,10 @@
 // clustering consumers subscribe to automatically, with their original
 // topic restored. Orderly consumers lock each queue on its broker before
 // pulling it (LOCK_BATCH_MQ, renewed every 20 s, unlocked when the queue is
-// dropped and at Close) and run one handler call at a time per queue; a
+// dropped, after its batch in progress, and at Close; a queue allocated
+// while its previous owner still holds it is tried again from 100 ms on,
+// backing off, not a whole rebalance round later) and run one handler
+// call at a time per queue; a
 // failed batch is retried in place, and past WithMaxReconsumeTimes sent to
 // the DLQ.
 //

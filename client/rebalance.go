@@ -11,27 +11,43 @@ import (
 )
 
 // rebalanceLoop rebalances at start, on the rebalance interval and when a
-// broker says the group changed.
+// broker says the group changed. An orderly consumer that could not lock
+// queues allocated to it (their previous owner still holds them, until
+// its batch in progress ends) tries again soon, backing off from 100 ms
+// to the rebalance interval, rather than leave them unconsumed for a
+// whole round.
 func (c *PushConsumer) rebalanceLoop() {
 	t := time.NewTicker(c.cfg.rebalanceInterval)
 	defer t.Stop()
+	const firstRetry = 100 * time.Millisecond
+	backoff := firstRetry
 	for {
 		ctx, cancel := untilClosed(c.quit)
-		c.rebalance(ctx)
+		unlocked := c.rebalance(ctx)
 		cancel()
+		var retry <-chan time.Time
+		if unlocked > 0 {
+			retry = time.After(backoff)
+			backoff = min(2*backoff, c.cfg.rebalanceInterval)
+		} else {
+			backoff = firstRetry
+		}
 		select {
 		case <-c.quit:
 			return
 		case <-t.C:
 		case <-c.rebalanceCh:
+		case <-retry:
 		}
 	}
 }
 
 // rebalance recomputes the queues this client owns for every subscribed
 // topic and starts or stops their pull loops. A topic whose route or
-// member list cannot be read keeps its queues until the next round.
-func (c *PushConsumer) rebalance(ctx context.Context) {
+// member list cannot be read keeps its queues until the next round. It
+// returns how many queues allocated to an orderly consumer could not be
+// locked.
+func (c *PushConsumer) rebalance(ctx context.Context) (unlocked int) {
 	for _, topic := range c.topics() {
 		r, err := c.core.routes.get(ctx, topic)
 		if err != nil {
@@ -58,8 +74,9 @@ func (c *PushConsumer) rebalance(ctx context.Context) {
 			}
 			mine = allocate(c.cfg.allocate, c.core.id, r.read, cids)
 		}
-		c.updateQueues(ctx, topic, mine)
+		unlocked += c.updateQueues(ctx, topic, mine)
 	}
+	return unlocked
 }
 
 // groupMembers asks the brokers of a route, in turn, for group's members
@@ -88,12 +105,13 @@ func groupMembers(ctx context.Context, c *core, group string, r *topicRoute) ([]
 
 // updateQueues makes the queues owned for topic exactly mine: dropped
 // queues commit their offset (and are unlocked, orderly), new ones start
-// pulling (orderly: only once locked on their broker).
-func (c *PushConsumer) updateQueues(ctx context.Context, topic string, mine []MessageQueue) {
+// pulling (orderly: only once locked on their broker). It returns how
+// many new queues could not be locked.
+func (c *PushConsumer) updateQueues(ctx context.Context, topic string, mine []MessageQueue) int {
 	c.mu.Lock()
 	if c.state != stateStarted {
 		c.mu.Unlock()
-		return
+		return 0
 	}
 	var gone []*processQueue
 	for mq, pq := range c.queues {
@@ -115,16 +133,20 @@ func (c *PushConsumer) updateQueues(ctx context.Context, topic string, mine []Me
 		c.release(ctx, gone)
 	}
 	if len(added) == 0 {
-		return
+		return 0
 	}
 	orderlyLocks := c.cfg.orderly && c.cfg.model == Clustering
+	unlocked := 0
 	if orderlyLocks {
-		added = c.lock(ctx, added)
+		locked := c.lock(ctx, added)
+		unlocked = len(added) - len(locked)
+		c.lockMisses.Add(int64(unlocked))
+		added = locked
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.state != stateStarted {
-		return
+		return 0
 	}
 	for _, mq := range added {
 		pq := newProcessQueue(mq)
@@ -149,9 +171,10 @@ func (c *PushConsumer) updateQueues(ctx context.Context, topic string, mine []Me
 			}()
 		}
 	}
-	if len(added) > 0 {
-		c.core.log.Debug("client: rebalance", "group", c.group, "topic", topic, "added", len(added))
+	if len(added) > 0 || unlocked > 0 {
+		c.core.log.Debug("client: rebalance", "group", c.group, "topic", topic, "added", len(added), "not_locked", unlocked)
 	}
+	return unlocked
 }
 
 // release commits the offsets of dropped queues and, for orderly
