@@ -35,6 +35,11 @@ var (
 	// int32 TOTALSIZE field.
 	ErrRecordTooLarge = errors.New("message: record too large")
 
+	// ErrPropertiesNUL is returned for a properties string that ends with a
+	// NUL byte: the store refuses it, so that recovery can tell a record
+	// whose end a power loss zeroed (see Validate).
+	ErrPropertiesNUL = errors.New("message: properties end with a NUL byte")
+
 	// ErrInvalidHost is returned when a born or store host is not a valid
 	// address.
 	ErrInvalidHost = errors.New("message: invalid host address")

@@ -50,18 +50,23 @@ func (m *Message) encodedSize(f fields) int {
 
 // CheckLimits reports whether m can be stored: a topic of 1..MaxTopicLen
 // bytes, at most MaxPropertiesLen bytes of properties, a body of at most
-// maxBody bytes (DefaultMaxBodySize when maxBody <= 0), valid hosts. The
-// errors wrap ErrTopicEmpty, ErrTopicTooLong, ErrPropertiesTooLong,
+// maxBody bytes (DefaultMaxBodySize when maxBody <= 0), valid hosts, and
+// properties that do not end with a NUL byte (so that recovery can tell a
+// record whose end a power loss zeroed; see Validate). The errors wrap
+// ErrTopicEmpty, ErrTopicTooLong, ErrPropertiesTooLong, ErrPropertiesNUL,
 // ErrBodyTooLarge, ErrRecordTooLarge or ErrInvalidHost and state the limit.
 //
-// NB: CheckLimits does not validate topic characters or property contents;
-// that is the broker's policy.
+// NB: CheckLimits does not validate topic characters or other property
+// contents; that is the broker's policy.
 func (m *Message) CheckLimits(maxBody int) error {
 	if maxBody <= 0 {
 		maxBody = DefaultMaxBodySize
 	}
 	if len(m.Body) > maxBody {
 		return fmt.Errorf("%w: %d bytes, limit %d", ErrBodyTooLarge, len(m.Body), maxBody)
+	}
+	if n := len(m.Properties); n > 0 && m.Properties[n-1] == 0 {
+		return fmt.Errorf("%w (a property value may not end with one)", ErrPropertiesNUL)
 	}
 	return m.checkEncodable()
 }

@@ -1,6 +1,7 @@
 package message
 
 import (
+	"bytes"
 	"fmt"
 	"net/netip"
 )
@@ -203,6 +204,15 @@ func Validate(rec []byte, at int64, checkCRC bool) error {
 		stored := getI32(rec, OffBodyCRC)
 		if got := BodyCRC(rec[s.body:s.bodyEnd]); got != stored {
 			return fmt.Errorf("%w: BODYCRC 0x%08X, body has 0x%08X", ErrCRC, uint32(stored), uint32(got))
+		}
+		// NB: BODYCRC covers the body only. A power loss that kept a
+		// record's start but zeroed its end (the properties) leaves a NUL
+		// as its last byte, which no stored record has (CheckLimits).
+		if s.props < s.end && rec[s.end-1] == 0 {
+			return fmt.Errorf("%w: the properties end with a NUL byte (a torn write)", ErrMalformed)
+		}
+		if bytes.IndexByte(rec[s.topic:s.topicEnd], 0) >= 0 {
+			return fmt.Errorf("%w: the topic has a NUL byte (a torn write)", ErrMalformed)
 		}
 	}
 	return nil

@@ -325,3 +325,30 @@ func TestZeroAllocs(t *testing.T) {
 	}
 	_ = sink
 }
+
+// TestValidate_TornEnd: a record whose end a power loss zeroed (properties
+// or topic) passes the body CRC but not a full Validate; the store never
+// writes a record that would look so (CheckLimits refuses properties that
+// end with a NUL byte).
+func TestValidate_TornEnd(t *testing.T) {
+	m := sampleMessage()
+	const pos = 1 << 20
+	rec := encodeT(t, &m, 1, pos)
+	require.NoError(t, Validate(rec, pos, true))
+	r, err := Decode(rec)
+	require.NoError(t, err)
+	require.NotEmpty(t, r.Properties)
+	for cut := len(rec) - len(r.Properties); cut < len(rec); cut++ {
+		torn := append([]byte(nil), rec...)
+		clear(torn[cut:])
+		require.ErrorIs(t, Validate(torn, pos, true), ErrMalformed, "properties zeroed from %d", cut)
+		require.NoError(t, Validate(torn, pos, false), "the structure alone is sound")
+	}
+	topicAt := len(rec) - len(r.Properties) - LenPropsLen - len(r.Topic)
+	torn := append([]byte(nil), rec...)
+	clear(torn[topicAt+1 : topicAt+2])
+	require.ErrorIs(t, Validate(torn, pos, true), ErrMalformed, "a NUL in the topic")
+
+	m.Properties += "\x00"
+	require.ErrorIs(t, m.CheckLimits(0), ErrPropertiesNUL)
+}
