@@ -118,7 +118,7 @@ func TestForbiddenImports(t *testing.T) {
 				t.Errorf("%s imports viper: only conf may", f.path)
 			case strings.HasPrefix(im, "github.com/cloudwego/netpoll") && !under(f.pkg, "internal/remoting"):
 				t.Errorf("%s imports netpoll: only internal/remoting may", f.path)
-			case under(f.pkg, "commitlog", "internal/message") && !isStd(im):
+			case under(f.pkg, "commitlog", "internal/message", "internal/filter") && !isStd(im):
 				t.Errorf("%s imports %s: %s uses the standard library only", f.path, im, f.pkg)
 			case under(f.pkg, "consumequeue") && !isStd(im) && im != "golang.org/x/sys/unix":
 				t.Errorf("%s imports %s: consumequeue uses the standard library (and x/sys) only", f.path, im)
