@@ -144,7 +144,7 @@ func New(cfg conf.Broker, opts Options) (*Broker, error) {
 func (b *Broker) Start() error {
 	sopts := remoting.ServerOptions{
 		MaxFrameSize: int(b.cfg.Remoting.MaxFrameSize),
-		ReadTimeout:  b.cfg.Remoting.ReadTimeout,
+		FrameTimeout: b.cfg.Remoting.ReadTimeout,
 		IdleTimeout:  b.cfg.Remoting.IdleTimeout,
 		Logger:       b.logger,
 		OnConnect:    b.onConnect,

@@ -70,7 +70,7 @@ func New(cfg conf.Nameserver, logger *slog.Logger) (*Server, error) {
 	}
 	s.rs = remoting.NewServer(cfg.Listen, remoting.ServerOptions{
 		MaxFrameSize: int(cfg.Remoting.MaxFrameSize),
-		ReadTimeout:  remotingTimeout(cfg.Remoting.ReadTimeout),
+		FrameTimeout: remotingTimeout(cfg.Remoting.ReadTimeout),
 		IdleTimeout:  remotingTimeout(cfg.Remoting.IdleTimeout),
 		Logger:       logger,
 		OnDisconnect: s.onDisconnect,

@@ -355,6 +355,13 @@ func (c *Client) background() *group                { return &c.bg }
 func (c *Client) deadlines() bool                   { c.sweepOnce.Do(c.startSweeper); return true }
 func (c *Client) logger() *slog.Logger              { return c.opts.Logger }
 
+// badFrame logs every bad frame: a client's peers are the servers it
+// dials, not strangers.
+func (c *Client) badFrame(conn *Conn, reason string, err error) {
+	c.opts.Logger.Warn("remoting: bad frame or stalled frame from server; closing connection",
+		"remote", addrString(conn.remote), "conn", conn.id, "reason", reason, "err", err)
+}
+
 func (c *Client) connClosed(conn *Conn) {
 	c.mu.Lock()
 	if e := c.conns[conn.addr]; e != nil && e.conn == conn {

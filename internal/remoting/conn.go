@@ -27,6 +27,10 @@ type endpoint interface {
 	// deadlines makes sure the owner's deadline sweeper runs and reports
 	// whether it has one (a Client does, a Server does not).
 	deadlines() bool
+	// badFrame logs (a Server: counts and rate-limits) a connection about
+	// to close because its peer sent garbage or stalled in a frame; reason
+	// is one of the Reason* constants. It runs on the reader.
+	badFrame(c *Conn, reason string, err error)
 	logger() *slog.Logger
 }
 
@@ -52,7 +56,11 @@ type Conn struct {
 	remote   net.Addr
 	remoteAP netip.AddrPort // remote as an AddrPort, made once
 	maxFrame int
-	opaque   *atomic.Int32 // the owner's opaque counter
+	// frameTimeout (server side) bounds a frame from the first of its
+	// bytes the reader sees to its last; 0 leaves netpoll's per-wait read
+	// timeout (client side).
+	frameTimeout time.Duration
+	opaque       *atomic.Int32 // the owner's opaque counter
 	// NB: a connection-scoped context (like net/http's per-connection
 	// context): handlers and parked requests watch it to learn that the
 	// peer went away. It is cancelled in closeWith.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"time"
 
 	"github.com/cloudwego/netpoll"
 
@@ -24,6 +25,12 @@ func (c *Conn) onRequest(_ context.Context, nc netpoll.Connection) error {
 		}
 	}()
 	r := nc.Reader()
+	if c.frameTimeout > 0 && !wholeFrameBuffered(r) {
+		// NB: a deadline for the whole frame: netpoll's read timeout bounds
+		// each wait (length, header word, header, body) on its own, so a
+		// peer sending a byte now and then could hold the reader for ever.
+		_ = nc.SetReadDeadline(time.Now().Add(c.frameTimeout))
+	}
 	cmd, size, err := readFrame(r, c.maxFrame, true)
 	var wide *CodeRangeError
 	if err != nil && !errors.As(err, &wide) {
@@ -103,23 +110,31 @@ func wholeFrameBuffered(r netpoll.Reader) bool {
 	return err == nil && int64(n) >= 4+int64(binary.BigEndian.Uint32(p))
 }
 
-func isGarbage(err error) bool {
-	return errors.Is(err, ErrBadFrame) || errors.Is(err, ErrFrameTooLarge) ||
-		errors.Is(err, ErrUnknownSerializeType) || errors.Is(err, ErrBadHeader)
+// badFrameReason names why err ends a connection when the peer is to
+// blame (garbage, or a frame not completed in time): a Reason* constant,
+// or "" for a connection closed or broken while reading.
+func badFrameReason(err error) string {
+	switch {
+	case errors.Is(err, ErrFrameTooLarge):
+		return ReasonTooLarge
+	case errors.Is(err, ErrBadFrame):
+		return ReasonMalformed
+	case errors.Is(err, ErrUnknownSerializeType):
+		return ReasonSerializeType
+	case errors.Is(err, ErrBadHeader):
+		return ReasonBadHeader
+	case errors.Is(err, netpoll.ErrReadTimeout):
+		return ReasonFrameTimeout
+	}
+	return ""
 }
 
 func (c *Conn) readFailed(err error) {
 	c.runBatchEnd() // NB: its answers will not get out; its work is finished
-	log := c.ep.logger()
-	switch {
-	case isGarbage(err):
-		log.Warn("remoting: bad frame; closing connection",
-			"remote", addrString(c.remote), "conn", c.id, "err", err)
-	case errors.Is(err, netpoll.ErrReadTimeout):
-		log.Warn("remoting: frame not completed within the read timeout; closing connection",
-			"remote", addrString(c.remote), "conn", c.id)
-	default:
-		log.Debug("remoting: connection closed while reading",
+	if reason := badFrameReason(err); reason != "" {
+		c.ep.badFrame(c, reason, err)
+	} else {
+		c.ep.logger().Debug("remoting: connection closed while reading",
 			"remote", addrString(c.remote), "conn", c.id, "err", err)
 	}
 	c.closeWith(fmt.Errorf("%w: read from %s: %w", ErrConnClosed, addrString(c.remote), err))

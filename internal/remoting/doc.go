@@ -24,8 +24,21 @@
 // length-4) before it consumes or allocates anything else. Any garbage
 // (bad length, unknown type, header past the frame, undecodable header,
 // oversize frame) closes that connection only, logged with the remote
-// address. netpoll buffers bytes as they arrive, so a claimed size is
-// never allocated up front.
+// address and counted by reason (Server.Stats). netpoll buffers bytes as
+// they arrive, so a claimed size is never allocated up front.
+//
+// # Hostile peers
+//
+// What a server's peer can hold or trigger is bounded: a frame must
+// complete within FrameTimeout (30 s) of its first bytes, a deadline for
+// the whole frame (netpoll's read timeout bounds each wait on its own, so a
+// peer sending a byte now and then would reset it); a remote IP address may
+// hold MaxConnsPerAddr connections (1000), later ones are closed at
+// accept; a connection that sends no frame for IdleTimeout is closed. The
+// log lines a peer triggers (bad frames, frame timeouts, refused and idle
+// connections) are limited to one per remote IP and reason a minute
+// (peerLog), the held-back lines counted in one more line when the minute
+// ends; Server.Stats has the totals for metrics.
 //
 // JSON headers are read as the Java broker (fastjson) reads them: an
 // extFields value or remark may be a number, boolean, null, object or
@@ -40,7 +53,7 @@
 // Reading: netpoll runs one OnRequest at a time per connection, on its
 // own goroutine. It reads exactly one frame (Peek → validate → Skip/Next →
 // decode header → ReadBinary body → Release) and never blocks on anything
-// but the rest of that frame (bounded by ReadTimeout). Decoded commands own
+// but the rest of that frame (bounded by FrameTimeout). Decoded commands own
 // their memory (headers are decoded into fresh strings, the body is one
 // copy), so nothing refers to netpoll's buffers after Release. A response
 // completes the call waiting for its opaque; a request goes to the
@@ -113,7 +126,7 @@
 //	| netpoll pollers            | netpoll (global)  | never (ignored by goleak)         |
 //	| OnRequest per connection   | netpoll           | input drained / connection closed |
 //	| Server.serveLoop           | Server            | Shutdown                          |
-//	| Server.idleLoop            | Server            | Shutdown                          |
+//	| Server.houseLoop           | Server            | Shutdown                          |
 //	| request handlers           | Server / Client   | handler return; waited in Shutdown/Close |
 //	| ordered executor per conn  | Server / Client   | no ordered request left; waited   |
 //	|                            |                   | in Shutdown/Close                 |

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"strings"
@@ -16,8 +17,9 @@ import (
 )
 
 // TestGarbageFrames: each kind of garbage closes its own connection (the
-// peer reads EOF) and is logged with the remote address, while a healthy
-// connection to the same server keeps working.
+// peer reads EOF) and is counted under its reason, the first of each reason
+// logged with the remote address, while a healthy connection to the same
+// server keeps working.
 func TestGarbageFrames(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 11))
 	random := make([]byte, 4096)
@@ -30,19 +32,20 @@ func TestGarbageFrames(t *testing.T) {
 	cases := []struct {
 		name      string
 		data      []byte
-		closeSend bool // the peer closes its write side after sending
-		logged    string
+		closeSend bool   // the peer closes its write side after sending
+		reason    string // counted under; "" for none
+		logged    string // the error's text
 	}{
-		{"random bytes", random, false, "frame too large"},
-		{"length zero", rawFrame(0, 0, 0, nil), false, "malformed frame"},
-		{"negative length", rawFrame(-5, 0, 0, nil), false, "malformed frame"},
-		{"unknown serialize type", rawFrame(20, 3, 8, make([]byte, 16)), false, "unknown serialize type"},
-		{"header length past frame", rawFrame(20, 0, 17, make([]byte, 16)), false, "malformed frame"},
-		{"length 16 MiB + 1", rawFrame(16<<20+1, 0, 100, nil), false, "frame too large"},
-		{"undecodable JSON header", rawFrame(int32(4+len("{not json}")), 0, len("{not json}"), []byte("{not json}")), false, "malformed header"},
-		{"undecodable msgpack header", rawFrame(6, 2, 2, []byte{0x81, 0xc1}), false, "malformed header"},
-		{"cut mid-header then closed", rawFrame(int32(4+len(goodHeader)), 0, len(goodHeader), goodHeader[:40]), true, ""},
-		{"cut in the length then closed", []byte{0, 0}, true, ""},
+		{"random bytes", random, false, ReasonTooLarge, "frame too large"},
+		{"length zero", rawFrame(0, 0, 0, nil), false, ReasonMalformed, "malformed frame"},
+		{"negative length", rawFrame(-5, 0, 0, nil), false, ReasonMalformed, "malformed frame"},
+		{"unknown serialize type", rawFrame(20, 3, 8, make([]byte, 16)), false, ReasonSerializeType, "unknown serialize type"},
+		{"header length past frame", rawFrame(20, 0, 17, make([]byte, 16)), false, ReasonMalformed, "malformed frame"},
+		{"length 16 MiB + 1", rawFrame(16<<20+1, 0, 100, nil), false, ReasonTooLarge, "frame too large"},
+		{"undecodable JSON header", rawFrame(int32(4+len("{not json}")), 0, len("{not json}"), []byte("{not json}")), false, ReasonBadHeader, "malformed header"},
+		{"undecodable msgpack header", rawFrame(6, 2, 2, []byte{0x81, 0xc1}), false, ReasonBadHeader, "malformed header"},
+		{"cut mid-header then closed", rawFrame(int32(4+len(goodHeader)), 0, len(goodHeader), goodHeader[:40]), true, "", ""},
+		{"cut in the length then closed", []byte{0, 0}, true, "", ""},
 	}
 
 	var logs logBuffer
@@ -56,8 +59,10 @@ func TestGarbageFrames(t *testing.T) {
 	healthyConn, err := healthy.Conn(context.Background(), addr)
 	require.NoError(t, err)
 
+	seen := map[string]bool{}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			before := s.Stats().BadFrames
 			conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
 			require.NoError(t, err)
 			defer conn.Close()
@@ -78,11 +83,22 @@ func TestGarbageFrames(t *testing.T) {
 			case <-time.After(5 * time.Second):
 				t.Fatal("server kept the connection")
 			}
-			if tc.logged != "" {
-				require.Eventually(t, func() bool {
-					out := logs.String()
-					return strings.Contains(out, conn.LocalAddr().String()) && strings.Contains(out, tc.logged)
-				}, 5*time.Second, time.Millisecond, "logged with the remote address")
+			want := before
+			if tc.reason != "" {
+				want = maps.Clone(before)
+				want[tc.reason]++
+			}
+			// NB: counted before the close that the peer saw.
+			require.Equal(t, want, s.Stats().BadFrames)
+			line := "reason=" + tc.reason + " "
+			if tc.reason != "" && !seen[tc.reason] {
+				seen[tc.reason] = true
+				out := logs.String()
+				require.Contains(t, out, conn.LocalAddr().String(), "logged with the remote address")
+				require.Contains(t, out, tc.logged)
+				require.Equal(t, 1, strings.Count(out, line))
+			} else if tc.reason != "" {
+				require.Equal(t, 1, strings.Count(logs.String(), line), "one line per address and reason")
 			}
 
 			// The healthy connection is untouched.
@@ -97,9 +113,9 @@ func TestGarbageFrames(t *testing.T) {
 }
 
 // TestGarbage_StalledFrame: a peer that sends part of a frame and stops is
-// dropped after ReadTimeout.
+// dropped after FrameTimeout.
 func TestGarbage_StalledFrame(t *testing.T) {
-	s := startServer(t, ServerOptions{ReadTimeout: 100 * time.Millisecond}, map[int16]Handler{codeEcho: echo})
+	s := startServer(t, ServerOptions{FrameTimeout: 100 * time.Millisecond}, map[int16]Handler{codeEcho: echo})
 	conn := dialRaw(t, s)
 	_, err := conn.Write(binary.BigEndian.AppendUint32(nil, 1000))
 	require.NoError(t, err)

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,10 +22,12 @@ type ServerOptions struct {
 	// (default 16 MiB, as Java). A larger frame closes the connection
 	// before any of it is buffered.
 	MaxFrameSize int
-	// ReadTimeout is how long the rest of a frame may take once its first
-	// bytes have arrived (default 30 s). It bounds what a stalled or
-	// hostile peer can hold; it is not an idle timeout.
-	ReadTimeout time.Duration
+	// FrameTimeout is how long a frame may take from the first of its
+	// bytes the reader sees to its last (default 30 s); a connection that
+	// does not complete one in time is closed. It bounds what a stalled or
+	// hostile peer can hold (the reader's goroutine and the buffered
+	// bytes); it is not an idle timeout.
+	FrameTimeout time.Duration
 	// WriteTimeout bounds one frame write to a peer that does not read
 	// (default 30 s). A write that times out closes the connection.
 	WriteTimeout time.Duration
@@ -31,13 +35,20 @@ type ServerOptions struct {
 	// (default 120 s, Java's channel idle time; clients heartbeat every
 	// 30 s).
 	IdleTimeout time.Duration
+	// MaxConnsPerAddr bounds the open connections from one remote IP
+	// address (default 1000; negative: no bound). A connection over it is
+	// closed at accept, before anything is read.
+	MaxConnsPerAddr int
 	// MaxInflight bounds the handler goroutines running at once, over all
 	// connections (default 4096). A request over the bound is answered at
 	// once with SYSTEM_BUSY (2) and a remark; the client retries. Parked
 	// requests whose handler returned do not count.
 	MaxInflight int
 	// Logger receives connection-level events (bad frames with the remote
-	// address, handler panics, overload). Default slog.Default().
+	// address, handler panics, overload). Default slog.Default(). What a
+	// peer can trigger (bad frames, frame timeouts, refused and idle
+	// connections) is logged once per remote IP and reason a minute, with
+	// the count of the lines held back (see ServerStats for the totals).
 	Logger *slog.Logger
 	// OnConnect runs when a connection is established, before its first
 	// request is read. It must not block.
@@ -52,11 +63,12 @@ type ServerOptions struct {
 // DefaultServerOptions returns the defaults.
 func DefaultServerOptions() ServerOptions {
 	return ServerOptions{
-		MaxFrameSize: DefaultMaxFrameSize,
-		ReadTimeout:  30 * time.Second,
-		WriteTimeout: 30 * time.Second,
-		IdleTimeout:  120 * time.Second,
-		MaxInflight:  4096,
+		MaxFrameSize:    DefaultMaxFrameSize,
+		FrameTimeout:    30 * time.Second,
+		WriteTimeout:    30 * time.Second,
+		IdleTimeout:     120 * time.Second,
+		MaxConnsPerAddr: 1000,
+		MaxInflight:     4096,
 	}
 }
 
@@ -65,14 +77,17 @@ func (o *ServerOptions) fill() {
 	if o.MaxFrameSize <= 0 {
 		o.MaxFrameSize = d.MaxFrameSize
 	}
-	if o.ReadTimeout == 0 {
-		o.ReadTimeout = d.ReadTimeout
+	if o.FrameTimeout == 0 {
+		o.FrameTimeout = d.FrameTimeout
 	}
 	if o.WriteTimeout == 0 {
 		o.WriteTimeout = d.WriteTimeout
 	}
 	if o.IdleTimeout == 0 {
 		o.IdleTimeout = d.IdleTimeout
+	}
+	if o.MaxConnsPerAddr == 0 {
+		o.MaxConnsPerAddr = d.MaxConnsPerAddr
 	}
 	if o.MaxInflight <= 0 {
 		o.MaxInflight = d.MaxInflight
@@ -98,15 +113,21 @@ type Server struct {
 	baseCtx    context.Context
 	cancelBase context.CancelFunc
 
-	mu     sync.Mutex
-	state  serverState       // guarded by mu
-	conns  map[uint64]*Conn  // guarded by mu
-	ln     netpoll.Listener  // set by Start
-	evl    netpoll.EventLoop // set by Start
-	done   chan struct{}     // closed when Shutdown finishes
-	quit   chan struct{}     // closed by Shutdown: stops idleLoop
-	served chan struct{}     // closed when serveLoop returns
-	idleWG sync.WaitGroup    // idleLoop
+	mu      sync.Mutex
+	state   serverState          // guarded by mu
+	conns   map[uint64]*Conn     // guarded by mu
+	perIP   map[netip.Addr]int32 // guarded by mu: open connections by remote IP
+	ln      netpoll.Listener     // set by Start
+	evl     netpoll.EventLoop    // set by Start
+	done    chan struct{}        // closed when Shutdown finishes
+	quit    chan struct{}        // closed by Shutdown: stops houseLoop
+	served  chan struct{}        // closed when serveLoop returns
+	houseWG sync.WaitGroup       // houseLoop
+
+	peers         *peerLog
+	rejected      atomic.Uint64
+	frameTimeouts atomic.Uint64
+	badFrames     [len(BadFrameReasons)]atomic.Uint64
 }
 
 type serverState int
@@ -128,6 +149,8 @@ func NewServer(addr string, opts ServerOptions) *Server {
 		opts:   opts,
 		d:      newDispatcher(opts.Logger, opts.MaxInflight),
 		conns:  make(map[uint64]*Conn),
+		perIP:  make(map[netip.Addr]int32),
+		peers:  newPeerLog(opts.Logger, peerLogEvery),
 		done:   make(chan struct{}),
 		quit:   make(chan struct{}),
 		served: make(chan struct{}),
@@ -184,9 +207,6 @@ func (s *Server) Start() error {
 		netpoll.WithOnPrepare(s.onPrepare),
 		netpoll.WithOnConnect(s.onConnect),
 	}
-	if s.opts.ReadTimeout > 0 {
-		opts = append(opts, netpoll.WithReadTimeout(s.opts.ReadTimeout))
-	}
 	if s.opts.WriteTimeout > 0 {
 		opts = append(opts, netpoll.WithWriteTimeout(s.opts.WriteTimeout))
 	}
@@ -197,10 +217,8 @@ func (s *Server) Start() error {
 	}
 	s.ln, s.evl, s.state = ln, evl, serverRunning
 	go s.serveLoop()
-	if s.opts.IdleTimeout > 0 {
-		s.idleWG.Add(1)
-		go s.idleLoop()
-	}
+	s.houseWG.Add(1)
+	go s.houseLoop()
 	return nil
 }
 
@@ -241,31 +259,42 @@ func (s *Server) serveLoop() {
 	}
 }
 
-// idleLoop closes connections that sent nothing for IdleTimeout.
-func (s *Server) idleLoop() {
-	defer s.idleWG.Done()
-	period := min(s.opts.IdleTimeout/2, 10*time.Second)
-	period = max(period, 10*time.Millisecond)
+// houseLoop closes connections that sent nothing for IdleTimeout and ends
+// the peer log's windows.
+func (s *Server) houseLoop() {
+	defer s.houseWG.Done()
+	period := 10 * time.Second
+	if s.opts.IdleTimeout > 0 {
+		period = max(min(s.opts.IdleTimeout/2, period), 10*time.Millisecond)
+	}
 	t := time.NewTicker(period)
 	defer t.Stop()
 	for {
 		select {
 		case <-s.quit:
+			s.peers.flush(time.Now().Add(peerLogEvery)) // NB: every window
 			return
 		case now := <-t.C:
-			for _, c := range s.Conns() {
-				// NB: idle since the sweep that saw its last frame: up to a
-				// period more than the last frame's time.
-				if n := c.frames.Load(); n != c.idleFrames {
-					c.idleFrames, c.idleSince = n, now
-					continue
-				}
-				if idle := now.Sub(c.idleSince); idle > s.opts.IdleTimeout {
-					s.opts.Logger.Info("remoting: closing idle connection",
-						"remote", addrString(c.remote), "conn", c.id, "idle", idle.Round(time.Millisecond))
-					c.closeWith(fmt.Errorf("%w: idle for %v", ErrConnClosed, idle.Round(time.Millisecond)))
-				}
+			if s.opts.IdleTimeout > 0 {
+				s.closeIdle(now)
 			}
+			s.peers.flush(now)
+		}
+	}
+}
+
+func (s *Server) closeIdle(now time.Time) {
+	for _, c := range s.Conns() {
+		// NB: idle since the sweep that saw its last frame: up to a
+		// period more than the last frame's time.
+		if n := c.frames.Load(); n != c.idleFrames {
+			c.idleFrames, c.idleSince = n, now
+			continue
+		}
+		if idle := now.Sub(c.idleSince); idle > s.opts.IdleTimeout {
+			s.peers.event(now, slog.LevelInfo, c.remoteAP.Addr(), ReasonIdle, "remoting: closing idle connection",
+				"remote", addrString(c.remote), "conn", c.id, "idle", idle.Round(time.Millisecond))
+			c.closeWith(fmt.Errorf("%w: idle for %v", ErrConnClosed, idle.Round(time.Millisecond)))
 		}
 	}
 }
@@ -278,7 +307,20 @@ func (s *Server) onPrepare(nc netpoll.Connection) context.Context {
 		_ = nc.Close()
 		return context.Background()
 	}
+	ip := addrPort(nc.RemoteAddr()).Addr()
+	if n := s.perIP[ip]; s.opts.MaxConnsPerAddr > 0 && int(n) >= s.opts.MaxConnsPerAddr {
+		s.mu.Unlock()
+		s.rejected.Add(1)
+		s.peers.event(time.Now(), slog.LevelWarn, ip, ReasonTooManyConns,
+			"remoting: too many connections from one address; closing the new one",
+			"remote", addrString(nc.RemoteAddr()), "open", n, "limit", s.opts.MaxConnsPerAddr)
+		// NB: closed by onConnect: closed here, before netpoll registers
+		// it, its close logs a failed detach to stderr, once per connection.
+		return context.Background()
+	}
+	s.perIP[ip]++
 	c := newConn(s, nc, s.ids.Add(1), &s.opaque, s.opts.MaxFrameSize, SerializeJSON, true, s.baseCtx)
+	c.frameTimeout = max(s.opts.FrameTimeout, 0)
 	s.conns[c.id] = c
 	s.mu.Unlock()
 	_ = nc.AddCloseCallback(c.onNetpollClose)
@@ -290,8 +332,12 @@ func connFrom(ctx context.Context) *Conn {
 	return c
 }
 
-func (s *Server) onConnect(ctx context.Context, _ netpoll.Connection) context.Context {
-	if c := connFrom(ctx); c != nil && s.opts.OnConnect != nil {
+func (s *Server) onConnect(ctx context.Context, nc netpoll.Connection) context.Context {
+	c := connFrom(ctx)
+	switch {
+	case c == nil: // refused by onPrepare
+		_ = nc.Close()
+	case s.opts.OnConnect != nil:
 		s.opts.OnConnect(c)
 	}
 	return ctx
@@ -312,15 +358,54 @@ func (s *Server) background() *group             { return &s.bg }
 func (s *Server) deadlines() bool                { return false }
 func (s *Server) logger() *slog.Logger           { return s.opts.Logger }
 
+func (s *Server) badFrame(c *Conn, reason string, err error) {
+	msg := "remoting: bad frame; closing connection"
+	if reason == ReasonFrameTimeout {
+		s.frameTimeouts.Add(1)
+		msg = "remoting: frame not completed within the frame timeout; closing connection"
+	} else if i := slices.Index(BadFrameReasons[:], reason); i >= 0 {
+		s.badFrames[i].Add(1)
+	}
+	s.peers.event(time.Now(), slog.LevelWarn, c.remoteAP.Addr(), reason, msg,
+		"remote", addrString(c.remote), "conn", c.id, "err", err)
+}
+
 func (s *Server) connClosed(c *Conn) {
+	ip := c.remoteAP.Addr()
 	s.mu.Lock()
 	delete(s.conns, c.id)
+	if s.perIP[ip]--; s.perIP[ip] <= 0 {
+		delete(s.perIP, ip)
+	}
 	s.mu.Unlock()
 	if h := s.opts.OnDisconnect; h != nil {
 		if !s.bg.goFunc(func() { h(c) }) {
 			h(c)
 		}
 	}
+}
+
+// ServerStats counts what the server's peers did. Counters are totals since
+// NewServer.
+type ServerStats struct {
+	Conns         int               // open connections
+	Rejected      uint64            // connections closed at accept: over MaxConnsPerAddr
+	FrameTimeouts uint64            // connections closed: a frame not completed within FrameTimeout
+	BadFrames     map[string]uint64 // connections closed for a bad frame, by reason (BadFrameReasons)
+}
+
+// Stats returns the server's counters.
+func (s *Server) Stats() ServerStats {
+	s.mu.Lock()
+	st := ServerStats{Conns: len(s.conns)}
+	s.mu.Unlock()
+	st.Rejected = s.rejected.Load()
+	st.FrameTimeouts = s.frameTimeouts.Load()
+	st.BadFrames = make(map[string]uint64, len(BadFrameReasons))
+	for i, r := range BadFrameReasons {
+		st.BadFrames[r] = s.badFrames[i].Load()
+	}
+	return st
 }
 
 // Shutdown stops the server:
@@ -353,7 +438,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	defer close(s.done)
 	s.d.closing.Store(true)
 	close(s.quit)
-	s.idleWG.Wait()
+	s.houseWG.Wait()
 
 	s.d.running.close() // requests that slip past closing are answered busy
 	err := s.d.running.wait(ctx)
