@@ -80,7 +80,7 @@ func (b *Broker) handleViewMessage(_ context.Context, w remoting.ResponseWriter,
 	}
 	rec, err := b.store.ReadMessage(h.Offset)
 	if err != nil {
-		reply(w, req, protocol.SystemError, fmt.Sprintf("no message at offset %d on broker %s: %v", h.Offset, b.cfg.BrokerName, err))
+		reply(w, req, storeErrCode(err), fmt.Sprintf("no message at offset %d on broker %s: %v", h.Offset, b.cfg.BrokerName, err))
 		return
 	}
 	resp := remoting.NewResponse(req, protocol.Success, "")
@@ -100,7 +100,7 @@ func (b *Broker) handleQueryMessage(_ context.Context, w remoting.ResponseWriter
 	}
 	recs, err := b.store.QueryByKey(h.Topic, h.Key, h.BeginTimestamp, end, max(int(h.MaxNum), 1))
 	if err != nil {
-		reply(w, req, protocol.SystemError, "broker: query: "+err.Error())
+		reply(w, req, storeErrCode(err), "broker: query: "+err.Error())
 		return
 	}
 	if len(recs) == 0 {

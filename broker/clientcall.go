@@ -55,7 +55,7 @@ func (b *Broker) handleConsumeMessageDirectly(ctx context.Context, w remoting.Re
 	}
 	rec, err := b.store.ReadMessage(off)
 	if err != nil {
-		reply(w, req, protocol.SystemError, fmt.Sprintf("no message at offset %d on broker %s: %v", off, b.cfg.BrokerName, err))
+		reply(w, req, storeErrCode(err), fmt.Sprintf("no message at offset %d on broker %s: %v", off, b.cfg.BrokerName, err))
 		return
 	}
 	h.BrokerName = b.cfg.BrokerName

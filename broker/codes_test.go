@@ -1,11 +1,13 @@
 package broker
 
 import (
+	"fmt"
 	"os"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/sluicemq/sluice/broker/store"
 	"github.com/sluicemq/sluice/commitlog"
 	"github.com/sluicemq/sluice/internal/message"
 	"github.com/sluicemq/sluice/internal/protocol"
@@ -87,4 +89,32 @@ func TestBroker_StoredButSlowIsNotAFailure(t *testing.T) {
 	require.Eventually(t, func() bool { return len(pullAll(t, cl, b, "orders", 1)) == 2 }, 10*time.Second, 10*time.Millisecond)
 	require.Equal(t, []string{"plain", "commit-me"}, recordBodiesOf(pullAll(t, cl, b, "orders", 1)))
 	require.Equal(t, []string{"fragile", "slow"}, recordBodiesOf(pullAll(t, cl, b, "t", 0)))
+}
+
+// TestCodes_Table pins the one table from store outcomes to wire codes.
+func TestCodes_Table(t *testing.T) {
+	for _, tc := range []struct {
+		status store.PutStatus
+		kind   putKind
+		want   int16
+	}{
+		{store.PutOK, putSend, protocol.Success},
+		{store.PutOK, putInternal, protocol.Success},
+		{store.PutFlushDiskTimeout, putSend, protocol.FlushDiskTimeout},
+		{store.PutFlushDiskTimeout, putInternal, protocol.Success},
+		{store.PutMessageIllegal, putSend, protocol.MessageIllegal},
+		{store.PutMessageIllegal, putInternal, protocol.MessageIllegal},
+		{store.PutServiceNotAvailable, putSend, protocol.ServiceNotAvailable},
+		{store.PutServiceNotAvailable, putInternal, protocol.ServiceNotAvailable},
+		{store.PutStatus(99), putSend, protocol.SystemError},
+	} {
+		code, remark := putCode(store.PutResult{Status: tc.status, Remark: "why"}, tc.kind)
+		require.Equal(t, tc.want, code, "%v kind %d", tc.status, tc.kind)
+		if code != protocol.Success {
+			require.Contains(t, remark, "why")
+		}
+	}
+	require.Equal(t, int16(protocol.ServiceNotAvailable), storeErrCode(fmt.Errorf("read: %w", store.ErrClosed)))
+	require.Equal(t, int16(protocol.ServiceNotAvailable), storeErrCode(commitlog.ErrClosed))
+	require.Equal(t, int16(protocol.SystemError), storeErrCode(commitlog.ErrOffsetRemoved))
 }

@@ -68,7 +68,7 @@ func (b *Broker) handleSearchOffset(_ context.Context, w remoting.ResponseWriter
 	}
 	off, err := b.store.OffsetByTime(h.Topic, h.QueueID, h.Timestamp)
 	if err != nil {
-		reply(w, req, protocol.SystemError, "broker: search by time: "+err.Error())
+		reply(w, req, storeErrCode(err), "broker: search by time: "+err.Error())
 		return
 	}
 	replyExt(w, req, &protocol.SearchOffsetByTimestampResponseHeader{Offset: off})
@@ -81,7 +81,7 @@ func (b *Broker) handleEarliestTime(_ context.Context, w remoting.ResponseWriter
 	}
 	ts, err := b.store.EarliestStoreTime(h.Topic, h.QueueID)
 	if err != nil {
-		reply(w, req, protocol.SystemError, fmt.Sprintf("no message in %s/%d: %v", h.Topic, h.QueueID, err))
+		reply(w, req, storeErrCode(err), fmt.Sprintf("no message in %s/%d: %v", h.Topic, h.QueueID, err))
 		return
 	}
 	replyExt(w, req, &protocol.GetEarliestMsgStoretimeResponseHeader{Timestamp: ts})
@@ -109,7 +109,7 @@ func (b *Broker) handleResetOffset(_ context.Context, w remoting.ResponseWriter,
 		if h.Timestamp >= 0 {
 			var err error
 			if off, err = b.store.OffsetByTime(h.Topic, qid, h.Timestamp); err != nil {
-				reply(w, req, protocol.SystemError, fmt.Sprintf("broker: search %s/%d by time: %v", h.Topic, qid, err))
+				reply(w, req, storeErrCode(err), fmt.Sprintf("broker: search %s/%d by time: %v", h.Topic, qid, err))
 				return
 			}
 		}
