@@ -143,12 +143,13 @@ func New(cfg conf.Broker, opts Options) (*Broker, error) {
 // background loops.
 func (b *Broker) Start() error {
 	sopts := remoting.ServerOptions{
-		MaxFrameSize: int(b.cfg.Remoting.MaxFrameSize),
-		FrameTimeout: b.cfg.Remoting.ReadTimeout,
-		IdleTimeout:  b.cfg.Remoting.IdleTimeout,
-		Logger:       b.logger,
-		OnConnect:    b.onConnect,
-		OnDisconnect: b.onDisconnect,
+		MaxFrameSize:    int(b.cfg.Remoting.MaxFrameSize),
+		FrameTimeout:    b.cfg.Remoting.FrameTimeout,
+		IdleTimeout:     b.cfg.Remoting.IdleTimeout,
+		MaxConnsPerAddr: b.cfg.Remoting.MaxConnsPerAddr,
+		Logger:          b.logger,
+		OnConnect:       b.onConnect,
+		OnDisconnect:    b.onDisconnect,
 	}
 	b.server = remoting.NewServer(b.cfg.Listen, sopts)
 	b.routes()

@@ -65,6 +65,8 @@ type Broker struct {
 	Remoting Remoting `mapstructure:"remoting"`
 	// LongPoll configures parked pull requests.
 	LongPoll LongPoll `mapstructure:"long_poll"`
+	// Filter configures the broker's message filters.
+	Filter Filter `mapstructure:"filter"`
 	// PullMaxMessages caps the messages one pull returns, whatever the
 	// client asks (RocketMQ's maxTransferCountOnMessageInMemory; 1..4096).
 	PullMaxMessages int32 `mapstructure:"pull_max_messages"`
@@ -143,11 +145,16 @@ type Remoting struct {
 	// MaxFrameSize caps one frame; a larger length prefix closes the
 	// connection (64 KiB..1 GiB).
 	MaxFrameSize int32 `mapstructure:"max_frame_size"`
-	// ReadTimeout bounds reading one request; 0 means no limit.
-	ReadTimeout time.Duration `mapstructure:"read_timeout"`
+	// FrameTimeout bounds one frame from its first bytes to its last: a
+	// connection that does not complete a started frame in time is closed
+	// (1ms..1h; it replaces read_timeout, whose 0 meant no limit).
+	FrameTimeout time.Duration `mapstructure:"frame_timeout"`
 	// IdleTimeout closes a connection with no traffic for this long; 0 means
 	// never.
 	IdleTimeout time.Duration `mapstructure:"idle_timeout"`
+	// MaxConnsPerAddr caps the open connections from one remote IP address;
+	// a connection over it is closed at accept (1..1,000,000).
+	MaxConnsPerAddr int `mapstructure:"max_connections_per_address"`
 }
 
 // LongPoll configures how pull requests with no new messages are parked.
@@ -160,6 +167,15 @@ type LongPoll struct {
 	// ShortPollWait is how long a pull waits when long polling is off or the
 	// client did not ask to suspend (0..1m).
 	ShortPollWait time.Duration `mapstructure:"short_poll_wait"`
+}
+
+// Filter configures how the broker filters the messages of a pull.
+type Filter struct {
+	// PropertyEnabled accepts SQL92 subscriptions: expressions over message
+	// properties the broker evaluates for each message it delivers
+	// (RocketMQ's enablePropertyFilter, off by default there). When false,
+	// heartbeats and pulls with a SQL92 subscription are refused.
+	PropertyEnabled bool `mapstructure:"property_enabled"`
 }
 
 // DefaultBroker returns the single-node quickstart configuration: loopback
@@ -197,6 +213,7 @@ func DefaultBroker() Broker {
 		},
 		Remoting:        defaultRemoting(),
 		LongPoll:        LongPoll{Enabled: true, MaxSuspend: 30 * time.Second, ShortPollWait: time.Second},
+		Filter:          Filter{PropertyEnabled: true},
 		PullMaxMessages: 256,
 		GCPercent:       400,
 		EmbeddedNamesrv: DefaultNameserver(),
@@ -204,7 +221,8 @@ func DefaultBroker() Broker {
 }
 
 func defaultRemoting() Remoting {
-	return Remoting{MaxFrameSize: 16 << 20, ReadTimeout: 0, IdleTimeout: 120 * time.Second}
+	return Remoting{MaxFrameSize: 16 << 20, FrameTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second,
+		MaxConnsPerAddr: 1000}
 }
 
 // EmbedNamesrv reports whether the broker runs its own nameserver (no

@@ -118,6 +118,7 @@ func TestLoadBroker_Env(t *testing.T) {
 		{"SLUICE_STORE_SEND_QUEUE_SIZE", "5", func(b *Broker) { b.Store.SendQueueSize = 5 }},
 		{"SLUICE_STORE_DISK_HIGH_WATERMARK", "0.5", func(b *Broker) { b.Store.DiskHighWatermark = 0.5 }},
 		{"SLUICE_LONG_POLL_ENABLED", "false", func(b *Broker) { b.LongPoll.Enabled = false }},
+		{"SLUICE_FILTER_PROPERTY_ENABLED", "false", func(b *Broker) { b.Filter.PropertyEnabled = false }},
 		{"SLUICE_PULL_MAX_MESSAGES", "64", func(b *Broker) { b.PullMaxMessages = 64 }},
 		{"SLUICE_GC_PERCENT", "200", func(b *Broker) { b.GCPercent = 200 }},
 		{"SLUICE_EMBEDDED_NAMESRV_REMOTING_MAX_FRAME_SIZE", "8388608", func(b *Broker) { b.EmbeddedNamesrv.Remoting.MaxFrameSize = 8 << 20 }},
@@ -202,6 +203,8 @@ func TestLoad_UnknownKey(t *testing.T) {
 		{"section given a value", "store: 5\n", []string{`"store" is a section`}},
 		{"leaf given a mapping", "listen:\n  port: 1\n", []string{`"listen.port"`}},
 		{"two typos", "flsh: 1\nstore:\n  dri: x\n", []string{`"flsh"`, `"store.dri"`}},
+		{"renamed", "remoting:\n  read_timeout: 0s\n", []string{`"remoting.read_timeout"`,
+			`renamed remoting.frame_timeout: a limit for a whole frame, "30s" by default; 0 no longer disables it`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := writeFile(t, tc.yaml)
@@ -300,7 +303,8 @@ func TestDump_RoundTrip(t *testing.T) {
 
 	n := DefaultNameserver()
 	n.MetricsListen = ":9877"
-	n.Remoting.ReadTimeout = 3 * time.Second
+	n.Remoting.FrameTimeout = 3 * time.Second
+	n.Remoting.MaxConnsPerAddr = 7
 	gotN, err := LoadNameserver(writeFile(t, n.Dump()))
 	require.NoError(t, err)
 	require.Equal(t, n, gotN)

@@ -131,9 +131,22 @@ func mergeFile(v *viper.Viper, path string, ls []leaf) error {
 	return nil
 }
 
+// renamedKeys maps the last element of a renamed key to its new name and
+// what changed.
+var renamedKeys = map[string]string{
+	"read_timeout": `frame_timeout: a limit for a whole frame, "30s" by default; 0 no longer disables it`,
+}
+
 // suggest returns `; did you mean "x"?` for the known key closest to k, if
-// any is within two edits.
+// any is within two edits, or the new name of a renamed key.
 func suggest(k string, ls []leaf) string {
+	section, base := "", k
+	if i := strings.LastIndexByte(k, '.'); i >= 0 {
+		section, base = k[:i+1], k[i+1:]
+	}
+	if r, ok := renamedKeys[base]; ok {
+		return "; renamed " + section + r
+	}
 	best, bestD := "", 3
 	for _, l := range ls {
 		if d := editDistance(k, l.key); d < bestD {

@@ -129,8 +129,9 @@ func addrProblem(v string, listen bool) string {
 // remoting checks r and reports whether max_frame_size passed.
 func (c *checker) remoting(p string, r Remoting) bool {
 	ok := c.passes(func() { c.sizeRange(p+"max_frame_size", int64(r.MaxFrameSize), minFrameSize, maxFrameSize) })
-	c.durRange(p+"read_timeout", r.ReadTimeout, 0, -1)
+	c.durRange(p+"frame_timeout", r.FrameTimeout, time.Millisecond, time.Hour)
 	c.durRange(p+"idle_timeout", r.IdleTimeout, 0, -1)
+	c.intRange(p+"max_connections_per_address", int64(r.MaxConnsPerAddr), 1, 1_000_000)
 	return ok
 }
 

@@ -103,7 +103,11 @@ func TestBroker_Validate(t *testing.T) {
 		}},
 		{"frame vs message", "remoting.max_frame_size", "must be >= store.max_message_size + 65536 (4259840)",
 			func(b *Broker) { b.Remoting.MaxFrameSize = 4 << 20 }},
-		{"read timeout", "remoting.read_timeout", "must be >= 0s", func(b *Broker) { b.Remoting.ReadTimeout = -time.Second }},
+		{"no frame timeout", "remoting.frame_timeout", "= 0s: must be >= 1ms", func(b *Broker) { b.Remoting.FrameTimeout = 0 }},
+		{"frame timeout long", "remoting.frame_timeout", "must be <= 1h0m0s", func(b *Broker) { b.Remoting.FrameTimeout = 2 * time.Hour }},
+		{"no connections", "remoting.max_connections_per_address", "= 0: must be >= 1", func(b *Broker) { b.Remoting.MaxConnsPerAddr = 0 }},
+		{"too many connections", "remoting.max_connections_per_address", "must be <= 1000000",
+			func(b *Broker) { b.Remoting.MaxConnsPerAddr = 1_000_001 }},
 		{"max suspend", "long_poll.max_suspend", "must be >= 1ms", func(b *Broker) { b.LongPoll.MaxSuspend = 0 }},
 		{"short poll wait", "long_poll.short_poll_wait", "must be <= 1m0s", func(b *Broker) { b.LongPoll.ShortPollWait = time.Hour }},
 		{"pull max messages", "pull_max_messages", "must be <= 4096", func(b *Broker) { b.PullMaxMessages = 5000 }},
@@ -176,6 +180,8 @@ func TestNameserver_Validate(t *testing.T) {
 		{"scan vs expiry", "scan_interval", "= 3m0s: must be <= broker_expiry (2m0s)", func(n *Nameserver) { n.ScanInterval = 3 * time.Minute }},
 		{"frame", "remoting.max_frame_size", "must be >= 65536", func(n *Nameserver) { n.Remoting.MaxFrameSize = 0 }},
 		{"idle", "remoting.idle_timeout", "must be >= 0s", func(n *Nameserver) { n.Remoting.IdleTimeout = -1 }},
+		{"frame timeout", "remoting.frame_timeout", "must be >= 1ms", func(n *Nameserver) { n.Remoting.FrameTimeout = -1 }},
+		{"connections", "remoting.max_connections_per_address", "must be >= 1", func(n *Nameserver) { n.Remoting.MaxConnsPerAddr = -1 }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n := DefaultNameserver()

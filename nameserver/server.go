@@ -69,11 +69,12 @@ func New(cfg conf.Nameserver, logger *slog.Logger) (*Server, error) {
 		quit:   make(chan struct{}),
 	}
 	s.rs = remoting.NewServer(cfg.Listen, remoting.ServerOptions{
-		MaxFrameSize: int(cfg.Remoting.MaxFrameSize),
-		FrameTimeout: remotingTimeout(cfg.Remoting.ReadTimeout),
-		IdleTimeout:  remotingTimeout(cfg.Remoting.IdleTimeout),
-		Logger:       logger,
-		OnDisconnect: s.onDisconnect,
+		MaxFrameSize:    int(cfg.Remoting.MaxFrameSize),
+		FrameTimeout:    cfg.Remoting.FrameTimeout,
+		IdleTimeout:     remotingTimeout(cfg.Remoting.IdleTimeout),
+		MaxConnsPerAddr: cfg.Remoting.MaxConnsPerAddr,
+		Logger:          logger,
+		OnDisconnect:    s.onDisconnect,
 	})
 	s.registerHandlers()
 	return s, nil
