@@ -10,12 +10,15 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/sluicemq/sluice/internal/servermetrics"
 )
 
 // metrics exports the broker's state in the Prometheus text format at
-// metrics_listen (off unless set). Counters and gauges are read from the
-// broker at scrape time; the send and flush latency histograms are observed
-// as they happen.
+// metrics_listen (off unless set), with Go's runtime and process series
+// and the remoting server's counters (servermetrics). Counters and gauges
+// are read from the broker at scrape time; the send and flush latency
+// histograms are observed as they happen.
 type metrics struct {
 	reg   *prometheus.Registry
 	send  prometheus.Histogram
@@ -26,7 +29,7 @@ type metrics struct {
 }
 
 func newMetrics() *metrics {
-	m := &metrics{reg: prometheus.NewRegistry(),
+	m := &metrics{reg: servermetrics.NewRegistry(),
 		send: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sluice_send_latency_seconds",
 			Help:    "Time from a send request's arrival to its response, including the store's fsync in sync mode.",
 			Buckets: prometheus.ExponentialBuckets(50e-6, 2, 18)}),
@@ -106,6 +109,7 @@ func (c brokerCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range diskDescs {
 		ch <- d
 	}
+	servermetrics.Remoting{}.Describe(ch)
 }
 
 func (c brokerCollector) Collect(ch chan<- prometheus.Metric) {
@@ -134,6 +138,7 @@ func (c brokerCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descConns, float64(len(b.conns)))
 	b.connMu.RUnlock()
 	gauge(descParked, float64(b.hold.Parked()))
+	servermetrics.Remoting{Stats: b.server.Stats}.Collect(ch)
 	now := time.Now().UnixMilli()
 	for _, k := range b.offsets.Keys() {
 		for q, off := range b.offsets.Queues(k.Group, k.Topic) {

@@ -123,6 +123,21 @@ func TestMetrics_Scrape(t *testing.T) {
 	} {
 		require.Equal(t, w.want, v(w.name, w.labels), w.name)
 	}
+	for _, name := range []string{"sluice_remoting_frame_timeouts_total", "sluice_remoting_connections_refused_total"} {
+		require.Equal(t, 0.0, v(name, nil), name)
+	}
+	for _, reason := range remoting.BadFrameReasons {
+		require.Equal(t, 0.0, v("sluice_remoting_bad_frames_total", map[string]string{"reason": reason}), reason)
+	}
+	// Go's runtime and process series.
+	for _, name := range []string{"go_goroutines", "go_memstats_heap_alloc_bytes", "go_memstats_sys_bytes",
+		"process_open_fds", "process_resident_memory_bytes", "process_cpu_seconds_total"} {
+		_, ok := value(name, nil)
+		require.True(t, ok, "series %s missing", name)
+	}
+	require.Greater(t, v("go_goroutines", nil), 10.0)
+	require.Greater(t, v("process_open_fds", nil), 5.0)
+	require.Greater(t, v("process_resident_memory_bytes", nil), float64(1<<20))
 	require.Greater(t, logEnd, 0.0)
 	require.Less(t, v("sluice_consumer_lag_seconds", lagged), 60.0)
 	fsyncs := v("sluice_flush_latency_seconds", nil)

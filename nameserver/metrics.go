@@ -8,6 +8,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/sluicemq/sluice/internal/servermetrics"
 )
 
 var (
@@ -42,14 +44,16 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	g(descConns, len(c.s.rs.Conns()))
 }
 
-// serveMetrics starts the Prometheus endpoint at cfg.MetricsListen.
+// serveMetrics starts the Prometheus endpoint at cfg.MetricsListen: the
+// route table's series, the remoting server's counters and Go's runtime and
+// process series.
 func (s *Server) serveMetrics() error {
 	ln, err := net.Listen("tcp", s.cfg.MetricsListen)
 	if err != nil {
 		return err
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collector{s})
+	reg := servermetrics.NewRegistry()
+	reg.MustRegister(collector{s}, servermetrics.Remoting{Stats: s.rs.Stats})
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	s.metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
