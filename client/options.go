@@ -312,8 +312,10 @@ func WithConsumeBatchSize(n int) Option { return func(c *config) { c.consumeBatc
 func WithPullBatchSize(n int) Option { return func(c *config) { c.pullBatch = n } }
 
 // WithPullThreshold sets the flow control of a push consumer: a queue is not
-// pulled while it holds this many unacknowledged messages or bytes
-// (defaults 1024 and 100 MiB).
+// pulled while it holds this many unacknowledged messages or body bytes
+// (defaults 1024 and 100 MiB), so it holds at most one pull batch more
+// than the threshold less one. Pulling resumes on the acknowledgement that
+// brings it below both.
 func WithPullThreshold(count int, bytes int64) Option {
 	return func(c *config) { c.pullThresholdCount, c.pullThresholdBytes = count, bytes }
 }

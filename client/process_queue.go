@@ -25,6 +25,7 @@ type processQueue struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	ready  chan struct{}  // orderly: kicked when messages arrive
+	space  chan struct{}  // kicked when messages are acknowledged (flow control)
 	loops  sync.WaitGroup // the queue's pull (and orderly consume) loop
 
 	// offset is the offset to commit: the lowest unacknowledged offset,
@@ -32,6 +33,10 @@ type processQueue struct {
 	// start offset is known.
 	offset    atomic.Int64
 	persisted atomic.Int64 // last offset committed to the store; -1 none
+
+	// flowPaused counts the times the pull loop waited for the window to
+	// drop below the pull thresholds.
+	flowPaused atomic.Int64
 
 	// Orderly consumers, clustering: the broker lock.
 	locked   atomic.Bool
@@ -59,7 +64,8 @@ type pqEntry struct {
 
 func newProcessQueue(mq MessageQueue) *processQueue {
 	ctx, cancel := context.WithCancel(context.Background())
-	pq := &processQueue{mq: mq, ctx: ctx, cancel: cancel, ready: make(chan struct{}, 1), retries: make(map[int64]int)}
+	pq := &processQueue{mq: mq, ctx: ctx, cancel: cancel, ready: make(chan struct{}, 1), space: make(chan struct{}, 1),
+		retries: make(map[int64]int)}
 	pq.offset.Store(-1)
 	pq.persisted.Store(-1)
 	return pq
@@ -112,9 +118,10 @@ func (pq *processQueue) add(msgs []*Message, next int64) {
 	}
 }
 
-// ack removes handled messages from the window and returns the new commit
-// offset.
+// ack removes handled messages from the window, wakes a pull loop waiting
+// for room, and returns the new commit offset.
 func (pq *processQueue) ack(msgs []*Message) int64 {
+	defer kick(pq.space)
 	pq.mu.Lock()
 	defer pq.mu.Unlock()
 	for _, m := range msgs {
@@ -147,8 +154,8 @@ func (pq *processQueue) updateLocked() {
 	pq.offset.Store(pq.next)
 }
 
-// overLimit reports whether the window holds more than count messages or
-// bytes (flow control).
+// overLimit reports whether the window holds count messages or bytes or
+// more (flow control).
 func (pq *processQueue) overLimit(count int, bytes int64) bool {
 	pq.mu.Lock()
 	defer pq.mu.Unlock()

@@ -163,7 +163,13 @@ func (c *PushConsumer) pullLoop(pq *processQueue) {
 	orderlyLocks := c.cfg.orderly && c.cfg.model == Clustering
 	for ctx.Err() == nil {
 		if pq.overLimit(c.cfg.pullThresholdCount, c.cfg.pullThresholdBytes) {
-			_ = sleepCtx(ctx, 50*time.Millisecond)
+			if pq.flowPaused.Add(1) == 1 {
+				c.core.log.Debug("client: window full, pulling paused", "group", c.group, "queue", pq.mq)
+			}
+			select { // NB: an ack kicks space after it frees room, so no wakeup is lost
+			case <-pq.space:
+			case <-ctx.Done():
+			}
 			continue
 		}
 		if orderlyLocks && !pq.lockValid(c.cfg.lockExpiry) {
