@@ -33,13 +33,23 @@ func (b *Broker) handleHeartbeat(_ context.Context, w remoting.ResponseWriter, r
 		connID, addr = c.ID(), c.RemoteAddr().String()
 	}
 	now := time.Now()
+	var refused *subscriptionError
+consumers:
 	for _, cd := range hb.ConsumerDataSet {
 		if cd.GroupName == "" {
 			continue
 		}
 		subs := make(map[string]group.Subscription, len(cd.SubscriptionDataSet))
 		for _, sd := range cd.SubscriptionDataSet {
-			s := group.ParseSubscription(sd.Topic, sd.SubString)
+			s, err := b.parseSubscription(cd.GroupName, sd.Topic, sd.ExpressionType, sd.SubString)
+			if err != nil {
+				// NB: the group is not registered with a filter it
+				// cannot apply; its pulls get SUBSCRIPTION_NOT_EXIST.
+				b.logger.Warn("broker: subscription refused", "group", cd.GroupName, "client", hb.ClientID,
+					"topic", sd.Topic, "type", sd.ExpressionType, "expression", sd.SubString, "err", err.remark)
+				refused = err
+				continue consumers
+			}
 			s.SubVersion = sd.SubVersion
 			subs[sd.Topic] = s
 		}
@@ -71,6 +81,10 @@ func (b *Broker) handleHeartbeat(_ context.Context, w remoting.ResponseWriter, r
 		for _, g := range b.groups.DropConn(connID) {
 			b.consumersChanged(g)
 		}
+	}
+	if refused != nil {
+		reply(w, req, refused.code, refused.remark)
+		return
 	}
 	reply(w, req, protocol.Success, "")
 }

@@ -6,7 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sluicemq/sluice/broker/group"
 	"github.com/sluicemq/sluice/broker/longpoll"
 	"github.com/sluicemq/sluice/broker/store"
 	"github.com/sluicemq/sluice/internal/protocol"
@@ -44,22 +43,10 @@ func (b *Broker) pull(w remoting.ResponseWriter, req *remoting.Command, h *proto
 		reply(w, req, protocol.SystemError, fmt.Sprintf("queueId %d out of range: topic %s has %d queues", h.QueueID, h.Topic, cfg.Queues()))
 		return
 	}
-	var sub group.Subscription
-	if h.SysFlag&pullSubscription != 0 {
-		sub = group.ParseSubscription(h.Topic, h.Subscription)
-	} else {
-		s, found, known := b.groups.Subscription(h.ConsumerGroup, h.Topic)
-		switch {
-		case !known:
-			reply(w, req, protocol.SubscriptionNotExist, fmt.Sprintf(
-				"consumer group %s has no live member on broker %s: send a heartbeat first", h.ConsumerGroup, b.cfg.BrokerName))
-			return
-		case !found:
-			reply(w, req, protocol.SubscriptionNotExist, fmt.Sprintf(
-				"consumer group %s does not subscribe to topic %s", h.ConsumerGroup, h.Topic))
-			return
-		}
-		sub = s
+	sub, serr := b.pullSubscription(h)
+	if serr != nil {
+		reply(w, req, serr.code, serr.remark)
+		return
 	}
 	if gc, ok := b.groupCfgs.Get(h.ConsumerGroup); ok && !gc.ConsumeEnable {
 		reply(w, req, protocol.NoPermission, fmt.Sprintf("consumption is disabled for group %s on broker %s", h.ConsumerGroup, b.cfg.BrokerName))
@@ -68,10 +55,11 @@ func (b *Broker) pull(w remoting.ResponseWriter, req *remoting.Command, h *proto
 	if first && h.SysFlag&pullCommitOffset != 0 && h.CommitOffset >= 0 {
 		b.offsets.Commit(h.ConsumerGroup, h.Topic, h.QueueID, h.CommitOffset)
 	}
+	pf := b.newPullFilter(h.ConsumerGroup, sub)
 	bp := pullBufs.Get().(*[]byte)
 	res, err := b.store.Get(context.Background(), store.GetRequest{Topic: h.Topic, QueueID: h.QueueID,
-		Offset: h.QueueOffset, MaxMsgs: min(max(int(h.MaxMsgNums), 1), int(b.cfg.PullMaxMessages)), TagCodes: sub.Codes,
-		Buf: *bp})
+		Offset: h.QueueOffset, MaxMsgs: min(max(int(h.MaxMsgNums), 1), int(b.cfg.PullMaxMessages)), TagCodes: pf.codes,
+		Filter: pf.propsFilter(), Buf: *bp})
 	// NB: the body goes back to the pool once written: Write returns after
 	// a referenced body is in the kernel. After a failed write netpoll may
 	// still hold it, so it is left to the collector.
@@ -92,7 +80,7 @@ func (b *Broker) pull(w remoting.ResponseWriter, req *remoting.Command, h *proto
 	code, next := pullCode(res, h.QueueOffset)
 	if code == protocol.PullNotFound && first && h.SysFlag&pullSuspend != 0 {
 		recycle(nil)
-		b.park(w, req, h)
+		b.park(w, req, h, pf)
 		return
 	}
 	resp := remoting.NewResponse(req, code, res.Status.String())
@@ -112,7 +100,8 @@ var pullBufs = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return 
 const maxPooledPull = 1 << 20
 
 // park holds a pull until a message arrives or its suspend time passes.
-func (b *Broker) park(w remoting.ResponseWriter, req *remoting.Command, h *protocol.PullMessageRequestHeader) {
+// Only a message that passes the pull's filter wakes it.
+func (b *Broker) park(w remoting.ResponseWriter, req *remoting.Command, h *protocol.PullMessageRequestHeader, pf *pullFilter) {
 	wait := b.cfg.LongPoll.ShortPollWait
 	if b.cfg.LongPoll.Enabled {
 		wait = min(time.Duration(h.SuspendTimeoutMillis)*time.Millisecond, b.cfg.LongPoll.MaxSuspend)
@@ -122,7 +111,7 @@ func (b *Broker) park(w remoting.ResponseWriter, req *remoting.Command, h *proto
 	}
 	topic, qid := h.Topic, h.QueueID
 	b.hold.Park(&longpoll.Request{Topic: topic, QueueID: qid, Offset: h.QueueOffset,
-		Deadline: time.Now().Add(wait),
-		Wake:     func(bool) { b.pull(w, req, h, false) },
+		Deadline: time.Now().Add(wait), Match: pf.match,
+		Wake: func(bool) { b.pull(w, req, h, false) },
 	}, func() int64 { return b.store.MaxOffset(topic, qid) })
 }

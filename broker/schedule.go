@@ -32,7 +32,7 @@ func newScheduler(b *Broker) *scheduler {
 		t, _ = offset.Open(filepath.Join(b.cfg.Store.Dir, "config", "delay-offsets.new"), b.logger)
 	}
 	s := &scheduler{b: b, offsets: t, kick: make(chan struct{}, 1)}
-	b.store.Subscribe(func(topic string, _ int32, _ int64) {
+	b.store.Subscribe(func(topic string, _ int32, _, _ int64, _ []byte) {
 		if topic == store.ScheduleTopic {
 			select {
 			case s.kick <- struct{}{}:

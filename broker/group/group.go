@@ -6,22 +6,57 @@
 package group
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/sluicemq/sluice/internal/filter"
 	"github.com/sluicemq/sluice/internal/message"
+)
+
+// Expression types of a subscription (SubscriptionData.expressionType).
+const (
+	TypeTag   = "TAG"
+	TypeSQL92 = "SQL92"
 )
 
 // Subscription is one topic subscription of a consumer group.
 type Subscription struct {
 	Topic      string
-	Expression string // the tag expression as sent ("*", "TagA || TagB")
+	Type       string // TypeTag or TypeSQL92
+	Expression string // as sent: "*", "TagA || TagB" or a SQL92 expression
 	Tags       []string
-	Codes      []int64 // tag hash codes; nil means every message
+	Codes      []int64      // tag hash codes; nil means every message
+	SQL        *filter.Expr // the compiled SQL92 expression; nil for TAG
 	SubVersion int64
+}
+
+// Parse parses a subscription of expression type typ: "" or TAG (a tag
+// expression, see ParseSubscription) or SQL92 (compiled; its errors are
+// *filter.SyntaxError). The type is matched ignoring case, as RocketMQ.
+func Parse(topic, typ, expr string) (Subscription, error) {
+	switch strings.ToUpper(typ) {
+	case "", TypeTag:
+		s := ParseSubscription(topic, expr)
+		s.Type = TypeTag
+		return s, nil
+	case TypeSQL92:
+		e, err := filter.Compile(expr)
+		if err != nil {
+			return Subscription{}, err
+		}
+		return Subscription{Topic: topic, Type: TypeSQL92, Expression: expr, SQL: e}, nil
+	}
+	return Subscription{}, fmt.Errorf("group: unknown expression type %q (TAG or SQL92)", typ)
+}
+
+// Same reports whether two subscriptions filter alike (type and
+// expression).
+func (s Subscription) Same(o Subscription) bool {
+	return s.Type == o.Type && s.Expression == o.Expression
 }
 
 // ParseSubscription parses a tag expression: tags joined by "||"; "*" or
@@ -117,7 +152,7 @@ func sameSubs(a, b map[string]Subscription) bool {
 	}
 	for t, s := range a {
 		o, ok := b[t]
-		if !ok || o.Expression != s.Expression {
+		if !ok || !o.Same(s) {
 			return false
 		}
 	}
@@ -271,8 +306,9 @@ func (r *Registry) ProducerConnIDs(group string) []uint64 {
 	return out
 }
 
-// Subscription returns a group's subscription to a topic, if any member has
-// one, and whether the group exists.
+// Subscription returns a group's subscription to a topic, the newest
+// version its members registered (RocketMQ keeps the highest subVersion),
+// and whether the group exists.
 func (r *Registry) Subscription(group, topic string) (sub Subscription, ok, groupKnown bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -281,11 +317,31 @@ func (r *Registry) Subscription(group, topic string) (sub Subscription, ok, grou
 		return Subscription{}, false, false
 	}
 	for _, c := range g.consumers {
-		if s, ok := c.Subs[topic]; ok {
-			return s, true, true
+		if s, found := c.Subs[topic]; found && (!ok || s.SubVersion > sub.SubVersion) {
+			sub, ok = s, true
 		}
 	}
-	return Subscription{}, false, true
+	return sub, ok, true
+}
+
+// Subscriptions returns a group's subscriptions by topic, the newest
+// version of each.
+func (r *Registry) Subscriptions(group string) map[string]Subscription {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	g := r.groups[group]
+	if g == nil {
+		return nil
+	}
+	out := map[string]Subscription{}
+	for _, c := range g.consumers {
+		for t, s := range c.Subs {
+			if o, found := out[t]; !found || s.SubVersion > o.SubVersion {
+				out[t] = s
+			}
+		}
+	}
+	return out
 }
 
 // Consumers returns copies of a group's members.

@@ -22,6 +22,10 @@ type Request struct {
 	// makes the queue's next offset exceed it wakes the request.
 	Offset   int64
 	Deadline time.Time
+	// Match, if set, tells whether an arrived message (its tags code and
+	// properties string) is one the pull wants: arrivals it refuses leave
+	// the request parked. nil takes every message. It must not block.
+	Match func(tagsCode int64, props []byte) bool
 	// Wake answers the pull; expired is true when its time ran out (or the
 	// hold closed). It is called exactly once.
 	Wake func(expired bool)
@@ -86,13 +90,21 @@ func (h *Hold) Park(r *Request, current func() int64) {
 		}
 	}
 	if current != nil && current() > r.Offset {
-		h.Notify(r.Topic, r.QueueID, current())
+		// NB: what arrived is unknown here: wake whatever the filter.
+		h.notify(r.Topic, r.QueueID, current(), nil)
 	}
 }
 
 // Notify wakes the requests of a queue whose offset is below next, the
-// queue's new next offset. It does not block.
-func (h *Hold) Notify(topic string, queueID int32, next int64) {
+// queue's new next offset, and whose Match takes the message that arrived
+// (tagsCode and props, which Notify does not retain). It does not block.
+func (h *Hold) Notify(topic string, queueID int32, next int64, tagsCode int64, props []byte) {
+	h.notify(topic, queueID, next, func(r *Request) bool { return r.Match == nil || r.Match(tagsCode, props) })
+}
+
+// notify wakes the requests of a queue whose offset is below next and that
+// match accepts (nil: all of them).
+func (h *Hold) notify(topic string, queueID int32, next int64, match func(*Request) bool) {
 	k := queueKey{topic, queueID}
 	h.mu.Lock()
 	list := h.parked[k]
@@ -103,7 +115,7 @@ func (h *Hold) Notify(topic string, queueID int32, next int64) {
 	var woken []*Request
 	kept := list[:0]
 	for _, r := range list {
-		if r.Offset < next {
+		if r.Offset < next && (match == nil || match(r)) {
 			woken = append(woken, r)
 			if r.index >= 0 {
 				heap.Remove(&h.byTime, r.index)

@@ -88,7 +88,7 @@ func BenchmarkDispatchLag(b *testing.B) {
 	putAt := make([]atomic.Int64, n)
 	lat := make([]time.Duration, 0, n)
 	latCh := make(chan time.Duration, 1<<16)
-	s.Subscribe(func(topic string, qid int32, next int64) {
+	s.Subscribe(func(topic string, qid int32, next, _ int64, _ []byte) {
 		i := (next-1)*queues + int64(qid)
 		if i < int64(n) {
 			if t0 := putAt[i].Load(); t0 != 0 {

@@ -255,7 +255,7 @@ func (s *Store) putEntry(di *message.DispatchInfo) error {
 	}
 	s.listenMu.RLock()
 	for _, fn := range s.listeners {
-		fn(q.Topic(), di.QueueID, q.Next())
+		fn(q.Topic(), di.QueueID, q.Next(), tags, di.Properties)
 	}
 	s.listenMu.RUnlock()
 	return nil

@@ -26,6 +26,9 @@ type GetRequest struct {
 	MaxBytes int
 	// TagCodes filters by tags hash code; nil takes every message.
 	TagCodes []int64
+	// Filter, if set, is asked about each message TagCodes takes, with its
+	// properties string (valid only during the call): SQL92 filters.
+	Filter func(props []byte) bool
 	// Buf is reused for the result's Body when it is large enough.
 	Buf []byte
 }
@@ -83,55 +86,93 @@ func (s *Store) Get(_ context.Context, req GetRequest) (GetResult, error) {
 	if maxBytes <= 0 {
 		maxBytes = defaultMaxBytes
 	}
-	logMin := int64(s.log.Min())
+	var entriesArr, chosenArr [entryBatch]consumequeue.Entry
+	sc := scan{off: req.Offset, maxOff: maxOff, maxMsgs: maxMsgs, maxBytes: maxBytes, tagCodes: req.TagCodes}
+	body := req.Buf[:0]
 	// NB: entries are chosen first, then the records are read with one
 	// read per run of records adjacent in the log (a queue written in
-	// bursts or batches is mostly such runs) into one buffer of the right
-	// size.
-	var entries [entryBatch]consumequeue.Entry
-	var chosenArr [entryBatch]consumequeue.Entry
-	chosen := chosenArr[:0]
-	total := 0
-	off, scanned, removed := req.Offset, 0, 0
-scan:
-	for scanned < maxScanEntries && off < maxOff {
-		es, err := q.Read(off, entries[:0])
+	// bursts or batches is mostly such runs). With a Filter, the records
+	// it refuses are cut out after the read and the scan goes on while
+	// the result has room (RocketMQ reads each record and goes on).
+	for {
+		chosen, total, full, err := sc.choose(q, int64(s.log.Min()), len(body), entriesArr[:0], chosenArr[:0])
 		if err != nil {
 			if errors.Is(err, consumequeue.ErrOffsetBelowMin) {
 				res.Status, res.NextOffset = GetOffsetTooSmall, q.Min()
 				return res, nil
 			}
-			return res, fmt.Errorf("store: read %s/%d at %d: %w", req.Topic, req.QueueID, off, err)
+			return res, fmt.Errorf("store: read %s/%d at %d: %w", req.Topic, req.QueueID, sc.off, err)
 		}
-		if len(es) == 0 {
+		if body, err = s.readChosen(body, chosen, total, req.Filter, &sc); err != nil {
+			return res, err
+		}
+		if full || sc.count >= maxMsgs || sc.scanned >= maxScanEntries || sc.off >= maxOff {
 			break
 		}
+	}
+	res.NextOffset, res.Body, res.Count = sc.off, body, sc.count
+	switch {
+	case res.Count > 0:
+		res.Status = GetFound
+	case sc.removed > 0 && sc.removed == sc.scanned:
+		res.Status = GetMessageWasRemoving
+	default:
+		res.Status = GetNoMatchedMessage
+	}
+	return res, nil
+}
+
+// scan is where one Get is in its queue.
+type scan struct {
+	off, maxOff       int64
+	maxMsgs, maxBytes int
+	scanned, removed  int
+	count             int // records taken
+	tagCodes          []int64
+}
+
+// choose appends to chosen the next entries to read, from sc.off on, as the
+// limits allow (bodyLen bytes are taken already); total is their size and
+// full reports the byte limit reached. entries is a buffer.
+func (sc *scan) choose(q *consumequeue.Queue, logMin int64, bodyLen int, entries, chosen []consumequeue.Entry) (
+	_ []consumequeue.Entry, total int, full bool, err error) {
+	for sc.scanned < maxScanEntries && sc.off < sc.maxOff {
+		es, err := q.Read(sc.off, entries)
+		if err != nil || len(es) == 0 {
+			return chosen, total, false, err
+		}
 		for _, e := range es {
-			if len(chosen) >= maxMsgs || (len(chosen) > 0 && total+int(e.Size) > maxBytes) {
-				break scan
+			taken := sc.count + len(chosen)
+			if taken >= sc.maxMsgs {
+				return chosen, total, false, nil
 			}
-			off++
-			scanned++
+			if taken > 0 && bodyLen+total+int(e.Size) > sc.maxBytes {
+				return chosen, total, true, nil
+			}
+			sc.off++
+			sc.scanned++
 			if e.Pos < logMin {
-				removed++
+				sc.removed++
 				continue
 			}
-			if req.TagCodes != nil && !slices.Contains(req.TagCodes, e.TagsCode) {
+			if sc.tagCodes != nil && !slices.Contains(sc.tagCodes, e.TagsCode) {
 				continue
 			}
 			chosen = append(chosen, e)
 			total += int(e.Size)
-			if scanned >= maxScanEntries {
-				break scan
+			if sc.scanned >= maxScanEntries {
+				return chosen, total, false, nil
 			}
 		}
 	}
-	body := req.Buf[:0]
-	if cap(body) < total {
-		body = make([]byte, 0, total)
-	}
-	body = body[:total]
-	n := 0
+	return chosen, total, false, nil
+}
+
+// readChosen appends the chosen records (total bytes) to body, skipping
+// those retention removed meanwhile and those filter refuses.
+func (s *Store) readChosen(body []byte, chosen []consumequeue.Entry, total int, filter func([]byte) bool, sc *scan) ([]byte, error) {
+	n := len(body)
+	body = slices.Grow(body, total)[:n+total]
 	for i := 0; i < len(chosen); {
 		j, end := i+1, chosen[i].Pos+int64(chosen[i].Size)
 		for j < len(chosen) && chosen[j].Pos == end {
@@ -140,8 +181,7 @@ scan:
 		}
 		run := int(end - chosen[i].Pos)
 		if _, err := s.log.ReadAt(body[n:n+run], commitlog.Offset(chosen[i].Pos)); err == nil {
-			n += run
-			res.Count += j - i
+			n = keep(body, n, chosen[i:j], filter, sc)
 			i = j
 			continue
 		}
@@ -152,26 +192,38 @@ scan:
 			e := chosen[i]
 			if _, err := s.log.ReadAt(body[n:n+int(e.Size)], commitlog.Offset(e.Pos)); err != nil {
 				if errors.Is(err, commitlog.ErrOffsetRemoved) {
-					removed++
+					sc.removed++
 					continue
 				}
-				return res, fmt.Errorf("store: read record at %d: %w", e.Pos, err)
+				return body[:n], fmt.Errorf("store: read record at %d: %w", e.Pos, err)
 			}
-			n += int(e.Size)
-			res.Count++
+			n = keep(body, n, chosen[i:i+1], filter, sc)
 		}
 	}
-	body = body[:n]
-	res.NextOffset, res.Body = off, body
-	switch {
-	case res.Count > 0:
-		res.Status = GetFound
-	case removed > 0 && removed == scanned:
-		res.Status = GetMessageWasRemoving
-	default:
-		res.Status = GetNoMatchedMessage
+	return body[:n], nil
+}
+
+// keep takes the records of es, just read into body from n on, and returns
+// the body's new length: with a filter, the records it refuses are cut out
+// (so are records whose properties cannot be read).
+func keep(body []byte, n int, es []consumequeue.Entry, filter func([]byte) bool, sc *scan) int {
+	if filter == nil {
+		sc.count += len(es)
+		for _, e := range es {
+			n += int(e.Size)
+		}
+		return n
 	}
-	return res, nil
+	kept := n
+	for _, e := range es {
+		rec := body[n : n+int(e.Size)]
+		n += int(e.Size)
+		if di, err := message.ReadDispatchInfo(rec); err == nil && filter(di.Properties) {
+			kept += copy(body[kept:], rec)
+			sc.count++
+		}
+	}
+	return kept
 }
 
 // minOffset is the first queue offset whose record is still in the log:

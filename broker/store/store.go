@@ -87,7 +87,7 @@ type Store struct {
 	queues    map[string]map[int32]*consumequeue.Queue // cache of consume queues by topic and id
 
 	listenMu  sync.RWMutex
-	listeners []func(topic string, queueID int32, next int64)
+	listeners []Listener
 
 	kick chan struct{}
 	quit chan struct{}
@@ -249,9 +249,14 @@ func (s *Store) logOptions() commitlog.Options {
 	}
 }
 
-// Subscribe registers fn to be called by the dispatcher after entries of a
-// queue were indexed, with the queue's new max offset. fn must not block.
-func (s *Store) Subscribe(fn func(topic string, queueID int32, next int64)) {
+// Listener is told of each message indexed: its queue, the queue's new
+// max offset, the message's consume queue tags code and its properties
+// string (valid only during the call).
+type Listener func(topic string, queueID int32, next int64, tagsCode int64, props []byte)
+
+// Subscribe registers fn to be called by the dispatcher after each entry
+// is indexed. fn must not block.
+func (s *Store) Subscribe(fn Listener) {
 	s.listenMu.Lock()
 	s.listeners = append(s.listeners, fn)
 	s.listenMu.Unlock()

@@ -104,6 +104,47 @@ func TestStore_TagFilter(t *testing.T) {
 	require.Equal(t, int64(5), res.NextOffset, "scanned entries are skipped")
 }
 
+// TestStore_PropertyFilter: a Filter sees each message's properties, the
+// messages it refuses are cut out of the body, and the scan goes on until
+// the result is full (as the tag filter's scan does).
+func TestStore_PropertyFilter(t *testing.T) {
+	s := mustOpen(t, testConf(t.TempDir()), testOpts())
+	defer s.Close()
+	for i := range 20 {
+		mustPut(t, s, msg("t", 0, fmt.Sprint(i), "n", fmt.Sprint(i), message.PropTags, []string{"A", "B"}[i%4/2]))
+	}
+	waitDispatched(t, s)
+	var asked []string
+	even := func(props []byte) bool {
+		v, _ := message.PropertyValueBytes(props, "n")
+		asked = append(asked, string(v))
+		return v[len(v)-1]%2 == 0
+	}
+	res, err := s.Get(context.Background(), GetRequest{Topic: "t", Offset: 0, MaxMsgs: 4, Filter: even})
+	require.NoError(t, err)
+	require.Equal(t, GetFound, res.Status)
+	require.Equal(t, []string{"0", "2", "4", "6"}, bodies(t, res.Body))
+	require.Equal(t, 4, res.Count)
+	require.Equal(t, int64(7), res.NextOffset, "the scan stops after the 4th match")
+	require.Equal(t, []string{"0", "1", "2", "3", "4", "5", "6"}, asked)
+
+	// With a tag filter, only the messages it takes are read and filtered.
+	asked = nil
+	res, err = s.Get(context.Background(), GetRequest{Topic: "t", Offset: 0, MaxMsgs: 32, Filter: even,
+		TagCodes: []int64{message.TagsHashCode("A")}})
+	require.NoError(t, err)
+	require.Equal(t, []string{"0", "4", "8", "12", "16"}, bodies(t, res.Body))
+	require.Equal(t, []string{"0", "1", "4", "5", "8", "9", "12", "13", "16", "17"}, asked)
+	require.Equal(t, int64(20), res.NextOffset)
+
+	res, err = s.Get(context.Background(), GetRequest{Topic: "t", Offset: 3, MaxMsgs: 32,
+		Filter: func([]byte) bool { return false }})
+	require.NoError(t, err)
+	require.Equal(t, GetNoMatchedMessage, res.Status)
+	require.Empty(t, res.Body)
+	require.Equal(t, int64(20), res.NextOffset, "scanned entries are skipped")
+}
+
 func TestStore_GetLimits(t *testing.T) {
 	s := mustOpen(t, testConf(t.TempDir()), testOpts())
 	defer s.Close()
@@ -221,7 +262,7 @@ func TestStore_ArrivalListener(t *testing.T) {
 	s := mustOpen(t, testConf(t.TempDir()), testOpts())
 	defer s.Close()
 	var got atomic.Int64
-	s.Subscribe(func(topic string, qid int32, next int64) {
+	s.Subscribe(func(topic string, qid int32, next, _ int64, _ []byte) {
 		if topic == "t" && qid == 2 {
 			got.Store(next)
 		}

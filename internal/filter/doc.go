@@ -16,7 +16,7 @@
 //	unary      := "+" unary | "-" unary | NOT unary | primary
 //	primary    := literal | identifier | "(" expr ")"
 //
-// Keywords are case-insensitive. Literals: 'string' (” is a quote),
+// Keywords are case-insensitive. Literals: 'string' (a doubled quote is a quote),
 // decimal integers with an optional L suffix (int64), decimals with an
 // optional exponent (float64), TRUE, FALSE. NULL appears only in IS [NOT]
 // NULL. Identifiers are [a-zA-Z_$][a-zA-Z0-9_$]* and name message

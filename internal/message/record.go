@@ -236,6 +236,8 @@ type DispatchInfo struct {
 	UniqKey    []byte // UNIQ_KEY value; nil if absent
 	DelayLevel int32  // DELAY value; 0 if absent or not a decimal int32
 	RealTopic  []byte // REAL_TOPIC value; nil if absent
+	// Properties is the whole properties string (SQL92 filters read it).
+	Properties []byte
 }
 
 // ReadDispatchInfo reads the DispatchInfo of the record at the start of rec.
@@ -257,6 +259,7 @@ func ReadDispatchInfo(rec []byte) (DispatchInfo, error) {
 		StoreTimestamp: getI64(rec, s.f.storeTimestamp),
 	}
 	props := rec[s.props:s.end:s.end]
+	d.Properties = props
 	var tags, delay []byte
 	for i := 0; i < len(props); {
 		name, value, next, ok := nextProperty(props, i)

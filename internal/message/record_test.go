@@ -276,6 +276,7 @@ func TestReadDispatchInfo(t *testing.T) {
 		UniqKey:        []byte("U1"),
 		DelayLevel:     3,
 		RealTopic:      []byte("Orig"),
+		Properties:     []byte(m.Properties),
 	}, d)
 
 	for props, want := range map[string]DispatchInfo{
