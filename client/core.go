@@ -198,21 +198,51 @@ func (c *core) routeChanged(topic string) {
 	}
 }
 
-// routeLoop refreshes every cached route on a timer and on a kick.
+// routeLoop refreshes every cached route on a timer and on a kick, and
+// the routes of the topics consumers subscribe to on a faster timer.
 func (c *core) routeLoop() {
 	t := time.NewTicker(c.cfg.routeRefresh)
 	defer t.Stop()
+	sub := time.NewTicker(c.cfg.subRefresh)
+	defer sub.Stop()
 	for {
+		all := true
 		select {
 		case <-c.quit:
 			return
 		case <-t.C:
 		case <-c.routeKick:
+		case <-sub.C:
+			all = false
 		}
 		ctx, cancel := c.quitCtx()
-		c.routes.refreshAll(ctx)
+		if all {
+			c.routes.refreshAll(ctx)
+		} else {
+			for _, topic := range c.subscribedTopics() {
+				if c.routes.cached(topic) != nil {
+					_, _ = c.routes.refresh(ctx, topic)
+				}
+			}
+		}
 		cancel()
 	}
+}
+
+// subscribedTopics returns the topics this client's consumers subscribe
+// to, each once.
+func (c *core) subscribedTopics() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for _, m := range c.consumers {
+		for _, t := range m.topics() {
+			if !slices.Contains(out, t) {
+				out = append(out, t)
+			}
+		}
+	}
+	return out
 }
 
 // heartbeatLoop heartbeats every broker on a timer and on a kick.

@@ -69,6 +69,7 @@ type config struct {
 	callTimeout  time.Duration // route queries, heartbeats, offsets, admin
 	hbInterval   time.Duration
 	routeRefresh time.Duration
+	subRefresh   time.Duration // routes of the topics consumers subscribe to
 
 	// producer
 	group             string
@@ -122,6 +123,7 @@ func defaultConfig() *config {
 		callTimeout:        3 * time.Second,
 		hbInterval:         30 * time.Second,
 		routeRefresh:       30 * time.Second,
+		subRefresh:         time.Second,
 		sendTimeout:        3 * time.Second,
 		retries:            2,
 		compressOver:       4096,
@@ -165,7 +167,7 @@ func (c *config) validate() error {
 		}
 	}
 	switch {
-	case c.callTimeout <= 0, c.sendTimeout <= 0, c.hbInterval <= 0, c.routeRefresh <= 0:
+	case c.callTimeout <= 0, c.sendTimeout <= 0, c.hbInterval <= 0, c.routeRefresh <= 0, c.subRefresh <= 0:
 		return invalidOption("timeouts and intervals must be positive")
 	case c.retries < 0:
 		return invalidOption("retries %d is negative", c.retries)
@@ -214,14 +216,22 @@ func WithCallTimeout(d time.Duration) Option { return func(c *config) { c.callTi
 // (default 30 s).
 func WithHeartbeatInterval(d time.Duration) Option { return func(c *config) { c.hbInterval = d } }
 
-// WithRouteRefreshInterval sets how often routes are polled from the name
-// servers (default 30 s). Routes are also refreshed at once after a
-// connection error or a TOPIC_NOT_EXIST answer. A push consumer
-// rebalances as soon as a refresh finds a subscribed topic's queues or
-// brokers changed, so this interval bounds how long a new queue or broker
-// waits for its consumers.
+// WithRouteRefreshInterval sets how often every cached route is polled
+// from the name servers (default 30 s). Routes are also refreshed at once
+// after a connection error or a TOPIC_NOT_EXIST answer, and the topics
+// consumers subscribe to more often (WithSubscriptionRefreshInterval).
 func WithRouteRefreshInterval(d time.Duration) Option {
 	return func(c *config) { c.routeRefresh = d }
+}
+
+// WithSubscriptionRefreshInterval sets how often the routes of the topics
+// this client's consumers subscribe to are polled (default 1 s: one route
+// query per subscribed topic and second). A push consumer rebalances as
+// soon as a refresh finds a subscribed topic's queues or brokers changed,
+// so this interval bounds how long a new queue or broker group waits for
+// its consumers, and how long a gone one keeps them.
+func WithSubscriptionRefreshInterval(d time.Duration) Option {
+	return func(c *config) { c.subRefresh = d }
 }
 
 // WithGroup sets the producer group (default "DEFAULT_PRODUCER").

@@ -8,11 +8,13 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// routeChangeOpts are consumer options whose rebalance timer never fires
-// during a test: a rebalance it sees comes from a route change (or a
-// member joining or leaving, which these tests do not do once balanced).
+// routeChangeOpts are consumer options whose rebalance timer and full
+// route refresh never fire during a test: a rebalance it sees comes from
+// the default refresh of the subscribed topics' routes finding a change
+// (or a member joining or leaving, which these tests do not do once
+// balanced).
 func routeChangeOpts(name string) []Option {
-	return []Option{WithInstanceName(name), WithRebalanceInterval(time.Hour)}
+	return []Option{WithInstanceName(name), WithRebalanceInterval(time.Hour), WithRouteRefreshInterval(time.Hour)}
 }
 
 // TestPushConsumer_RebalanceOnQueuesAdded: a topic grown from 4 to 8
