@@ -129,7 +129,7 @@ func (f *pullFilter) props(p []byte) bool {
 	if e == nil {
 		return true
 	}
-	return e.Match(func(name string) ([]byte, bool) { return message.PropertyValueBytes(p, name) })
+	return e.MatchProperties(p)
 }
 
 // match is the long-poll hold's test of an arrived message.

@@ -49,6 +49,14 @@ func BenchmarkMatch(b *testing.B) {
 				}
 			}
 		})
+		b.Run(bc.name+"/properties", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if e.MatchProperties(benchProps) != want {
+					b.Fatal("wrong result")
+				}
+			}
+		})
 	}
 }
 

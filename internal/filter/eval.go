@@ -69,6 +69,58 @@ func (e *Expr) Match(lookup Lookup) bool {
 	return ok && v.k == kBool && v.b
 }
 
+// MatchProperties is Match over a stored message's properties string
+// (name\x01value pairs, each ended or joined by \x02: RocketMQ's encoding),
+// read in one pass that finds every property the expression uses (the
+// first pair of a name counts, as message.PropertyValue reads it).
+func (e *Expr) MatchProperties(props []byte) bool {
+	c := evalCtx{e: e}
+	n := min(len(e.names), cachedNames)
+	for i := range n {
+		c.seen[i] = 1 // missing unless found below
+	}
+	for q, left := props, n; len(q) > 0 && left > 0; {
+		pair := q
+		if i := bytes.IndexByte(q, 2); i >= 0 {
+			pair, q = q[:i], q[i+1:]
+		} else {
+			q = nil
+		}
+		k := bytes.IndexByte(pair, 1)
+		if k <= 0 {
+			continue
+		}
+		for i := range n {
+			if c.seen[i] == 1 && string(pair[:k]) == e.names[i] {
+				c.seen[i], c.vals[i] = 2, pair[k+1:]
+				left--
+				break
+			}
+		}
+	}
+	if len(e.names) > cachedNames {
+		c.lookup = func(name string) ([]byte, bool) { return lookupProperty(props, name) }
+	}
+	v, ok := c.eval(e.root)
+	return ok && v.k == kBool && v.b
+}
+
+// lookupProperty finds name in a properties string (see MatchProperties).
+func lookupProperty(props []byte, name string) ([]byte, bool) {
+	for q := props; len(q) > 0; {
+		pair := q
+		if i := bytes.IndexByte(q, 2); i >= 0 {
+			pair, q = q[:i], q[i+1:]
+		} else {
+			q = nil
+		}
+		if k := bytes.IndexByte(pair, 1); k > 0 && string(pair[:k]) == name {
+			return pair[k+1:], true
+		}
+	}
+	return nil, false
+}
+
 var (
 	vTrue  = value{k: kBool, b: true}
 	vFalse = value{k: kBool}

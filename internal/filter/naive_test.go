@@ -391,8 +391,12 @@ func genProps(r *rand.Rand) map[string]string {
 func checkAgainstNaive(t *testing.T, e *Expr, msgs []map[string]string) {
 	t.Helper()
 	for _, m := range msgs {
-		if got, want := e.Match(props(m)), naiveMatch(e, m); got != want {
+		want := naiveMatch(e, m)
+		if got := e.Match(props(m)); got != want {
 			t.Fatalf("%q over %q: Match %v, naive %v", e.String(), m, got, want)
+		}
+		if got := e.MatchProperties(encodeProps(m)); got != want {
+			t.Fatalf("%q over %q: MatchProperties %v, naive %v", e.String(), m, got, want)
 		}
 	}
 	p := printed(e)
@@ -460,4 +464,17 @@ func FuzzCompile(f *testing.F) {
 		}
 		checkAgainstNaive(t, e, msgs)
 	})
+}
+
+// encodeProps writes m as a stored properties string, in a random order of
+// pairs, with a decoy pair of another name first.
+func encodeProps(m map[string]string) []byte {
+	b := []byte("zz_decoy\x01x\x02")
+	for k, v := range m {
+		b = append(b, k...)
+		b = append(b, 1)
+		b = append(b, v...)
+		b = append(b, 2)
+	}
+	return b
 }
