@@ -19,7 +19,6 @@ import (
 	"github.com/sluicemq/sluice/client"
 	"github.com/sluicemq/sluice/conf"
 	"github.com/sluicemq/sluice/internal/testutil"
-	"github.com/sluicemq/sluice/nameserver"
 	"github.com/stretchr/testify/require"
 )
 
@@ -87,18 +86,7 @@ type diskFullRig struct {
 
 func newDiskFullRig(t *testing.T, policy string) *diskFullRig {
 	r := &diskFullRig{t: t, mnt: testutil.LoopFS(t, 48<<20), logs: &logLines{}}
-	nsCfg := conf.DefaultNameserver()
-	nsCfg.Listen = "127.0.0.1:0"
-	ns, err := nameserver.New(nsCfg, slog.New(slog.DiscardHandler))
-	require.NoError(t, err)
-	require.NoError(t, ns.Start())
-	t.Cleanup(func() { ns.Close() })
-
-	c := conf.DefaultBroker()
-	c.Listen = "127.0.0.1:0"
-	c.MetricsListen = "127.0.0.1:0"
-	c.NamesrvAddr = ns.Addr()
-	c.RegisterInterval = 200 * time.Millisecond
+	c := withNamesrv(t)
 	c.Store.Dir = filepath.Join(r.mnt, "store")
 	c.Store.SegmentSize = 1 << 20
 	c.Store.MaxMessageSize = 64 << 10
@@ -114,7 +102,8 @@ func newDiskFullRig(t *testing.T, policy string) *diskFullRig {
 	testutil.FillTo(t, filepath.Join(r.mnt, "filler"), 48<<20*30/100)
 	r.start()
 	r.cfg.Listen = r.b.Addr() // NB: a restart keeps the address the routes name
-	r.p, err = client.NewProducer(client.WithNameServers(ns.Addr()), client.WithLogger(slog.New(slog.DiscardHandler)),
+	var err error
+	r.p, err = client.NewProducer(client.WithNameServers(c.NamesrvAddr), client.WithLogger(slog.New(slog.DiscardHandler)),
 		client.WithGroup("pg"), client.WithRetries(0), client.WithSendTimeout(10*time.Second))
 	require.NoError(t, err)
 	require.NoError(t, r.p.Start())

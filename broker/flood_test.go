@@ -49,6 +49,24 @@ var floodPayloads = [][]byte{
 	append(binary.BigEndian.AppendUint32(nil, 200), 0, 0, 0, 150, '{'), // half a frame
 }
 
+// withNamesrv returns a broker configuration on free loopback ports, its
+// metrics endpoint included, that registers every 200 ms with a nameserver
+// of its own, started for the test.
+func withNamesrv(t *testing.T) conf.Broker {
+	nsCfg := conf.DefaultNameserver()
+	nsCfg.Listen = "127.0.0.1:0"
+	ns, err := nameserver.New(nsCfg, slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	require.NoError(t, ns.Start())
+	t.Cleanup(func() { ns.Close() })
+	c := conf.DefaultBroker()
+	c.Listen = "127.0.0.1:0"
+	c.MetricsListen = "127.0.0.1:0"
+	c.NamesrvAddr = ns.Addr()
+	c.RegisterInterval = 200 * time.Millisecond
+	return c
+}
+
 // resources are what a flood could leak.
 type resources struct {
 	goroutines int
@@ -101,18 +119,7 @@ func (h *countingHandler) WithGroup(string) slog.Handler      { return h }
 // connection; and goroutines, descriptors and heap return to what they
 // were before the flood.
 func TestFlood_GarbageAndHalfOpen(t *testing.T) {
-	nsCfg := conf.DefaultNameserver()
-	nsCfg.Listen = "127.0.0.1:0"
-	ns, err := nameserver.New(nsCfg, slog.New(slog.DiscardHandler))
-	require.NoError(t, err)
-	require.NoError(t, ns.Start())
-	t.Cleanup(func() { ns.Close() })
-
-	cfg := conf.DefaultBroker()
-	cfg.Listen = "127.0.0.1:0"
-	cfg.MetricsListen = "127.0.0.1:0"
-	cfg.NamesrvAddr = ns.Addr()
-	cfg.RegisterInterval = 200 * time.Millisecond
+	cfg := withNamesrv(t)
 	cfg.Store.Dir = t.TempDir()
 	cfg.Store.SegmentSize = 8 << 20
 	cfg.Store.ConsumeQueueEntries = 10_000
@@ -125,7 +132,7 @@ func TestFlood_GarbageAndHalfOpen(t *testing.T) {
 	t.Cleanup(func() { b.Close() })
 
 	quiet := client.WithLogger(slog.New(slog.DiscardHandler))
-	p, err := client.NewProducer(client.WithNameServers(ns.Addr()), quiet, client.WithGroup("flood-pg"),
+	p, err := client.NewProducer(client.WithNameServers(cfg.NamesrvAddr), quiet, client.WithGroup("flood-pg"),
 		client.WithRetries(0), client.WithSendTimeout(10*time.Second))
 	require.NoError(t, err)
 	require.NoError(t, p.Start())
@@ -142,7 +149,7 @@ func TestFlood_GarbageAndHalfOpen(t *testing.T) {
 		"the first send, once the broker is registered")
 
 	var got atomic.Int64
-	c, err := client.NewPushConsumer("flood-cg", client.WithNameServers(ns.Addr()), quiet,
+	c, err := client.NewPushConsumer("flood-cg", client.WithNameServers(cfg.NamesrvAddr), quiet,
 		client.WithConsumeFrom(client.ConsumeFromFirst), client.WithRouteRefreshInterval(200*time.Millisecond))
 	require.NoError(t, err)
 	require.NoError(t, c.Subscribe("flood", "*", func(_ context.Context, msgs []*client.Message) client.ConsumeResult {

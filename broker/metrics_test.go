@@ -2,17 +2,15 @@ package broker
 
 import (
 	"context"
-	"net/http"
 	"testing"
 	"time"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicemq/sluice/conf"
 	"github.com/sluicemq/sluice/internal/protocol"
 	"github.com/sluicemq/sluice/internal/remoting"
+	"github.com/sluicemq/sluice/internal/servermetrics"
 )
 
 // scrape reads a /metrics endpoint with the Prometheus text parser and
@@ -21,31 +19,9 @@ import (
 // there is none.
 func scrape(t *testing.T, addr string) func(name string, labels map[string]string) (float64, bool) {
 	t.Helper()
-	resp, err := http.Get("http://" + addr + "/metrics")
+	v, err := servermetrics.Scrape(addr)
 	require.NoError(t, err)
-	defer resp.Body.Close()
-	parser := expfmt.NewTextParser(model.LegacyValidation)
-	families, err := parser.TextToMetricFamilies(resp.Body)
-	require.NoError(t, err)
-	return func(name string, labels map[string]string) (float64, bool) {
-	next:
-		for _, m := range families[name].GetMetric() {
-			for _, lp := range m.GetLabel() {
-				if v, ok := labels[lp.GetName()]; ok && v != lp.GetValue() {
-					continue next
-				}
-			}
-			switch {
-			case m.GetCounter() != nil:
-				return m.GetCounter().GetValue(), true
-			case m.GetGauge() != nil:
-				return m.GetGauge().GetValue(), true
-			case m.GetHistogram() != nil:
-				return float64(m.GetHistogram().GetSampleCount()), true
-			}
-		}
-		return 0, false
-	}
+	return v.Lookup
 }
 
 // TestMetrics_Scrape: every series the README lists, with its value. A
