@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicemq/sluice/internal/filter"
 	"github.com/sluicemq/sluice/internal/message"
 	"github.com/sluicemq/sluice/internal/protocol"
 )
@@ -34,17 +35,59 @@ const (
 // consumer closes. A panic counts as ConsumeRetryLater.
 type Handler func(ctx context.Context, msgs []*Message) ConsumeResult
 
+// Expression types of a MessageSelector, as RocketMQ names them.
+const (
+	ExpressionTag   = "TAG"
+	ExpressionSQL92 = "SQL92"
+)
+
+// MessageSelector chooses the messages of a topic a consumer receives: by
+// tag (Tag) or by a SQL92 expression over the message's properties (SQL92).
+type MessageSelector struct {
+	Type       string // ExpressionTag or ExpressionSQL92
+	Expression string
+}
+
+// Tag selects messages by tag: "*" (or "") for all, or tags joined by "||".
+func Tag(expr string) MessageSelector { return MessageSelector{Type: ExpressionTag, Expression: expr} }
+
+// SQL92 selects messages whose properties (user properties and system ones
+// such as TAGS and KEYS) match expr, a RocketMQ SQL92 selector such as
+// "amount BETWEEN 50 AND 99 AND region IN ('eu','us')". A message lacking
+// a property the expression compares never matches. The broker filters
+// (it needs filter.property_enabled, on by default in Sluice); the
+// expression is checked when subscribing.
+func SQL92(expr string) MessageSelector {
+	return MessageSelector{Type: ExpressionSQL92, Expression: expr}
+}
+
 // subscription is one subscribed topic.
 type subscription struct {
 	topic   string
+	typ     string // ExpressionTag or ExpressionSQL92
 	expr    string
 	tags    []string // nil: every tag
 	handler Handler
 	version int64
 }
 
+// newSubscription checks sel and returns the subscription of topic with it.
+func newSubscription(topic string, sel MessageSelector, h Handler) (subscription, error) {
+	switch strings.ToUpper(sel.Type) {
+	case "", ExpressionTag:
+		return parseExpr(topic, sel.Expression, h), nil
+	case ExpressionSQL92:
+		expr := strings.TrimSpace(sel.Expression)
+		if _, err := filter.Compile(expr); err != nil {
+			return subscription{}, invalidOption("SQL92 selector of topic %s: %v", topic, err)
+		}
+		return subscription{topic: topic, typ: ExpressionSQL92, expr: expr, handler: h, version: time.Now().UnixNano()}, nil
+	}
+	return subscription{}, invalidOption("selector type %q of topic %s: TAG or SQL92", sel.Type, topic)
+}
+
 func parseExpr(topic, expr string, h Handler) subscription {
-	s := subscription{topic: topic, expr: strings.TrimSpace(expr), handler: h, version: time.Now().UnixNano()}
+	s := subscription{topic: topic, typ: ExpressionTag, expr: strings.TrimSpace(expr), handler: h, version: time.Now().UnixNano()}
 	if s.expr == "" {
 		s.expr = "*"
 	}
@@ -58,13 +101,15 @@ func parseExpr(topic, expr string, h Handler) subscription {
 	return s
 }
 
+// matches is the client's own check of a pulled message: its tag. SQL92
+// subscriptions are filtered by the broker only.
 func (s subscription) matches(m *Message) bool {
 	return s.tags == nil || slices.Contains(s.tags, m.Tags)
 }
 
 func (s subscription) data() protocol.SubscriptionData {
 	d := protocol.SubscriptionData{Topic: s.topic, SubString: s.expr, TagsSet: []string{}, CodeSet: []any{},
-		SubVersion: s.version, ExpressionType: "TAG"}
+		SubVersion: s.version, ExpressionType: s.typ}
 	for _, t := range s.tags {
 		d.TagsSet = append(d.TagsSet, t)
 		d.CodeSet = append(d.CodeSet, strconv.FormatInt(message.TagsHashCode(t), 10))
@@ -146,18 +191,29 @@ func (c *PushConsumer) ClientID() string { return c.core.id }
 // Subscribe registers handler for the messages of topic whose tag matches
 // expr: "*" (or "") for all, or tags joined by "||". Call it before Start.
 func (c *PushConsumer) Subscribe(topic, expr string, handler Handler) error {
+	return c.SubscribeSelector(topic, Tag(expr), handler)
+}
+
+// SubscribeSelector registers handler for the messages of topic sel
+// selects (Tag or SQL92). An expression that does not compile is
+// ErrInvalidOption. Call it before Start.
+func (c *PushConsumer) SubscribeSelector(topic string, sel MessageSelector, handler Handler) error {
 	if err := checkTopic(topic); err != nil {
 		return err
 	}
 	if handler == nil {
 		return invalidOption("nil handler for topic %s", topic)
 	}
+	s, err := newSubscription(topic, sel, handler)
+	if err != nil {
+		return err
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.state != stateNew {
 		return ErrStarted
 	}
-	c.subs[topic] = parseExpr(topic, expr, handler)
+	c.subs[topic] = s
 	return nil
 }
 

@@ -15,6 +15,15 @@
 //	err = c.Start()
 //	defer c.Close()
 //
+// SubscribeSelector takes a MessageSelector instead: Tag("new || paid") as
+// above, or SQL92("amount BETWEEN 50 AND 99 AND region IN ('eu','us')"),
+// a RocketMQ SQL92 expression over the message's properties that the
+// broker evaluates (a message lacking a compared property does not match).
+// The expression is compiled at Subscribe, so a bad one fails there. A SQL92
+// subscription goes in the heartbeat (expressionType SQL92, subString,
+// subVersion, no tags) and in every pull, so a member that comes back with
+// a new expression is filtered by it from its first pull.
+//
 // # Wire
 //
 // Requests use Sluice's msgpack header (serialize type 2) and bodies that are

@@ -75,8 +75,9 @@ func pull(ctx context.Context, c *core, r pullRequest) (PullResult, error) {
 	}
 	h := &protocol.PullMessageRequestHeader{ConsumerGroup: r.group, Topic: r.q.Topic, QueueID: int32(r.q.QueueID),
 		QueueOffset: r.offset, MaxMsgNums: int32(r.max), SysFlag: flag, CommitOffset: max(r.commit, 0),
-		SuspendTimeoutMillis: r.suspend.Milliseconds(), Subscription: r.sub.expr, ExpressionType: "TAG",
-		BrokerName: r.q.BrokerName}
+		SuspendTimeoutMillis: r.suspend.Milliseconds(), Subscription: r.sub.expr, SubVersion: r.sub.version,
+		ExpressionType: r.sub.typ,
+		BrokerName:     r.q.BrokerName}
 	pctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
 	resp, err := c.tr.call(pctx, addr, request{code: protocol.PullMessage, ext: protocol.Ext(h)},

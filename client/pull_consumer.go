@@ -47,7 +47,17 @@ func (c *PullConsumer) ClientID() string { return c.core.id }
 // by expr ("*" or tags joined by "||"); Pull on topic's queues then uses
 // expr. Call it before Start.
 func (c *PullConsumer) Subscribe(topic, expr string) error {
+	return c.SubscribeSelector(topic, Tag(expr))
+}
+
+// SubscribeSelector is Subscribe with a selector, Tag or SQL92. An
+// expression that does not compile is ErrInvalidOption.
+func (c *PullConsumer) SubscribeSelector(topic string, sel MessageSelector) error {
 	if err := checkTopic(topic); err != nil {
+		return err
+	}
+	s, err := newSubscription(topic, sel, nil)
+	if err != nil {
 		return err
 	}
 	c.mu.Lock()
@@ -55,7 +65,7 @@ func (c *PullConsumer) Subscribe(topic, expr string) error {
 	if c.state != stateNew {
 		return ErrStarted
 	}
-	c.subs[topic] = parseExpr(topic, expr, nil)
+	c.subs[topic] = s
 	return nil
 }
 
@@ -186,7 +196,25 @@ func (c *PullConsumer) Pull(ctx context.Context, q MessageQueue, offset int64, m
 	if err := c.check(); err != nil {
 		return PullResult{}, err
 	}
-	sub := c.subscription(q.Topic)
+	return c.pull(ctx, q, c.subscription(q.Topic), offset, maxMsgs)
+}
+
+// PullSelector is Pull filtered by sel instead of the subscription, for
+// reading a topic without subscribing to it (the group's registered
+// subscription is left alone). An expression that does not compile is
+// ErrInvalidOption.
+func (c *PullConsumer) PullSelector(ctx context.Context, q MessageQueue, sel MessageSelector, offset int64, maxMsgs int) (PullResult, error) {
+	if err := c.check(); err != nil {
+		return PullResult{}, err
+	}
+	sub, err := newSubscription(q.Topic, sel, nil)
+	if err != nil {
+		return PullResult{}, err
+	}
+	return c.pull(ctx, q, sub, offset, maxMsgs)
+}
+
+func (c *PullConsumer) pull(ctx context.Context, q MessageQueue, sub subscription, offset int64, maxMsgs int) (PullResult, error) {
 	return pull(ctx, c.core, pullRequest{group: c.group, q: q, offset: offset, max: max(maxMsgs, 1), sub: sub,
 		commit: -1, timeout: c.cfg.callTimeout})
 }
