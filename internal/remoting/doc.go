@@ -143,6 +143,7 @@
 // Locks: Conn.mu (pending calls, closed state) and Conn.wmu (the writer)
 // are never held together; neither is held while calling user code or
 // netpoll's Close. dispatcher.orderedMu guards the connections' queues of
-// ordered requests only (a leaf). Server.mu guards the connection table
-// and state only.
+// ordered requests only (a leaf). Server.mu guards the connection table,
+// the open connections per remote address and the state only; peerLog.mu
+// its windows only (lines are logged after it is released).
 package remoting
