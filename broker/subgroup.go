@@ -70,16 +70,16 @@ func (b *Broker) handleConsumerConnections(_ context.Context, w remoting.Respons
 	cc := protocol.ConsumerConnection{SubscriptionTable: map[string]protocol.SubscriptionData{},
 		ConsumeType: members[0].ConsumeType, MessageModel: members[0].MessageModel, ConsumeFromWhere: members[0].ConsumeFromWhere}
 	for _, m := range members {
-		subs := map[string]string{}
+		subs, types := map[string]string{}, map[string]string{}
 		for t, s := range m.Subs {
-			subs[t] = s.Expression
+			subs[t], types[t] = s.Expression, s.Type
 			if _, ok := cc.SubscriptionTable[t]; !ok {
 				cc.SubscriptionTable[t] = protocol.SubscriptionData{Topic: t, SubString: s.Expression, TagsSet: s.Tags,
-					SubVersion: s.SubVersion, ExpressionType: "TAG"}
+					SubVersion: s.SubVersion, ExpressionType: s.Type}
 			}
 		}
 		cc.ConnectionSet = append(cc.ConnectionSet, protocol.Connection{ClientID: m.ClientID, ClientAddr: m.Addr,
-			Language: m.Language, Version: m.Version, Subscriptions: subs})
+			Language: m.Language, Version: m.Version, Subscriptions: subs, ExpressionTypes: types})
 	}
 	b.replyBody(w, req, cc)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/sluicemq/sluice/client"
+	"github.com/sluicemq/sluice/internal/filter"
 	"github.com/spf13/cobra"
 )
 
@@ -19,18 +20,24 @@ type committed struct {
 }
 
 func consumeMessageCmd(a *app) *cobra.Command {
-	var topic, group, brokerName string
+	var topic, group, brokerName, sql string
 	var queueID, count int
 	var offset int64
 	cmd := &cobra.Command{
-		Use:   "consumeMessage -t TOPIC [-g GROUP] [-b BROKER_NAME [-i QUEUE_ID]] [-o OFFSET] [-c COUNT]",
+		Use:   "consumeMessage -t TOPIC [-g GROUP] [-b BROKER_NAME [-i QUEUE_ID]] [-o OFFSET] [-c COUNT] [--sql EXPR]",
 		Short: "Pull and print messages; with -g, start at the group's offsets and commit what was printed",
 		Long: `Pull and print up to COUNT messages of a topic, queue by queue.
 
 Without -g nothing is committed and every queue is read from its first message
 (or from -o). With -g the group's committed offsets are the starting points
 (queues without one start at their first message, -o overrides), and the
-offsets after the printed messages are committed for the group.`,
+offsets after the printed messages are committed for the group.
+
+With --sql only the messages whose properties match the SQL92 expression
+are printed (the broker filters, as for a consumer subscribed with
+MessageSelector SQL92; a message lacking a compared property does not
+match), e.g. --sql "amount BETWEEN 50 AND 99 AND region IN ('eu','us')".
+With -g the offsets committed are past the messages filtered away too.`,
 	}
 	f := cmd.Flags()
 	f.StringVarP(&topic, "topic", "t", "", "topic")
@@ -39,9 +46,17 @@ offsets after the printed messages are committed for the group.`,
 	f.IntVarP(&queueID, "queueId", "i", 0, "only this queue (with -b)")
 	f.Int64VarP(&offset, "offset", "o", 0, "start at this queue offset")
 	f.IntVarP(&count, "messageNumber", "c", 128, "print at most this many messages")
+	f.StringVar(&sql, "sql", "", "only messages whose properties match this SQL92 expression")
 	cmd.RunE = action(func(ctx context.Context, cmd *cobra.Command) error {
 		if err := required(cmd, "topic"); err != nil {
 			return err
+		}
+		sel := client.Tag("*")
+		if cmd.Flags().Changed("sql") {
+			if _, err := filter.Compile(sql); err != nil {
+				return usagef("--sql %q: %v", sql, err)
+			}
+			sel = client.SQL92(sql)
 		}
 		oneQueue := cmd.Flags().Changed("queueId")
 		if oneQueue && brokerName == "" {
@@ -75,7 +90,7 @@ offsets after the printed messages are committed for the group.`,
 				}
 				start = max(start, 0)
 			}
-			next, err := drain(ctx, pc, q, start, min(pullBatch, count-len(msgs)), func(m *client.Message) bool {
+			next, err := drain(ctx, pc, q, sel, start, min(pullBatch, count-len(msgs)), func(m *client.Message) bool {
 				msgs = append(msgs, m)
 				return len(msgs) >= count
 			})
@@ -150,7 +165,7 @@ func printMsgCmd(a *app) *cobra.Command {
 					return err
 				}
 			}
-			_, err := drain(ctx, pc, q, start, pullBatch, func(m *client.Message) bool {
+			_, err := drain(ctx, pc, q, client.Tag("*"), start, pullBatch, func(m *client.Message) bool {
 				if !et.IsZero() && m.StoreTimestamp.After(et) {
 					return true
 				}

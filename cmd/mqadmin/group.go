@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -183,8 +184,17 @@ type connView struct {
 	Language      string            `json:"language"`
 	Version       int32             `json:"version"`
 	Subscriptions map[string]string `json:"subscriptions"` // topic → expression
-	Brokers       []string          `json:"brokers"`       // names (or addresses) of the brokers it is registered with
-	addrs         []string          // addresses of those brokers
+	// ExpressionTypes is topic → TAG or SQL92 (TAG when the broker does
+	// not say, as Apache RocketMQ's).
+	ExpressionTypes map[string]string `json:"expressionTypes"`
+	Brokers         []string          `json:"brokers"` // names (or addresses) of the brokers it is registered with
+	addrs           []string          // addresses of those brokers
+}
+
+// subscriptionLabel is how a member subscribes to topic: its expression
+// type and quoted expression, TAG:"TagA" or SQL92:"a > 1".
+func (c connView) subscriptionLabel(topic string) string {
+	return c.ExpressionTypes[topic] + ":" + strconv.Quote(c.Subscriptions[topic])
 }
 
 // groupConns is what consumerConnection reports.
@@ -226,10 +236,13 @@ func (a *app) consumerConnections(ctx context.Context, group string) (groupConns
 			v := byID[c.ClientID]
 			if v == nil {
 				v = &connView{ClientID: c.ClientID, ClientAddr: c.ClientAddr, Language: c.Language, Version: c.Version,
-					Subscriptions: map[string]string{}}
+					Subscriptions: map[string]string{}, ExpressionTypes: map[string]string{}}
 				byID[c.ClientID] = v
 			}
 			maps.Copy(v.Subscriptions, c.Subscriptions)
+			for t := range c.Subscriptions {
+				v.ExpressionTypes[t] = cmp.Or(c.ExpressionTypes[t], "TAG")
+			}
 			v.Brokers = append(v.Brokers, brokerLabel(b))
 			v.addrs = append(v.addrs, b.Addr)
 		}
@@ -260,10 +273,9 @@ func subscriptionWarning(group string, conns []connView) string {
 	for _, t := range slices.Sorted(maps.Keys(topics)) {
 		byExpr := map[string][]string{}
 		for _, c := range conns {
-			e, ok := c.Subscriptions[t]
-			label := strconv.Quote(e)
-			if !ok {
-				label = "not subscribed"
+			label := "not subscribed"
+			if _, ok := c.Subscriptions[t]; ok {
+				label = c.subscriptionLabel(t)
 			}
 			byExpr[label] = append(byExpr[label], c.ClientID)
 		}
@@ -305,7 +317,7 @@ func consumerConnectionCmd(a *app) *cobra.Command {
 		for _, c := range gc.Connections {
 			var subs []string
 			for _, topic := range slices.Sorted(maps.Keys(c.Subscriptions)) {
-				subs = append(subs, topic+"="+strconv.Quote(c.Subscriptions[topic]))
+				subs = append(subs, topic+"="+c.subscriptionLabel(topic))
 			}
 			t.row(c.ClientID, c.ClientAddr, c.Language, protocol.VersionName(c.Version), strings.Join(subs, " "))
 		}

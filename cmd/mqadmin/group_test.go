@@ -112,10 +112,10 @@ func TestConsumerConnection_WarnsAboutDifferentSubscriptions(t *testing.T) {
 
 	out := c.ok(t, "consumerConnection", "-g", "cg")
 	r1 := findRow(t, out, "10.0.0.1@1")
-	require.Equal(t, []string{"GO", "V4_9_8", `%RETRY%cg="*"`, `orders="TagA"`}, r1[2:])
-	require.Equal(t, `orders="TagB"`, findRow(t, out, "10.0.0.2@2")[5])
+	require.Equal(t, []string{"GO", "V4_9_8", `%RETRY%cg=TAG:"*"`, `orders=TAG:"TagA"`}, r1[2:])
+	require.Equal(t, `orders=TAG:"TagB"`, findRow(t, out, "10.0.0.2@2")[5])
 	require.Contains(t, out, "MessageModel: CLUSTERING")
-	warning := `WARNING: members of group cg subscribe differently; topic orders: "TagA" (10.0.0.1@1) vs "TagB" (10.0.0.2@2).`
+	warning := `WARNING: members of group cg subscribe differently; topic orders: TAG:"TagA" (10.0.0.1@1) vs TAG:"TagB" (10.0.0.2@2).`
 	require.Contains(t, out, warning)
 	require.Equal(t, 1, strings.Count(out, "WARNING"), "the retry topic is subscribed alike")
 
@@ -139,6 +139,28 @@ func TestConsumerConnection_WarnsAboutDifferentSubscriptions(t *testing.T) {
 	require.NotContains(t, c.ok(t, "consumerConnection", "-g", "alike"), "WARNING")
 	c.okJSON(t, &gc, "consumerConnection", "-g", "alike")
 	require.True(t, gc.Consistent)
+
+	// Each member's expression type and expression; one expression as
+	// SQL92 and as a tag is two different subscriptions.
+	c.heartbeat(t, "10.0.0.5@5", "sql", map[string]string{"orders": "SQL92:region IN ('eu','us')"})
+	c.heartbeat(t, "10.0.0.6@6", "sql", map[string]string{"orders": "region"})
+	c.heartbeat(t, "10.0.0.7@7", "sql", map[string]string{"orders": "SQL92:region"})
+	out = c.ok(t, "consumerConnection", "-g", "sql")
+	require.Equal(t, []string{`orders=SQL92:"region`, "IN", `('eu','us')"`}, findRow(t, out, "10.0.0.5@5")[4:])
+	require.Equal(t, `orders=TAG:"region"`, findRow(t, out, "10.0.0.6@6")[4])
+	require.Contains(t, out, `topic orders: SQL92:"region IN ('eu','us')" (10.0.0.5@5) vs SQL92:"region" (10.0.0.7@7) vs TAG:"region" (10.0.0.6@6).`)
+	var sql struct {
+		Connections []struct {
+			Subscriptions   map[string]string `json:"subscriptions"`
+			ExpressionTypes map[string]string `json:"expressionTypes"`
+		} `json:"connections"`
+	}
+	c.okJSON(t, &sql, "consumerConnection", "-g", "sql")
+	require.Len(t, sql.Connections, 3)
+	for i, want := range [][2]string{{"SQL92", "region IN ('eu','us')"}, {"TAG", "region"}, {"SQL92", "region"}} {
+		got := sql.Connections[i]
+		require.Equal(t, want, [2]string{got.ExpressionTypes["orders"], got.Subscriptions["orders"]}, "member %d", i)
+	}
 
 	stderr := c.fails(t, exitError, "consumerConnection", "-g", "nobody")
 	require.Contains(t, stderr, "broker "+c.broker+" answered GET_CONSUMER_CONNECTION_LIST with CONSUMER_NOT_ONLINE")

@@ -123,8 +123,12 @@ func (c *cluster) heartbeat(t *testing.T, clientID, group string, subs map[strin
 	cd := protocol.ConsumerData{GroupName: group, ConsumeType: "CONSUME_PASSIVELY", MessageModel: "CLUSTERING",
 		ConsumeFromWhere: "CONSUME_FROM_FIRST_OFFSET"}
 	for topic, expr := range subs {
+		typ := "TAG"
+		if e, ok := strings.CutPrefix(expr, "SQL92:"); ok {
+			typ, expr = "SQL92", e
+		}
 		cd.SubscriptionDataSet = append(cd.SubscriptionDataSet, protocol.SubscriptionData{Topic: topic, SubString: expr,
-			ExpressionType: "TAG"})
+			ExpressionType: typ})
 	}
 	body, err := remoting.EncodeBody(remoting.SerializeJSON, protocol.HeartbeatData{ClientID: clientID,
 		ConsumerDataSet: []protocol.ConsumerData{cd}})

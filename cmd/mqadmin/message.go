@@ -243,10 +243,10 @@ func sendMessageCmd(a *app) *cobra.Command {
 // drain pulls q from off on and hands each message to fn until fn says
 // stop or the queue has nothing more. It returns the offset after the
 // last message fn took.
-func drain(ctx context.Context, pc *client.PullConsumer, q client.MessageQueue, off int64, batch int,
+func drain(ctx context.Context, pc *client.PullConsumer, q client.MessageQueue, sel client.MessageSelector, off int64, batch int,
 	fn func(*client.Message) (stop bool)) (int64, error) {
 	for {
-		res, err := pc.Pull(ctx, q, off, batch)
+		res, err := pc.PullSelector(ctx, q, sel, off, batch)
 		if err != nil {
 			return off, err
 		}

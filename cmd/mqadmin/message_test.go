@@ -245,3 +245,36 @@ func TestResendDLQ_PutsTheMessageIntoTheRetryTopic(t *testing.T) {
 	require.Contains(t, stderr, "group nogroup has no dead-letter topic %DLQ%nogroup")
 	require.Contains(t, stderr, "TOPIC_NOT_EXIST")
 }
+
+// TestConsumeMessage_SQL: --sql prints only the messages whose properties
+// match (a message lacking one does not), and with -g commits past the
+// ones filtered away; a bad expression is a bad command line.
+func TestConsumeMessage_SQL(t *testing.T) {
+	c := startCluster(t)
+	c.ok(t, "updateTopic", "-t", "cmsql", "-b", c.broker, "-r", "1", "-w", "1")
+	c.waitRoute(t, "cmsql")
+	for i, props := range []map[string]string{
+		{"amount": "60", "region": "eu"}, {"amount": "60"}, {"region": "us"}, {"amount": "10", "region": "us"},
+		{"amount": "99", "region": "us"}, {"amount": "x", "region": "eu"}, nil,
+	} {
+		c.send(t, "cmsql", 0, []byte("m"+strconv.Itoa(i)), props)
+	}
+	c.waitIndexed(t)
+	const expr = "amount BETWEEN 50 AND 99 AND region IN ('eu','us')"
+	var res struct {
+		Messages  []msgJSON `json:"messages"`
+		Committed []struct {
+			Offset int64 `json:"offset"`
+		} `json:"committed"`
+	}
+	c.okJSON(t, &res, "consumeMessage", "-t", "cmsql", "--sql", expr, "-g", "cgsql")
+	var got []string
+	for _, m := range res.Messages {
+		got = append(got, m.Body)
+	}
+	require.Equal(t, []string{"m0", "m4"}, got)
+	require.Equal(t, int64(7), res.Committed[0].Offset, "past the filtered tail")
+	require.Contains(t, c.ok(t, "consumeMessage", "-t", "cmsql", "--sql", "region = 'us'"), "3 message(s) from 1 queue(s)")
+	stderr := c.fails(t, exitUsage, "consumeMessage", "-t", "cmsql", "--sql", "amount >")
+	require.Contains(t, stderr, `--sql "amount >": filter: column 9`)
+}

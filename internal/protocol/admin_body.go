@@ -123,15 +123,16 @@ func (h *DeleteSubscriptionGroupRequestHeader) FromExt(ext map[string]string) er
 }
 
 // Connection is one client connection of a consumer group in
-// GET_CONSUMER_CONNECTION_LIST. Subscriptions (topic → expression) is a
-// Sluice addition so that an operator can see members that subscribe
-// differently.
+// GET_CONSUMER_CONNECTION_LIST. Subscriptions (topic → expression) and
+// ExpressionTypes (topic → TAG or SQL92) are Sluice additions so that an
+// operator can see members that subscribe differently.
 type Connection struct {
-	ClientID      string            `json:"clientId"`
-	ClientAddr    string            `json:"clientAddr"`
-	Language      string            `json:"language"`
-	Version       int32             `json:"version"`
-	Subscriptions map[string]string `json:"subscriptions,omitempty"`
+	ClientID        string            `json:"clientId"`
+	ClientAddr      string            `json:"clientAddr"`
+	Language        string            `json:"language"`
+	Version         int32             `json:"version"`
+	Subscriptions   map[string]string `json:"subscriptions,omitempty"`
+	ExpressionTypes map[string]string `json:"expressionTypes,omitempty"`
 }
 
 // ConsumerConnection is the body of GET_CONSUMER_CONNECTION_LIST (203).
