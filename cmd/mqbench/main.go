@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/client"
+	"github.com/sluicemq/sluice/internal/filter"
 )
 
 type options struct {
@@ -53,6 +54,7 @@ type options struct {
 	pullBatch int
 	senders   int
 	autoBatch int
+	sql       string
 }
 
 // Report is mqbench's result.
@@ -82,7 +84,7 @@ func main() {
 // it has written to stderr.
 func parseOptions(args []string, stderr io.Writer) (options, bool) {
 	if len(args) == 0 || (args[0] != "produce" && args[0] != "consume" && args[0] != "e2e") {
-		fmt.Fprintln(stderr, "usage: mqbench produce|consume|e2e [-n NAMESRV] [-t TOPIC] [--size N] [--producers N] [--consumers N] [--batch N] [--pull-batch N] [--duration D] [--rate N] [--sync] [--json] [--cpuprofile FILE]")
+		fmt.Fprintln(stderr, "usage: mqbench produce|consume|e2e [-n NAMESRV] [-t TOPIC] [--size N] [--producers N] [--consumers N] [--batch N] [--pull-batch N] [--duration D] [--rate N] [--sync] [--sql EXPR] [--json] [--cpuprofile FILE]")
 		return options{}, false
 	}
 	o := options{mode: args[0]}
@@ -103,6 +105,7 @@ func parseOptions(args []string, stderr io.Writer) (options, bool) {
 	fs.BoolVar(&o.sync, "sync", false, "one synchronous send at a time per producer instead of pipelined async sends")
 	fs.IntVar(&o.inflight, "inflight", 256, "messages in flight per producer (async sends, or --inflight/--batch batches)")
 	fs.IntVar(&o.autoBatch, "auto-batch", 0, "async sends: let the producer combine up to this many messages per queue into one batch request (client.WithAutoBatch); 0 = off")
+	fs.StringVar(&o.sql, "sql", "", "consume: subscribe with this SQL92 expression over message properties instead of the tag bench (client.SQL92)")
 	fs.BoolVar(&o.jsonOut, "json", false, "print the report as JSON")
 	fs.StringVar(&o.cpuprof, "cpuprofile", "", "write a CPU profile of mqbench itself to this file")
 	if err := fs.Parse(args[1:]); err != nil {
@@ -116,6 +119,16 @@ func parseOptions(args []string, stderr io.Writer) (options, bool) {
 	if o.size < 8 || o.producers < 1 || o.consumers < 1 || o.batch < 1 || o.duration <= 0 || o.rate < 0 || o.inflight < 1 || o.count < 0 || o.pullBatch < 1 || o.senders < 1 || o.autoBatch < 0 || o.autoBatch == 1 {
 		fmt.Fprintln(stderr, "mqbench: --size must be >= 8; --producers, --consumers, --batch, --inflight, --pull-batch, --senders >= 1; --auto-batch 0 or >= 2; --duration > 0; --rate >= 0")
 		return o, false
+	}
+	if set["sql"] {
+		if o.mode != "consume" {
+			fmt.Fprintln(stderr, "mqbench: --sql is for consume (e2e consumes the tags bench and probe)")
+			return o, false
+		}
+		if _, err := filter.Compile(o.sql); err != nil {
+			fmt.Fprintf(stderr, "mqbench: --sql %q: %v\n", o.sql, err)
+			return o, false
+		}
 	}
 	return o, true
 }
@@ -492,11 +505,14 @@ func consume(ctx context.Context, o options, i int, c *counters, fail func(error
 		client.WithInstanceName(fmt.Sprintf("mqbench-c%d-%d", os.Getpid(), i)), client.WithConsumeFrom(from),
 		client.WithConsumeBatchSize(32), client.WithPullBatchSize(o.pullBatch))
 	if err == nil {
-		tags := "bench"
-		if o.mode == "e2e" {
-			tags = "bench || probe"
+		sel := client.Tag("bench")
+		switch {
+		case o.sql != "":
+			sel = client.SQL92(o.sql)
+		case o.mode == "e2e":
+			sel = client.Tag("bench || probe")
 		}
-		err = cons.Subscribe(o.topic, tags, func(_ context.Context, msgs []*client.Message) client.ConsumeResult {
+		err = cons.SubscribeSelector(o.topic, sel, func(_ context.Context, msgs []*client.Message) client.ConsumeResult {
 			now := time.Now()
 			n := 0
 			for _, m := range msgs {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/broker"
+	"github.com/sluicemq/sluice/client"
 	"github.com/sluicemq/sluice/conf"
 	"github.com/sluicemq/sluice/nameserver"
 	"github.com/stretchr/testify/require"
@@ -125,4 +126,35 @@ func TestProbe(t *testing.T) {
 	require.Zero(t, c.msgs.Load(), "probes are not counted as messages")
 	cancel()
 	<-done
+}
+
+// TestConsume_SQL: consume --sql counts only the messages whose properties
+// match (messages lacking the property do not): asked for one more than
+// match, it runs to its --duration with exactly the matching ones.
+func TestConsume_SQL(t *testing.T) {
+	ns := startCluster(t)
+	p, err := client.NewProducer(client.WithNameServers(ns), client.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	require.NoError(t, err)
+	require.NoError(t, p.Start())
+	defer p.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for i := range 60 {
+		m := &client.Message{Topic: "sqlbench", Body: make([]byte, 16), Tags: "bench",
+			Properties: map[string]string{"n": strconv.Itoa(i)}}
+		if i%3 == 2 {
+			m.Properties = nil
+		}
+		_, err := p.Send(ctx, m)
+		require.NoError(t, err)
+	}
+	// n < 30 and present: 0, 1, 3, 4, ..., 27, 28: 20 messages.
+	c := runJSON(t, "consume", "-n", ns, "-t", "sqlbench", "-g", "gsql", "--sql", "n < 30", "--count", "21", "--duration", "8s", "--json")
+	require.Equal(t, int64(20), c.Messages)
+
+	var out, errb strings.Builder
+	require.Equal(t, 2, run([]string{"consume", "--sql", "n <"}, &out, &errb))
+	require.Contains(t, errb.String(), `mqbench: --sql "n <": filter: column 4`)
+	require.Equal(t, 2, run([]string{"e2e", "--sql", "n < 30"}, &out, &errb))
+	require.Contains(t, errb.String(), "--sql is for consume")
 }
