@@ -7,6 +7,7 @@ import (
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/sluicemq/sluice/internal/protocol"
 )
@@ -107,6 +108,7 @@ func (w *responseWriter) write(resp *Command, mode flushMode) error {
 // way each is served.
 type dispatcher struct {
 	log      *slog.Logger
+	peers    *peerLog // a Server's: rate-limits the busy lines; nil logs each
 	handlers map[int16]Handler
 	inline   map[int16]InlineHandler
 	fallback Handler // nil: REQUEST_CODE_NOT_SUPPORTED
@@ -123,6 +125,16 @@ type dispatcher struct {
 func newDispatcher(log *slog.Logger, maxInflight int) dispatcher {
 	return dispatcher{log: log, handlers: make(map[int16]Handler), inline: make(map[int16]InlineHandler),
 		sem: make(chan struct{}, maxInflight), ordered: make(map[*Conn][]*Command)}
+}
+
+// warnPeer logs a line c's peer can trigger: on a Server once per remote
+// IP and reason a minute (peerLog), on a Client every time.
+func (d *dispatcher) warnPeer(c *Conn, reason, msg string, attrs ...any) {
+	if d.peers == nil {
+		d.log.Warn(msg, attrs...)
+		return
+	}
+	d.peers.event(time.Now(), slog.LevelWarn, c.remoteAP.Addr(), reason, msg, attrs...)
 }
 
 func (d *dispatcher) dispatch(c *Conn, req *Command) {
@@ -144,7 +156,7 @@ func (d *dispatcher) dispatch(c *Conn, req *Command) {
 	select {
 	case d.sem <- struct{}{}:
 	default:
-		d.log.Warn("remoting: too many requests in flight; answering SYSTEM_BUSY",
+		d.warnPeer(c, ReasonBusy, "remoting: too many requests in flight; answering SYSTEM_BUSY",
 			"remote", addrString(c.remote), "conn", c.id, "code", req.Code, "limit", cap(d.sem))
 		d.reject(c, req, protocol.SystemBusy,
 			fmt.Sprintf("remoting: %d requests in flight, the limit; retry later", cap(d.sem)))
@@ -184,7 +196,7 @@ func (d *dispatcher) queueOrdered(c *Conn, req *Command) bool {
 	}
 	d.orderedMu.Unlock()
 	if full {
-		d.log.Warn("remoting: too many ordered requests waiting on one connection; answering SYSTEM_BUSY",
+		d.warnPeer(c, ReasonOrderedBusy, "remoting: too many ordered requests waiting on one connection; answering SYSTEM_BUSY",
 			"remote", addrString(c.remote), "conn", c.id, "code", req.Code, "limit", cap(d.sem))
 		d.reject(c, req, protocol.SystemBusy,
 			fmt.Sprintf("remoting: %d requests of this connection wait to be served in order, the limit; retry later", cap(d.sem)))

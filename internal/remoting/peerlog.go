@@ -18,6 +18,8 @@ const (
 	ReasonFrameTimeout  = "frame_timeout"          // a started frame not completed within FrameTimeout
 	ReasonTooManyConns  = "too_many_connections"   // over MaxConnsPerAddr
 	ReasonIdle          = "idle"                   // no frame for IdleTimeout
+	ReasonBusy          = "busy"                   // a request over MaxInflight (answered SYSTEM_BUSY)
+	ReasonOrderedBusy   = "ordered_busy"           // an ordered request over its connection's queue
 )
 
 // BadFrameReasons lists the reasons ServerStats.BadFrames counts, in a
@@ -33,7 +35,7 @@ const (
 )
 
 // peerLog rate-limits the log lines a peer can trigger (bad frames, frame
-// timeouts, refused and idle connections): the first event of a remote IP
+// timeouts, refused and idle connections, SYSTEM_BUSY answers): the first event of a remote IP
 // and reason is logged, later ones within peerLogEvery are counted, and the
 // count is logged when the window ends (flush, from the server's
 // housekeeping loop). 14,000 garbage connections from one address log two

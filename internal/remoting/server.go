@@ -155,6 +155,7 @@ func NewServer(addr string, opts ServerOptions) *Server {
 		quit:   make(chan struct{}),
 		served: make(chan struct{}),
 	}
+	s.d.peers = s.peers
 	s.baseCtx, s.cancelBase = context.WithCancel(context.Background())
 	return s
 }

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -375,7 +376,8 @@ func TestServer_Timeout(t *testing.T) {
 func TestServer_Busy(t *testing.T) {
 	release := make(chan struct{})
 	started := make(chan struct{}, 1)
-	s := startServer(t, ServerOptions{MaxInflight: 1}, map[int16]Handler{
+	var logs logBuffer
+	s := startServer(t, ServerOptions{MaxInflight: 1, Logger: newLogger(&logs)}, map[int16]Handler{
 		1004: func(ctx context.Context, w ResponseWriter, req *Command) {
 			started <- struct{}{}
 			<-release
@@ -391,6 +393,13 @@ func TestServer_Busy(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, protocol.SystemBusy, resp.Code)
 	require.Contains(t, resp.Remark, "1 requests in flight")
+	// NB: one line per remote address a minute, however many are refused.
+	for range 5 {
+		resp, err = c.Invoke(ctxTimeout(t, 5*time.Second), addr, NewRequest(1004, nil, nil))
+		require.NoError(t, err)
+		require.EqualValues(t, protocol.SystemBusy, resp.Code)
+	}
+	require.Equal(t, 1, strings.Count(logs.String(), "too many requests in flight"), logs.String())
 	close(release)
 	require.NoError(t, <-first)
 }
