@@ -36,7 +36,7 @@
 // hold MaxConnsPerAddr connections (1000), later ones are closed at
 // accept; a connection that sends no frame for IdleTimeout is closed. The
 // log lines a peer triggers (bad frames, frame timeouts, refused and idle
-// connections) are limited to one per remote IP and reason a minute
+// connections, SYSTEM_BUSY answers) are limited to one per remote IP and reason a minute
 // (peerLog), the held-back lines counted in one more line when the minute
 // ends; Server.Stats has the totals for metrics.
 //
