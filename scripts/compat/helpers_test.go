@@ -71,14 +71,20 @@ func consumerOptions(group, instance string, opts ...consumer.Option) []consumer
 	}, opts...)
 }
 
-// startPushConsumer subscribes to topic with selector, delivering to in
-// under the consumer name who, and starts consuming. The returned stop
-// shuts it down (also done at cleanup).
+// startPushConsumer subscribes to topic with a tag expression, delivering
+// to in under the consumer name who, and starts consuming. The returned
+// stop shuts it down (also done at cleanup).
 func startPushConsumer(t *testing.T, topic, expression string, in *inbox, who string, opts []consumer.Option) (c rocketmq.PushConsumer, stop func()) {
+	t.Helper()
+	return startSelectorConsumer(t, topic, consumer.MessageSelector{Type: consumer.TAG, Expression: expression}, in, who, opts)
+}
+
+// startSelectorConsumer is startPushConsumer with any selector.
+func startSelectorConsumer(t *testing.T, topic string, sel consumer.MessageSelector, in *inbox, who string, opts []consumer.Option) (c rocketmq.PushConsumer, stop func()) {
 	t.Helper()
 	c, err := rocketmq.NewPushConsumer(opts...)
 	require.NoError(t, err)
-	require.NoError(t, c.Subscribe(topic, consumer.MessageSelector{Type: consumer.TAG, Expression: expression}, in.handler(who)))
+	require.NoError(t, c.Subscribe(topic, sel, in.handler(who)))
 	require.NoError(t, c.Start())
 	var once sync.Once
 	stop = func() { once.Do(func() { require.NoError(t, c.Shutdown()) }) }
