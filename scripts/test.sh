@@ -19,7 +19,7 @@ fi
 echo "== go mod tidy"
 # Every module's go.mod and go.sum say exactly what its code needs: the
 # main module only what the broker, the client and the tools import.
-for mod in . scripts/compat scripts/peakshave; do
+for mod in . scripts/compat scripts/peakshave scripts/soak; do
 	(cd "$mod" && go mod tidy -diff) || { echo "go mod tidy would change $mod (run it there)"; exit 1; }
 done
 
@@ -40,6 +40,11 @@ echo "== compat: official RocketMQ Go client against mqnamesrv + mqbroker"
 # that its chart library stays out of the main module's dependencies.
 echo "== peakshave: the peak-shaving demo at a small scale"
 (cd scripts/peakshave && go vet ./... && go test -race -count=1 -timeout 5m ./...)
+
+# The soak runner (scripts/soak.sh drives it; not run here) is a module of
+# its own as well: its vet and unit tests run, not a soak.
+echo "== soak: the soak runner's unit tests"
+(cd scripts/soak && go vet ./... && go test -race -count=1 -timeout 5m ./...)
 
 echo "== fuzz smoke (${FUZZTIME:=5s} per target)"
 fuzzlog=$(mktemp)
