@@ -71,8 +71,12 @@ type subscription struct {
 	version int64
 }
 
-// newSubscription checks sel and returns the subscription of topic with it.
+// newSubscription checks topic and sel and returns the subscription of
+// topic with sel.
 func newSubscription(topic string, sel MessageSelector, h Handler) (subscription, error) {
+	if err := checkTopic(topic); err != nil {
+		return subscription{}, err
+	}
 	switch strings.ToUpper(sel.Type) {
 	case "", ExpressionTag:
 		return parseExpr(topic, sel.Expression, h), nil
@@ -84,6 +88,18 @@ func newSubscription(topic string, sel MessageSelector, h Handler) (subscription
 		return subscription{topic: topic, typ: ExpressionSQL92, expr: expr, handler: h, version: time.Now().UnixNano()}, nil
 	}
 	return subscription{}, invalidOption("selector type %q of topic %s: TAG or SQL92", sel.Type, topic)
+}
+
+// addSubscription adds s to the subscriptions of a consumer that is not
+// started yet; mu guards state and subs.
+func addSubscription(mu *sync.Mutex, state *clientState, subs map[string]subscription, s subscription) error {
+	mu.Lock()
+	defer mu.Unlock()
+	if *state != stateNew {
+		return ErrStarted
+	}
+	subs[s.topic] = s
+	return nil
 }
 
 func parseExpr(topic, expr string, h Handler) subscription {
@@ -198,9 +214,6 @@ func (c *PushConsumer) Subscribe(topic, expr string, handler Handler) error {
 // selects (Tag or SQL92). An expression that does not compile is
 // ErrInvalidOption. Call it before Start.
 func (c *PushConsumer) SubscribeSelector(topic string, sel MessageSelector, handler Handler) error {
-	if err := checkTopic(topic); err != nil {
-		return err
-	}
 	if handler == nil {
 		return invalidOption("nil handler for topic %s", topic)
 	}
@@ -208,13 +221,7 @@ func (c *PushConsumer) SubscribeSelector(topic string, sel MessageSelector, hand
 	if err != nil {
 		return err
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.state != stateNew {
-		return ErrStarted
-	}
-	c.subs[topic] = s
-	return nil
+	return addSubscription(&c.mu, &c.state, c.subs, s)
 }
 
 // Start registers the consumer with the brokers and starts consuming. Topics

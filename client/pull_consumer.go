@@ -53,20 +53,11 @@ func (c *PullConsumer) Subscribe(topic, expr string) error {
 // SubscribeSelector is Subscribe with a selector, Tag or SQL92. An
 // expression that does not compile is ErrInvalidOption.
 func (c *PullConsumer) SubscribeSelector(topic string, sel MessageSelector) error {
-	if err := checkTopic(topic); err != nil {
-		return err
-	}
 	s, err := newSubscription(topic, sel, nil)
 	if err != nil {
 		return err
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.state != stateNew {
-		return ErrStarted
-	}
-	c.subs[topic] = s
-	return nil
+	return addSubscription(&c.mu, &c.state, c.subs, s)
 }
 
 // Start fetches the routes of subscribed topics, registers with their
