@@ -7,6 +7,7 @@
 #
 #   scripts/bench-ab.sh BASE [HEAD]     # git revisions; HEAD defaults to the work tree
 #   N=50000 DURABLE_N=5000 ROUNDS=3 scripts/bench-ab.sh e426daf
+#   ROWS="durable" scripts/bench-ab.sh e426daf HEAD   # some rows only
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,6 +17,7 @@ N=${N:-200000}
 DURABLE_N=${DURABLE_N:-20000}
 SENDERS=${SENDERS:-128}
 ROUNDS=${ROUNDS:-3}
+ROWS=${ROWS:-async1k async128 batch32 durable durable-shared}
 
 work=$(mktemp -d /tmp/sluice-ab.XXXXXX)
 cleanup() {
@@ -72,36 +74,49 @@ stop() {
 
 rate() { python3 -c 'import json,sys; print(round(json.load(sys.stdin)["msgs_per_sec"]))'; }
 
-# run SIDE ROW: one run of a row on a fresh broker of SIDE; prints msgs/s.
+# cpu PID: the process's user+system CPU time so far, in clock ticks.
+cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+
+# run SIDE ROW: one run of a row on a fresh broker of SIDE; prints msgs/s
+# and the broker's CPU time per message in microseconds (user + system:
+# less sensitive than throughput to what else the machine runs).
 run() {
-	local side=$1 row=$2 flush=async args
+	local side=$1 row=$2 flush=async args n=$N pid c0 r
 	case $row in
 	async1k) args=(--size 1024 --inflight 256 --count "$N") ;;
 	async128) args=(--size 128 --inflight 256 --count "$N") ;;
 	batch32) args=(--size 1024 --batch 32 --inflight 256 --count "$N") ;;
-	durable) flush=sync args=(--size 1024 --sync --producers "$SENDERS" --count "$DURABLE_N") ;;
-	durable-shared) flush=sync args=(--size 1024 --sync --senders "$SENDERS" --count "$DURABLE_N") ;;
+	durable) flush=sync n=$DURABLE_N args=(--size 1024 --sync --producers "$SENDERS" --count "$DURABLE_N") ;;
+	durable-shared) flush=sync n=$DURABLE_N args=(--size 1024 --sync --senders "$SENDERS" --count "$DURABLE_N") ;;
 	esac
 	read -r dir ns < <(start "$side" "$flush")
-	"$work/$side/mqbench" produce -n "$ns" -t "ab-$row" "${args[@]}" --json 2>/dev/null | rate
+	pid=$(cat "$dir/pid")
+	c0=$(cpu "$pid")
+	r=$("$work/$side/mqbench" produce -n "$ns" -t "ab-$row" "${args[@]}" --json 2>/dev/null | rate)
+	r="$r $(python3 -c "print(round(($(cpu "$pid") - $c0) / $(getconf CLK_TCK) / $n * 1e6, 1))")"
 	stop "$dir"
 	sync
+	echo "$r"
 }
 
-printf '%-16s %s\n' row "a (msgs/s) | b (msgs/s) | b/a, per round"
-for row in async1k async128 batch32 durable durable-shared; do
+printf '%-16s %s\n' row "per round: a msgs/s (broker CPU us/msg) | b msgs/s (CPU) | b/a throughput"
+for row in $ROWS; do
 	line=""
 	for r in $(seq "$ROUNDS"); do
 		# NB: who goes first alternates, so neither side always runs right
 		# after the other's writes.
+		# NB: $(run ...), not <(run ...): the next run starts only once
+		# this one's broker has stopped and its writes are synced.
 		if [ $((r % 2)) = 1 ]; then
-			a=$(run a "$row")
-			b=$(run b "$row")
+			ra=$(run a "$row")
+			rb=$(run b "$row")
 		else
-			b=$(run b "$row")
-			a=$(run a "$row")
+			rb=$(run b "$row")
+			ra=$(run a "$row")
 		fi
-		line+=$(python3 -c "print(f' {$a} | {$b} | {$b/$a:.2f};')")
+		read -r a ac <<<"$ra"
+		read -r b bc <<<"$rb"
+		line+=$(python3 -c "print(f' {$a} ({$ac}) | {$b} ({$bc}) | {$b/$a:.2f};')")
 	done
 	printf '%-16s%s\n' "$row" "$line"
 done
