@@ -63,8 +63,17 @@ func decodeJSONHeader(src []byte, h *Header) error {
 	if !d.consume('{') {
 		return badHeader("JSON header is not an object")
 	}
-	if err := d.members(func(key []byte) error { return d.field(key, h) }); err != nil {
-		return err
+	for first := true; ; first = false {
+		key, done, err := d.nextMember(first)
+		if err != nil {
+			return err
+		}
+		if done {
+			break
+		}
+		if err := d.field(key, h); err != nil {
+			return err
+		}
 	}
 	d.ws()
 	if d.i != len(d.b) {
@@ -120,6 +129,34 @@ func (d *jsonDecoder) items(end byte, item func() error) error {
 		}
 		return d.errorf("expected ',' or '" + string(end) + "'")
 	}
+}
+
+// nextMember reads up to the value of the next member of an object whose
+// '{' is consumed (first: none read yet) and returns its key; done at the
+// closing '}'. The hot objects (the header, extFields) are read with it:
+// a loop, where members' callbacks cost a tenth of the decode.
+func (d *jsonDecoder) nextMember(first bool) (key []byte, done bool, err error) {
+	d.ws()
+	switch {
+	case first && d.consume('}'):
+		return nil, true, nil
+	case first:
+	case d.consume(','):
+		d.ws()
+	case d.consume('}'):
+		return nil, true, nil
+	default:
+		return nil, false, d.errorf("expected ',' or '}'")
+	}
+	if key, err = d.key(); err != nil {
+		return nil, false, err
+	}
+	d.ws()
+	if !d.consume(':') {
+		return nil, false, d.errorf("expected ':'")
+	}
+	d.ws()
+	return key, false, nil
 }
 
 // members reads the members of an object whose '{' is consumed: value
@@ -276,22 +313,25 @@ func (d *jsonDecoder) extFields() (map[string]string, error) {
 	var stack [24]extEntry
 	entries := stack[:0]
 	nulls := 0
-	err := d.members(func(key []byte) error {
+	for first := true; ; first = false {
+		key, done, err := d.nextMember(first)
+		if err != nil {
+			return nil, err
+		}
+		if done {
+			break
+		}
 		v, ok, err := d.text()
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if len(entries) == MaxExtFields {
-			return badHeader("more than %d extFields", MaxExtFields)
+			return nil, badHeader("more than %d extFields", MaxExtFields)
 		}
 		if !ok {
 			nulls++
 		}
 		entries = append(entries, extEntry{string(key), v, ok})
-		return nil
-	})
-	if err != nil {
-		return nil, err
 	}
 	if nulls == len(entries) {
 		return nil, nil
