@@ -205,6 +205,13 @@ func (c *Client) dial(ctx context.Context, addr string, e *dialEntry) {
 		}
 	}
 	nc, err := netpoll.DialConnection("tcp", addr, timeout)
+	if errors.Is(err, netpoll.ErrConnClosed) {
+		// NB: a hang-up while connecting (see refusedError). netpoll also
+		// reports it, now and then, for a connect that a listening peer
+		// accepted (under load, with descriptors reused quickly: "operator
+		// has critical problem"), so it dials once more before it fails.
+		nc, err = netpoll.DialConnection("tcp", addr, timeout)
+	}
 	if err != nil {
 		if errors.Is(err, netpoll.ErrDialTimeout) {
 			err = fmt.Errorf("%w: %w", ErrTimeout, err)

@@ -645,8 +645,17 @@ func TestClient_ClosePendingAndAfter(t *testing.T) {
 	}()
 	async := make(chan error, 1)
 	c.Invoke(context.Background(), addr, NewRequest(1009, nil, nil), Async(func(_ *Command, err error) { async <- err }))
-	<-entered
-	<-entered
+	for range 2 {
+		select {
+		case <-entered:
+		case err := <-sync:
+			t.Fatalf("the call ended before its handler ran: %v", err)
+		case err := <-async:
+			t.Fatalf("the async call ended before its handler ran: %v", err)
+		case <-time.After(10 * time.Second):
+			t.Fatal("the handler was not reached")
+		}
+	}
 	require.NoError(t, c.Close())
 	require.ErrorIs(t, <-sync, ErrClosed)
 	require.ErrorIs(t, <-async, ErrClosed)
