@@ -18,13 +18,11 @@ type durableWaiter struct {
 // durableTick bounds how late a FLUSH_DISK_TIMEOUT answer can be.
 const durableTick = 10 * time.Millisecond
 
-// waitFor hands puts to the notifier, which answers each once it is on
-// disk (PutFlushDiskTimeout after the sync flush timeout; Close answers
-// what its final sync covered): no goroutine waits per put.
-func (s *Store) waitFor(ws []durableWaiter) {
-	s.waitMu.Lock()
-	s.waiters = append(s.waiters, ws...)
-	s.waitMu.Unlock()
+// kickWaiters wakes the flusher and the notifier for the waiters answer
+// added: each is answered once on disk (PutFlushDiskTimeout after the sync
+// flush timeout; Close answers what its final sync covered), and no
+// goroutine waits per put.
+func (s *Store) kickWaiters() {
 	s.log.Kick()
 	select {
 	case s.waitKick <- struct{}{}:

@@ -243,24 +243,26 @@ func (s *Store) giveBack(reqs []PutRequest, res []PutResult) {
 // answer calls each request's Done: at once, or once on disk (sync flush
 // mode, stored, not NoWait).
 func (s *Store) answer(reqs []PutRequest, res []PutResult) {
-	var later []durableWaiter
+	waiting := false
 	if s.cfg.SyncFlush() {
 		durable, deadline := s.log.Durable(), time.Now().Add(s.cfg.SyncFlushTimeout)
+		s.waitMu.Lock()
 		for i := range reqs {
 			end := commitlog.Offset(res[i].Pos + int64(res[i].Size))
 			if res[i].Status == PutOK && !reqs[i].NoWait && end > durable {
-				later = append(later, durableWaiter{end: end, deadline: deadline, res: res[i], done: reqs[i].Done})
-				reqs[i].Done = nil
+				s.waiters = append(s.waiters, durableWaiter{end: end, deadline: deadline, res: res[i], done: reqs[i].Done})
+				reqs[i].Done, waiting = nil, true
 			}
 		}
+		s.waitMu.Unlock()
 	}
 	for i := range reqs {
 		if reqs[i].Done != nil {
 			reqs[i].Done(res[i])
 		}
 	}
-	if len(later) > 0 {
-		s.waitFor(later)
+	if waiting {
+		s.kickWaiters()
 	}
 }
 

@@ -80,19 +80,14 @@ func (e *Expr) MatchProperties(props []byte) bool {
 		c.seen[i] = 1 // missing unless found below
 	}
 	for q, left := props, n; len(q) > 0 && left > 0; {
-		pair := q
-		if i := bytes.IndexByte(q, 2); i >= 0 {
-			pair, q = q[:i], q[i+1:]
-		} else {
-			q = nil
-		}
-		k := bytes.IndexByte(pair, 1)
-		if k <= 0 {
+		var name, val []byte
+		name, val, q = nextPair(q)
+		if name == nil {
 			continue
 		}
 		for i := range n {
-			if c.seen[i] == 1 && string(pair[:k]) == e.names[i] {
-				c.seen[i], c.vals[i] = 2, pair[k+1:]
+			if c.seen[i] == 1 && string(name) == e.names[i] {
+				c.seen[i], c.vals[i] = 2, val
 				left--
 				break
 			}
@@ -108,17 +103,25 @@ func (e *Expr) MatchProperties(props []byte) bool {
 // lookupProperty finds name in a properties string (see MatchProperties).
 func lookupProperty(props []byte, name string) ([]byte, bool) {
 	for q := props; len(q) > 0; {
-		pair := q
-		if i := bytes.IndexByte(q, 2); i >= 0 {
-			pair, q = q[:i], q[i+1:]
-		} else {
-			q = nil
-		}
-		if k := bytes.IndexByte(pair, 1); k > 0 && string(pair[:k]) == name {
-			return pair[k+1:], true
+		var n, v []byte
+		if n, v, q = nextPair(q); n != nil && string(n) == name {
+			return v, true
 		}
 	}
 	return nil, false
+}
+
+// nextPair splits the first name\x01value pair off a properties string
+// and returns the rest; name is nil for a pair without a name.
+func nextPair(q []byte) (name, value, rest []byte) {
+	pair := q
+	if i := bytes.IndexByte(q, 2); i >= 0 {
+		pair, rest = q[:i], q[i+1:]
+	}
+	if k := bytes.IndexByte(pair, 1); k > 0 {
+		return pair[:k], pair[k+1:], rest
+	}
+	return nil, nil, rest
 }
 
 var (

@@ -73,6 +73,10 @@ type Conn struct {
 	reqType    atomic.Uint32
 	followPeer bool
 	frames     atomic.Uint64 // whole frames read (the idle check watches it)
+	// ordered is set while the connection's ordered executor runs (set by
+	// the reader, cleared by the executor under dispatcher.orderedMu): the
+	// reader's lock-free check before it serves an ordered request inline.
+	ordered atomic.Bool
 	// Touched by the server's idle loop only: the frame count it saw last
 	// and since when.
 	idleFrames uint64

@@ -166,6 +166,7 @@ func (d *dispatcher) dispatch(c *Conn, req *Command) {
 	if ih != nil {
 		d.orderedMu.Lock()
 		d.ordered[c] = nil // NB: the executor runs: ordered requests queue
+		c.ordered.Store(true)
 		d.orderedMu.Unlock()
 		serve = func() { d.runOrdered(c, req) }
 	}
@@ -177,6 +178,7 @@ func (d *dispatcher) dispatch(c *Conn, req *Command) {
 		if ih != nil {
 			d.orderedMu.Lock()
 			delete(d.ordered, c)
+			c.ordered.Store(false)
 			d.orderedMu.Unlock()
 		}
 		d.reject(c, req, protocol.SystemBusy, "remoting: shutting down; retry on another node")
@@ -187,6 +189,12 @@ func (d *dispatcher) dispatch(c *Conn, req *Command) {
 // executor and reports whether it did (false: no executor runs).
 // REQUIRES: on c's reader, the only goroutine that starts c's executor.
 func (d *dispatcher) queueOrdered(c *Conn, req *Command) bool {
+	if !c.ordered.Load() {
+		// NB: no lock per request while no executor runs: only this
+		// reader sets the flag, and the executor clears it once it has
+		// decided, under the lock, that nothing waits for it.
+		return false
+	}
 	d.orderedMu.Lock()
 	waiting, running := d.ordered[c]
 	full := running && len(waiting) >= cap(d.sem)
@@ -213,6 +221,7 @@ func (d *dispatcher) runOrdered(c *Conn, req *Command) {
 		waiting := d.ordered[c]
 		if len(waiting) == 0 {
 			delete(d.ordered, c)
+			c.ordered.Store(false)
 			d.orderedMu.Unlock()
 			return
 		}
