@@ -143,6 +143,10 @@ func TestPushConsumer_ConsumeBatchSize(t *testing.T) {
 			topic := "batch"
 			c.createTopic(topic, 1)
 			sendN(t, c.producer(), topic, "b", total, nil)
+			// NB: indexed before the consumer starts, so that its first
+			// pull finds them all (the dispatcher trails the sends).
+			require.Eventually(t, func() bool { return c.brokers[0].Store().MaxOffset(topic, 0) == total },
+				10*time.Second, time.Millisecond)
 			var mu sync.Mutex
 			var sizes []int
 			handled := 0
@@ -168,8 +172,16 @@ func TestPushConsumer_ConsumeBatchSize(t *testing.T) {
 			defer mu.Unlock()
 			require.Equal(t, total, handled)
 			require.LessOrEqual(t, slices.Max(sizes), size, "%v", sizes)
-			// NB: a pull of 32 stored messages makes full batches.
-			require.Equal(t, size, sizes[0], "%v", sizes)
+			// NB: the pulls (32 stored messages, then 8) are cut into full
+			// batches but for each pull's last one; concurrent handlers
+			// may record those in any order.
+			partial := 0
+			for _, n := range sizes {
+				if n < size {
+					partial++
+				}
+			}
+			require.LessOrEqual(t, partial, 2, "%v", sizes)
 		})
 	}
 }
