@@ -150,9 +150,10 @@ type Log struct {
 	// Appender state: touched only by Append, which the caller serializes,
 	// and by Open and Close.
 	active *segment
-	wpos   int64   // write position in active
-	wbuf   []byte  // encode buffer handed to fill
-	warm   *warmer // nil unless Options.WarmAhead
+	wpos   int64     // write position in active
+	wbuf   []byte    // encode buffer handed to fill
+	warm   *warmer   // nil unless Options.WarmAhead
+	raw    rawParser // record boundaries of AppendRaw (replicas)
 
 	// tailMu pairs the end of the log with the start of its last record so
 	// that the flusher can checkpoint both consistently.
@@ -160,8 +161,14 @@ type Log struct {
 	tailStart Offset // start of the last record or blank; -1 if none
 
 	next    atomic.Int64 // end of the written log (Offset)
-	durable atomic.Int64 // everything below is fsynced (Offset)
-	min     atomic.Int64 // first readable offset (Offset)
+	written atomic.Int64 // replicas: end of the raw bytes written, >= next (Offset)
+	// nextArmed is set while someone waits on nextCh (NextChanged), which
+	// publish then closes and replaces under nextMu.
+	nextArmed atomic.Bool
+	nextMu    sync.Mutex
+	nextCh    chan struct{}
+	durable   atomic.Int64 // everything below is fsynced (Offset)
+	min       atomic.Int64 // first readable offset (Offset)
 
 	segMu sync.RWMutex
 	segs  []*segment // sorted by base, contiguous; guarded by segMu
@@ -210,6 +217,7 @@ func Open(dir string, opts Options) (*Log, error) {
 		wbuf:      make([]byte, 0, 64<<10),
 		tailStart: -1,
 		durCh:     make(chan struct{}),
+		nextCh:    make(chan struct{}),
 		kick:      make(chan struct{}, 1),
 		quit:      make(chan struct{}),
 		closed:    make(chan struct{}),
@@ -270,6 +278,9 @@ func (l *Log) Append(size int, fill func(at Offset, dst []byte) error) (Offset, 
 	if size < int(l.opts.MinRecord) || size > int(l.opts.MaxAppend) {
 		return 0, fmt.Errorf("%w: %d bytes, limits [%d, %d]", ErrRecordTooLarge, size, l.opts.MinRecord, l.opts.MaxAppend)
 	}
+	if l.written.Load() > l.next.Load() {
+		l.dropPartial() // NB: a replica's unfinished record, before it serves appends
+	}
 	if l.active == nil || l.wpos+int64(size)+envelopeSize > l.opts.SegmentSize {
 		if err := l.roll(); err != nil {
 			return 0, err
@@ -320,6 +331,23 @@ func (l *Log) publish(start, end Offset) {
 	l.tailStart = start
 	l.next.Store(int64(end))
 	l.tailMu.Unlock()
+	if l.nextArmed.Load() {
+		l.nextMu.Lock()
+		l.nextArmed.Store(false)
+		close(l.nextCh)
+		l.nextCh = make(chan struct{})
+		l.nextMu.Unlock()
+	}
+}
+
+// NextChanged returns a channel that is closed the next time Next()
+// advances. A reader of the whole log (a replication sender) waits on it;
+// appends pay for it only while someone waits.
+func (l *Log) NextChanged() <-chan struct{} {
+	l.nextMu.Lock()
+	defer l.nextMu.Unlock()
+	l.nextArmed.Store(true)
+	return l.nextCh
 }
 
 // roll closes the active segment with a blank filler and starts the next one.
