@@ -142,6 +142,9 @@ func (b *Broker) handleRuntimeInfo(_ context.Context, w remoting.ResponseWriter,
 		"goroutines":          strconv.Itoa(runtime.NumGoroutine()),
 	}
 	b.diskRuntime(t)
+	for k, v := range b.replicationStatus() {
+		t[k] = v
+	}
 	b.replyBody(w, req, protocol.KVTable{Table: t})
 }
 

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/netip"
 	"path/filepath"
 	"sync"
@@ -58,6 +57,7 @@ type Broker struct {
 	sched     *scheduler
 	tx        *transactions
 	notify    *notifier
+	repl      replication
 	sendSem   chan struct{} // bounds sends waiting for the store
 	bursts    sync.Map      // *remoting.Conn → *sendBurst: inline sends of the reader's burst
 	regMu     sync.Mutex    // serialises nameserver (un)registrations
@@ -126,6 +126,7 @@ func New(cfg conf.Broker, opts Options) (*Broker, error) {
 		return nil, err
 	}
 	b.store.SetUnconsumedCounter(b.unconsumed)
+	b.store.SetReplica(cfg.IsSlave())
 	if b.groupCfgs, err = group.OpenConfigTable(filepath.Join(cfgDir, "groups")); err != nil {
 		b.closeStores()
 		return nil, err
@@ -156,7 +157,10 @@ func (b *Broker) Start() error {
 	if err := b.server.Start(); err != nil {
 		return fmt.Errorf("broker: listen %s: %w", b.cfg.Listen, err)
 	}
-	b.addr = advertised(b.server.Addr())
+	b.addr = b.cfg.Advertise
+	if b.addr == "" {
+		b.addr = advertised(b.server.Addr(), b.logger, "advertise")
+	}
 	ap, err := netip.ParseAddrPort(b.addr)
 	if err != nil {
 		return fmt.Errorf("broker: advertised address %s: %w", b.addr, err)
@@ -172,6 +176,11 @@ func (b *Broker) Start() error {
 	b.nsc = remoting.NewClient(remoting.ClientOptions{SerializeType: remoting.SerializeJSON, Logger: b.logger})
 	b.sched = newScheduler(b)
 	b.tx = newTransactions(b)
+	if err := b.startReplication(); err != nil {
+		b.server.Shutdown(context.Background())
+		b.metrics.close()
+		return err
+	}
 	b.started.Store(true)
 	// Register before Start returns (and mqbroker announces it serves), as
 	// Java does: a client started right after finds the broker's routes,
@@ -183,22 +192,10 @@ func (b *Broker) Start() error {
 	go b.housekeepingLoop()
 	go b.sched.loop()
 	go b.tx.checkLoop(b.opts.TransactionCheckInterval, b.opts.TransactionTimeout)
-	b.logger.Info("broker: serving", "addr", b.addr, "name", b.cfg.BrokerName, "cluster", b.cfg.ClusterName,
+	b.logger.Info("broker: serving", "addr", b.addr, "name", b.cfg.BrokerName, "id", b.cfg.BrokerID, "role", b.cfg.Role,
+		"ha", b.repl.haAddr, "cluster", b.cfg.ClusterName,
 		"store", b.cfg.Store.Dir, "flush", b.cfg.Store.Flush, "namesrv", b.cfg.NamesrvAddr)
 	return nil
-}
-
-// advertised turns a bound address into the ip:port clients should use: an
-// unspecified host becomes the loopback address.
-func advertised(a net.Addr) string {
-	ap, err := netip.ParseAddrPort(a.String())
-	if err != nil {
-		return a.String()
-	}
-	if ap.Addr().IsUnspecified() {
-		ap = netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), ap.Port())
-	}
-	return ap.String()
 }
 
 // Addr returns the address clients reach the broker at.
@@ -213,6 +210,7 @@ func (b *Broker) Close() error {
 	b.closeOnce.Do(func() {
 		b.hold.Close()
 		close(b.quit)
+		b.stopReplication()
 		b.wg.Wait()
 		var errs []error
 		if b.server != nil {

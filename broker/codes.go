@@ -33,17 +33,25 @@ func putCode(res store.PutResult, kind putKind) (int16, string) {
 	switch res.Status {
 	case store.PutOK:
 		return protocol.Success, ""
-	case store.PutFlushDiskTimeout:
+	case store.PutFlushDiskTimeout, store.PutFlushSlaveTimeout, store.PutSlaveNotAvailable:
 		if kind == putInternal {
 			return protocol.Success, ""
 		}
-		return protocol.FlushDiskTimeout, res.Remark
+		return storedButSlow[res.Status], res.Remark
 	case store.PutMessageIllegal:
 		return protocol.MessageIllegal, res.Remark
 	case store.PutServiceNotAvailable:
 		return protocol.ServiceNotAvailable, res.Remark
 	}
 	return protocol.SystemError, res.Status.String() + ": " + res.Remark
+}
+
+// storedButSlow are the send codes of a message stored but not known to
+// be on disk or on a slave: clients count it sent (RocketMQ's).
+var storedButSlow = map[store.PutStatus]int16{
+	store.PutFlushDiskTimeout:  protocol.FlushDiskTimeout,
+	store.PutFlushSlaveTimeout: protocol.FlushSlaveTimeout,
+	store.PutSlaveNotAvailable: protocol.SlaveNotAvailable,
 }
 
 // replyPut answers a broker-internal put (send-back, end-transaction).

@@ -23,9 +23,11 @@ type metrics struct {
 	reg   *prometheus.Registry
 	send  prometheus.Histogram
 	flush prometheus.Histogram
-	srv   *http.Server
-	addr  string
-	done  chan struct{} // closed when the server's goroutine returns
+	// syncWait: SYNC_MASTER sends' wait for a slave.
+	syncWait prometheus.Histogram
+	srv      *http.Server
+	addr     string
+	done     chan struct{} // closed when the server's goroutine returns
 }
 
 func newMetrics() *metrics {
@@ -36,8 +38,9 @@ func newMetrics() *metrics {
 		flush: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sluice_flush_latency_seconds",
 			Help:    "Duration of each commitlog fsync round.",
 			Buckets: prometheus.ExponentialBuckets(100e-6, 2, 16)}),
+		syncWait: newSyncWaitHistogram(),
 	}
-	m.reg.MustRegister(m.send, m.flush)
+	m.reg.MustRegister(m.send, m.flush, m.syncWait)
 	return m
 }
 
@@ -109,6 +112,9 @@ func (c brokerCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range diskDescs {
 		ch <- d
 	}
+	for _, d := range haDescs {
+		ch <- d
+	}
 	servermetrics.Remoting{}.Describe(ch)
 }
 
@@ -134,6 +140,7 @@ func (c brokerCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descRetries, prometheus.CounterValue, float64(b.store.DispatchRetries()))
 	gauge(descIndexDeg, map[bool]float64{true: 1}[b.store.KeyIndexDegraded()])
 	b.collectDisk(ch)
+	b.collectHA(ch)
 	b.connMu.RLock()
 	gauge(descConns, float64(len(b.conns)))
 	b.connMu.RUnlock()

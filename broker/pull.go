@@ -52,7 +52,9 @@ func (b *Broker) pull(w remoting.ResponseWriter, req *remoting.Command, h *proto
 		reply(w, req, protocol.NoPermission, fmt.Sprintf("consumption is disabled for group %s on broker %s", h.ConsumerGroup, b.cfg.BrokerName))
 		return
 	}
-	if first && h.SysFlag&pullCommitOffset != 0 && h.CommitOffset >= 0 {
+	// NB: a slave keeps the master's offsets (metaSyncLoop), not its
+	// pullers', as Java's.
+	if first && h.SysFlag&pullCommitOffset != 0 && h.CommitOffset >= 0 && !b.isSlave() {
 		b.offsets.Commit(h.ConsumerGroup, h.Topic, h.QueueID, h.CommitOffset)
 	}
 	pf := b.newPullFilter(h.ConsumerGroup, sub)

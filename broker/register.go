@@ -70,7 +70,7 @@ func (b *Broker) registerAll() {
 	}
 	h := protocol.RegisterBrokerRequestHeader{
 		BrokerName: b.cfg.BrokerName, BrokerAddr: b.addr, ClusterName: b.cfg.ClusterName,
-		HAServerAddr: b.addr, BrokerID: b.cfg.BrokerID, BodyCrc32: int32(crc32.ChecksumIEEE(body) & 0x7FFFFFFF),
+		HAServerAddr: b.repl.haAddr, BrokerID: b.cfg.BrokerID, BodyCrc32: int32(crc32.ChecksumIEEE(body) & 0x7FFFFFFF),
 	}
 	var wg sync.WaitGroup
 	for _, a := range addrs {
@@ -85,6 +85,8 @@ func (b *Broker) registerAll() {
 				b.logger.Warn("broker: register with nameserver failed", "namesrv", a, "err", err)
 			case resp.Code != protocol.Success:
 				b.logger.Warn("broker: nameserver refused registration", "namesrv", a, "code", resp.Code, "remark", resp.Remark)
+			default:
+				b.learnMaster(resp)
 			}
 		}()
 	}

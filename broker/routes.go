@@ -31,6 +31,8 @@ func (b *Broker) routes() {
 	s.Handle(protocol.UpdateAndCreateTopic, b.handleCreateTopic)
 	s.Handle(protocol.DeleteTopicInBroker, b.handleDeleteTopic)
 	s.Handle(protocol.GetAllTopicConfig, b.handleAllTopics)
+	s.Handle(protocol.GetAllConsumerOffset, b.handleAllConsumerOffsets)
+	s.Handle(protocol.GetAllDelayOffset, b.handleAllDelayOffsets)
 	s.Handle(protocol.ViewMessageByID, b.handleViewMessage)
 	s.Handle(protocol.QueryMessage, b.handleQueryMessage)
 	s.Handle(protocol.GetBrokerRuntimeInfo, b.handleRuntimeInfo)

@@ -65,6 +65,9 @@ func (s *scheduler) loop() {
 // deliverDue delivers every due message of every level and returns how long
 // until the next one is due.
 func (s *scheduler) deliverDue(now time.Time) time.Duration {
+	if s.b.isSlave() {
+		return time.Second // NB: the master delivers; a slave's log is its copy
+	}
 	next := time.Hour
 	for level := 1; level <= len(store.DefaultDelayLevels); level++ {
 		if d := s.deliverLevel(int32(level-1), now); d < next {

@@ -292,7 +292,9 @@ func (tx *transactions) checkLoop(interval, timeout time.Duration) {
 		case <-tx.b.quit:
 			return
 		case now := <-t.C:
-			tx.check(now, timeout)
+			if !tx.b.isSlave() { // NB: the master checks its producers
+				tx.check(now, timeout)
+			}
 		}
 	}
 }

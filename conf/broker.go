@@ -38,6 +38,18 @@ type Broker struct {
 	ClusterName string `mapstructure:"cluster_name"`
 	// BrokerID is 0 for a master, > 0 for a slave.
 	BrokerID int64 `mapstructure:"broker_id"`
+	// Role is RoleAsyncMaster, RoleSyncMaster or RoleSlave (RocketMQ's
+	// brokerRole). A master has broker_id 0, a slave > 0.
+	Role string `mapstructure:"role"`
+	// Advertise is the ip:port clients are told (RocketMQ's brokerIP1).
+	// Empty: the listen address, or, when it is unspecified (0.0.0.0), the
+	// machine's first non-loopback address.
+	Advertise string `mapstructure:"advertise"`
+	// HA configures replication between a master and its slaves.
+	HA HA `mapstructure:"ha"`
+	// SlaveReadEnable lets a master suggest a slave to consumers that read
+	// far behind the log's end (cold reads), as RocketMQ's slaveReadEnable.
+	SlaveReadEnable bool `mapstructure:"slave_read_enable"`
 	// Listen is the host:port the remoting server binds. An empty host binds
 	// every interface; port 0 picks a free port (tests).
 	Listen string `mapstructure:"listen"`
@@ -79,6 +91,39 @@ type Broker struct {
 	// when NamesrvAddr is empty; ignored otherwise.
 	EmbeddedNamesrv Nameserver `mapstructure:"embedded_namesrv"`
 }
+
+// Broker roles accepted by Broker.Role.
+const (
+	// RoleAsyncMaster acknowledges a send after its own write (and flush,
+	// with flush sync); slaves copy it behind.
+	RoleAsyncMaster = "ASYNC_MASTER"
+	// RoleSyncMaster acknowledges a send only once a slave has its bytes
+	// (FLUSH_SLAVE_TIMEOUT after ha.sync_timeout, SLAVE_NOT_AVAILABLE at
+	// once with no slave caught up).
+	RoleSyncMaster = "SYNC_MASTER"
+	// RoleSlave copies its master's commitlog and serves reads; it refuses
+	// sends.
+	RoleSlave = "SLAVE"
+)
+
+// HA configures replication (RocketMQ 4.x's HA service).
+type HA struct {
+	// Listen is the host:port a master accepts its slaves on. Empty: the
+	// listen host, port + 1 (RocketMQ's 10912).
+	Listen string `mapstructure:"listen"`
+	// Advertise is the ip:port slaves are told to dial (RocketMQ's
+	// brokerIP2). Empty: derived from ha.listen as advertise is from listen.
+	Advertise string `mapstructure:"advertise"`
+	// SyncTimeout bounds how long a SYNC_MASTER send waits for a slave
+	// (1ms..10m; RocketMQ's syncFlushTimeout).
+	SyncTimeout time.Duration `mapstructure:"sync_timeout"`
+	// MaxLag is how far (bytes) a slave may be behind and still count for
+	// SYNC_MASTER sends (RocketMQ's haSlaveFallbehindMax).
+	MaxLag int64 `mapstructure:"max_lag"`
+}
+
+// IsSlave reports whether the broker is a slave.
+func (b Broker) IsSlave() bool { return b.Role == RoleSlave }
 
 // Store configures the message store. Sizes are bytes.
 type Store struct {
@@ -185,6 +230,7 @@ func DefaultBroker() Broker {
 		BrokerName:            "broker-a",
 		ClusterName:           "DefaultCluster",
 		BrokerID:              0,
+		Role:                  RoleAsyncMaster,
 		Listen:                "127.0.0.1:10911",
 		NamesrvAddr:           "",
 		MetricsListen:         "",
@@ -211,6 +257,7 @@ func DefaultBroker() Broker {
 			ConsumeQueueEntries: 300_000,
 			SendQueueSize:       10_000,
 		},
+		HA:              HA{SyncTimeout: 5 * time.Second, MaxLag: 256 << 20},
 		Remoting:        defaultRemoting(),
 		LongPoll:        LongPoll{Enabled: true, MaxSuspend: 30 * time.Second, ShortPollWait: time.Second},
 		Filter:          Filter{PropertyEnabled: true},

@@ -141,7 +141,30 @@ func (b Broker) Validate() error {
 	var c checker
 	c.name("broker_name", b.BrokerName)
 	c.name("cluster_name", b.ClusterName)
-	c.intRange("broker_id", b.BrokerID, 0, math.MaxInt64)
+	idOK := c.passes(func() { c.intRange("broker_id", b.BrokerID, 0, math.MaxInt64) })
+	switch b.Role {
+	case RoleAsyncMaster, RoleSyncMaster:
+		if idOK && b.BrokerID != 0 {
+			c.fail("broker_id", strconv.FormatInt(b.BrokerID, 10), "must be 0 for a master (role "+b.Role+")")
+		}
+	case RoleSlave:
+		if b.BrokerID == 0 {
+			c.fail("broker_id", "0", "must be > 0 for a slave (role SLAVE)")
+		}
+	default:
+		c.fail("role", strconv.Quote(b.Role), "must be ASYNC_MASTER, SYNC_MASTER or SLAVE")
+	}
+	if b.Advertise != "" {
+		c.addr("advertise", b.Advertise, false)
+	}
+	if b.HA.Listen != "" {
+		c.addr("ha.listen", b.HA.Listen, true)
+	}
+	if b.HA.Advertise != "" {
+		c.addr("ha.advertise", b.HA.Advertise, false)
+	}
+	c.durRange("ha.sync_timeout", b.HA.SyncTimeout, time.Millisecond, 10*time.Minute)
+	c.sizeRange("ha.max_lag", b.HA.MaxLag, 1<<20, 1<<40)
 	c.addr("listen", b.Listen, true)
 	if b.NamesrvAddr != "" {
 		for i, a := range strings.Split(b.NamesrvAddr, ";") {

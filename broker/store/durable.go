@@ -87,7 +87,7 @@ func (s *Store) answerWaiters(closing bool) int {
 	s.waiters = keep
 	s.waitMu.Unlock()
 	for _, w := range ready {
-		w.done(w.res)
+		s.hold(false, w.res, w.done)
 	}
 	return len(keep)
 }

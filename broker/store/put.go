@@ -28,8 +28,15 @@ type PutResult struct {
 }
 
 // Stored reports whether the put's records are in the log: PutOK, or
-// PutFlushDiskTimeout (stored, not yet known to be on disk).
-func (r PutResult) Stored() bool { return r.Status == PutOK || r.Status == PutFlushDiskTimeout }
+// stored but not yet known to be on disk (PutFlushDiskTimeout) or on a
+// slave (PutFlushSlaveTimeout, PutSlaveNotAvailable).
+func (r PutResult) Stored() bool {
+	switch r.Status {
+	case PutOK, PutFlushDiskTimeout, PutFlushSlaveTimeout, PutSlaveNotAvailable:
+		return true
+	}
+	return false
+}
 
 // Batch is a SEND_BATCH_MESSAGE: items sharing topic, queue, sysFlag, born
 // and reconsume fields taken from Template.
@@ -154,10 +161,14 @@ func (s *Store) batchSizes(b *Batch) ([]int, error) {
 // appendChunk stores a chunk of requests with one append and reports
 // whether it did. REQUIRES: putMu held.
 func (s *Store) appendChunk(reqs []PutRequest, res []PutResult, sizes []sized, total int) bool {
-	if s.putClosed {
+	if s.putClosed || s.replica.Load() {
+		remark := "store: closing, retry on another broker"
+		if !s.putClosed {
+			remark = "store: this broker is a slave: its log is its master's copy; send to the master"
+		}
 		for k := range reqs {
 			if sizes[k].n > 0 {
-				res[k] = PutResult{Status: PutServiceNotAvailable, Remark: "store: closing, retry on another broker"}
+				res[k] = PutResult{Status: PutServiceNotAvailable, Remark: remark}
 			}
 		}
 		return false
@@ -258,7 +269,7 @@ func (s *Store) answer(reqs []PutRequest, res []PutResult) {
 	}
 	for i := range reqs {
 		if reqs[i].Done != nil {
-			reqs[i].Done(res[i])
+			s.hold(reqs[i].NoWait, res[i], reqs[i].Done)
 		}
 	}
 	if waiting {

@@ -21,6 +21,12 @@ const (
 	// PutServiceNotAvailable: the store cannot write: disk full, write
 	// failure, closing (code 14).
 	PutServiceNotAvailable
+	// PutFlushSlaveTimeout: stored (SYNC_MASTER), but no slave confirmed
+	// it within the replication timeout (code 12; stored all the same).
+	PutFlushSlaveTimeout
+	// PutSlaveNotAvailable: stored (SYNC_MASTER), but no slave was
+	// connected and caught up to copy it (code 11; stored all the same).
+	PutSlaveNotAvailable
 )
 
 func (s PutStatus) String() string {
@@ -33,6 +39,10 @@ func (s PutStatus) String() string {
 		return "MESSAGE_ILLEGAL"
 	case PutServiceNotAvailable:
 		return "SERVICE_NOT_AVAILABLE"
+	case PutFlushSlaveTimeout:
+		return "FLUSH_SLAVE_TIMEOUT"
+	case PutSlaveNotAvailable:
+		return "SLAVE_NOT_AVAILABLE"
 	}
 	return "UNKNOWN"
 }

@@ -79,6 +79,7 @@ type Store struct {
 	queueNext queueNexts // topic → queue id → next queue offset
 	putClosed bool
 
+	replicaState
 	dispatched atomic.Int64 // every record below is indexed
 	health     dispatchHealth
 	disk       diskState

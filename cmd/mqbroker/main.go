@@ -23,6 +23,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strings"
 	"syscall"
 
 	"github.com/sluicemq/sluice/broker"
@@ -54,6 +55,12 @@ Flags override the config file, which overrides the environment
   --broker-name NAME          broker name (default broker-a)
   --cluster NAME              cluster name (default DefaultCluster)
   --metrics-listen HOST:PORT  serve Prometheus metrics at http://HOST:PORT/metrics (off by default)
+  --advertise IP:PORT         address clients are told (default: listen, or the first
+                              non-loopback address when listening on 0.0.0.0)
+  --role ROLE                 ASYNC_MASTER (default), SYNC_MASTER or SLAVE
+  --broker-id N               0 for a master, > 0 for a slave
+  --ha-listen HOST:PORT       where a master accepts slaves (default: listen port + 1)
+  --ha-advertise IP:PORT      HA address slaves are told (default: from --ha-listen)
   -h, --help                  show this help
 `
 
@@ -73,6 +80,11 @@ func run(args []string, stdout, stderr io.Writer, ready chan<- [2]string) int {
 	brokerName := fs.String("broker-name", "", "")
 	cluster := fs.String("cluster", "", "")
 	metrics := fs.String("metrics-listen", "", "")
+	advertise := fs.String("advertise", "", "")
+	role := fs.String("role", "", "")
+	brokerID := fs.Int64("broker-id", 0, "")
+	haListen := fs.String("ha-listen", "", "")
+	haAdvertise := fs.String("ha-advertise", "", "")
 	if code, ok := cli.Parse(fs, args, usage, stdout, stderr); !ok {
 		return code
 	}
@@ -102,6 +114,16 @@ func run(args []string, stdout, stderr io.Writer, ready chan<- [2]string) int {
 			cfg.ClusterName = *cluster
 		case "metrics-listen":
 			cfg.MetricsListen = *metrics
+		case "advertise":
+			cfg.Advertise = *advertise
+		case "role":
+			cfg.Role = strings.ToUpper(*role)
+		case "broker-id":
+			cfg.BrokerID = *brokerID
+		case "ha-listen":
+			cfg.HA.Listen = *haListen
+		case "ha-advertise":
+			cfg.HA.Advertise = *haAdvertise
 		}
 	})
 	if err := cfg.Validate(); err != nil {
@@ -145,8 +167,8 @@ func run(args []string, stdout, stderr io.Writer, ready chan<- [2]string) int {
 		fmt.Fprintf(stderr, "mqbroker: %s\n", cli.OneLine(err))
 		return exitError
 	}
-	fmt.Fprintf(stdout, "Sluice broker %s serving on %s (nameserver %s, store %s, flush %s)\n",
-		cfg.BrokerName, b.Addr(), cfg.NamesrvAddr, cfg.Store.Dir, cfg.Store.Flush)
+	fmt.Fprintf(stdout, "Sluice broker %s serving on %s (nameserver %s, store %s, flush %s, role %s, id %d)\n",
+		cfg.BrokerName, b.Addr(), cfg.NamesrvAddr, cfg.Store.Dir, cfg.Store.Flush, cfg.Role, cfg.BrokerID)
 	if a := b.MetricsAddr(); a != "" {
 		logger.Info("mqbroker: metrics", "url", "http://"+a+"/metrics")
 	}

@@ -143,3 +143,10 @@ type ConsumerConnection struct {
 	MessageModel      string                      `json:"messageModel"`
 	ConsumeFromWhere  string                      `json:"consumeFromWhere"`
 }
+
+// ConsumerOffsetWrapper is the body of GET_ALL_CONSUMER_OFFSET (43) and
+// GET_ALL_DELAY_OFFSET (45): Java's ConsumerOffsetManager, offsets by
+// "topic@group", then queue id.
+type ConsumerOffsetWrapper struct {
+	OffsetTable map[string]map[int32]int64 `json:"offsetTable"`
+}

@@ -1,0 +1,329 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicemq/sluice/broker/ha"
+	"github.com/sluicemq/sluice/broker/offset"
+	"github.com/sluicemq/sluice/broker/store"
+	"github.com/sluicemq/sluice/conf"
+	"github.com/sluicemq/sluice/internal/protocol"
+	"github.com/sluicemq/sluice/internal/remoting"
+)
+
+// replication is the broker's part of a master/slave group (RocketMQ
+// 4.x): a master serves its log to slaves on its HA port (and, as
+// SYNC_MASTER, holds sends until a slave has them); a slave copies its
+// master's log, found through the nameservers' registration answers, and
+// its metadata every metaSyncInterval.
+type replication struct {
+	master *ha.Master // masters
+	slave  *ha.Slave  // slaves
+	haAddr string     // advertised HA address (masters)
+	// From the last registration answer (slaves).
+	masterAddr atomic.Pointer[string]
+	masterHA   atomic.Pointer[string]
+	metaSynced atomic.Int64 // unix ms of the last metadata sync (slaves)
+	metaErr    atomic.Pointer[string]
+}
+
+// metaSyncInterval is how often a slave copies its master's metadata.
+const metaSyncInterval = 10 * time.Second
+
+func loadStr(p *atomic.Pointer[string]) string {
+	if s := p.Load(); s != nil {
+		return *s
+	}
+	return ""
+}
+
+// startReplication starts the HA side of the broker's role.
+func (b *Broker) startReplication() error {
+	if b.cfg.IsSlave() {
+		b.repl.slave = ha.NewSlave(b.store, ha.SlaveOptions{
+			Master: func() string { return loadStr(&b.repl.masterHA) },
+			Logger: b.logger,
+		})
+		b.repl.slave.Start()
+		b.wg.Add(1)
+		go b.metaSyncLoop()
+		return nil
+	}
+	listen := b.cfg.HA.Listen
+	if listen == "" {
+		// NB: the listen port + 1, as Java's 10912; a broker on a port
+		// picked at run time (port 0) gets one picked too.
+		host, port, err := net.SplitHostPort(b.cfg.Listen)
+		if err != nil {
+			return err
+		}
+		p, _ := strconv.Atoi(port)
+		if p != 0 {
+			p++
+		}
+		listen = net.JoinHostPort(host, strconv.Itoa(p))
+	}
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return fmt.Errorf("broker: ha listen %s (ha.listen; default the listen port + 1): %w", listen, err)
+	}
+	b.repl.haAddr = b.cfg.HA.Advertise
+	if b.repl.haAddr == "" {
+		b.repl.haAddr = advertised(ln.Addr(), b.logger, "ha.advertise")
+	}
+	b.repl.master = ha.NewMaster(b.store.Log(), ha.MasterOptions{
+		SyncTimeout: b.cfg.HA.SyncTimeout,
+		MaxLag:      b.cfg.HA.MaxLag,
+		Logger:      b.logger,
+		OnSyncWait:  b.metrics.observeSyncWait,
+	})
+	b.repl.master.Serve(ln)
+	if b.cfg.Role == conf.RoleSyncMaster {
+		b.store.SetReplicaGate(b.repl.master)
+	}
+	return nil
+}
+
+// stopReplication stops the HA side; held sends are answered.
+func (b *Broker) stopReplication() {
+	if b.repl.master != nil {
+		b.store.SetReplicaGate(nil)
+		b.repl.master.Close()
+	}
+	if b.repl.slave != nil {
+		b.repl.slave.Close()
+	}
+}
+
+// isSlave reports whether the broker is a slave now: its loops that store
+// messages (delays, transaction checks) idle.
+func (b *Broker) isSlave() bool { return b.cfg.IsSlave() }
+
+// learnMaster records the master's addresses from a registration answer.
+func (b *Broker) learnMaster(resp *remoting.Command) {
+	if !b.cfg.IsSlave() {
+		return
+	}
+	var h protocol.RegisterBrokerResponseHeader
+	if err := h.FromExt(resp.ExtFields); err != nil {
+		b.logger.Warn("broker: registration answer", "err", err)
+		return
+	}
+	if h.MasterAddr == "" {
+		return // NB: the master is not registered (yet) with this nameserver
+	}
+	if old := loadStr(&b.repl.masterHA); old != h.HAServerAddr {
+		b.logger.Info("broker: master found", "master", h.MasterAddr, "ha", h.HAServerAddr)
+	}
+	b.repl.masterAddr.Store(&h.MasterAddr)
+	b.repl.masterHA.Store(&h.HAServerAddr)
+}
+
+// metaSyncLoop copies the master's topics, subscription groups, consumer
+// offsets and delay offsets every metaSyncInterval, as Java's
+// SlaveSynchronize, so that consumers that move to the slave resume near
+// their committed offsets.
+func (b *Broker) metaSyncLoop() {
+	defer b.wg.Done()
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-b.quit:
+			return
+		case <-t.C:
+		}
+		if addr := loadStr(&b.repl.masterAddr); addr != "" {
+			if err := b.syncMeta(addr); err != nil {
+				msg := err.Error()
+				if old := b.repl.metaErr.Swap(&msg); old == nil || *old != msg {
+					b.logger.Warn("broker: copy metadata from the master", "master", addr, "err", err)
+				}
+			} else {
+				b.repl.metaErr.Store(nil)
+				b.repl.metaSynced.Store(time.Now().UnixMilli())
+			}
+		}
+		t.Reset(metaSyncInterval)
+	}
+}
+
+// syncMeta copies the master's metadata once.
+func (b *Broker) syncMeta(addr string) error {
+	call := func(code int16, v any) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		resp, err := b.nsc.Invoke(ctx, addr, remoting.NewRequest(code, nil, nil))
+		if err != nil {
+			return err
+		}
+		if resp.Code != protocol.Success {
+			return fmt.Errorf("%s: code %d: %s", protocol.CodeName(code), resp.Code, resp.Remark)
+		}
+		return remoting.DecodeBody(resp.SerializeType, resp.Body, v)
+	}
+	var topics protocol.TopicConfigSerializeWrapper
+	if err := call(protocol.GetAllTopicConfig, &topics); err != nil {
+		return err
+	}
+	for _, c := range topics.TopicConfigTable {
+		if cur, ok := b.topics.Get(c.TopicName); !ok || cur != c {
+			if _, err := b.topics.Put(c); err != nil {
+				return fmt.Errorf("topic %s: %w", c.TopicName, err)
+			}
+		}
+	}
+	cfgs, _ := b.topics.All()
+	for _, c := range cfgs {
+		if _, ok := topics.TopicConfigTable[c.TopicName]; !ok {
+			if _, err := b.topics.Delete(c.TopicName); err != nil {
+				return fmt.Errorf("delete topic %s: %w", c.TopicName, err)
+			}
+		}
+	}
+	var groups protocol.SubscriptionGroupWrapper
+	if err := call(protocol.GetAllSubscriptionGroupConfig, &groups); err != nil {
+		return err
+	}
+	for _, g := range groups.SubscriptionGroupTable {
+		if err := b.groupCfgs.Put(g); err != nil {
+			return fmt.Errorf("group %s: %w", g.GroupName, err)
+		}
+	}
+	var offs protocol.ConsumerOffsetWrapper
+	if err := call(protocol.GetAllConsumerOffset, &offs); err != nil {
+		return err
+	}
+	copyOffsets(b.offsets, offs)
+	var delay protocol.ConsumerOffsetWrapper
+	if err := call(protocol.GetAllDelayOffset, &delay); err != nil {
+		return err
+	}
+	if b.sched != nil {
+		copyOffsets(b.sched.offsets, delay)
+	}
+	return nil
+}
+
+// copyOffsets commits every offset of w ("topic@group" → queue → offset).
+func copyOffsets(t *offset.Table, w protocol.ConsumerOffsetWrapper) {
+	for key, queues := range w.OffsetTable {
+		topic, group, ok := strings.Cut(key, "@")
+		if !ok {
+			continue
+		}
+		for q, off := range queues {
+			t.Commit(group, topic, q, off)
+		}
+	}
+}
+
+// offsetWrapper renders an offset table as Java's ConsumerOffsetManager.
+func offsetWrapper(t *offset.Table) protocol.ConsumerOffsetWrapper {
+	w := protocol.ConsumerOffsetWrapper{OffsetTable: map[string]map[int32]int64{}}
+	for _, k := range t.Keys() {
+		w.OffsetTable[k.Topic+"@"+k.Group] = t.Queues(k.Group, k.Topic)
+	}
+	return w
+}
+
+// handleAllConsumerOffsets serves GET_ALL_CONSUMER_OFFSET (43).
+func (b *Broker) handleAllConsumerOffsets(_ context.Context, w remoting.ResponseWriter, req *remoting.Command) {
+	b.replyBody(w, req, offsetWrapper(b.offsets))
+}
+
+// handleAllDelayOffsets serves GET_ALL_DELAY_OFFSET (45): each delay
+// level's progress, keyed as consumer offsets (level - 1 as the queue).
+func (b *Broker) handleAllDelayOffsets(_ context.Context, w remoting.ResponseWriter, req *remoting.Command) {
+	if b.sched == nil {
+		b.replyBody(w, req, protocol.ConsumerOffsetWrapper{OffsetTable: map[string]map[int32]int64{}})
+		return
+	}
+	b.replyBody(w, req, offsetWrapper(b.sched.offsets))
+}
+
+// advertised turns a bound address into the ip:port others should use:
+// an unspecified host becomes the machine's first non-loopback address
+// (as Java's brokerIP1 default), or loopback on a machine with none; key
+// names the setting that overrides it, for the log.
+func advertised(a net.Addr, logger interface{ Info(string, ...any) }, key string) string {
+	ap, err := netip.ParseAddrPort(a.String())
+	if err != nil {
+		return a.String()
+	}
+	if !ap.Addr().IsUnspecified() {
+		return ap.String()
+	}
+	ip := firstNonLoopback()
+	logger.Info("broker: listening on every interface; advertising the first non-loopback address",
+		"addr", netip.AddrPortFrom(ip, ap.Port()).String(), "override", key)
+	return netip.AddrPortFrom(ip, ap.Port()).String()
+}
+
+// firstNonLoopback returns the machine's first non-loopback IPv4 address,
+// else loopback.
+func firstNonLoopback() netip.Addr {
+	addrs, err := net.InterfaceAddrs()
+	if err == nil {
+		for _, a := range addrs {
+			if n, ok := a.(*net.IPNet); ok && !n.IP.IsLoopback() && n.IP.To4() != nil {
+				if ip, ok := netip.AddrFromSlice(n.IP.To4()); ok && !ip.IsLinkLocalUnicast() {
+					return ip
+				}
+			}
+		}
+	}
+	return netip.MustParseAddr("127.0.0.1")
+}
+
+// replicationStatus is the HA part of brokerStatus.
+func (b *Broker) replicationStatus() map[string]string {
+	out := map[string]string{"brokerRole": b.cfg.Role, "brokerId": strconv.FormatInt(b.cfg.BrokerID, 10)}
+	if m := b.repl.master; m != nil {
+		st := m.Status()
+		out["haListen"] = b.repl.haAddr
+		out["haSlaves"] = strconv.Itoa(len(st.Slaves))
+		out["haAcked"] = strconv.FormatInt(st.Acked, 10)
+		out["haBytesSent"] = strconv.FormatInt(st.BytesSent, 10)
+		out["haSyncTimeouts"] = strconv.FormatInt(st.SyncTimeouts, 10)
+		out["haSyncNoSlave"] = strconv.FormatInt(st.SyncNoSlave, 10)
+		for i, s := range st.Slaves {
+			out[fmt.Sprintf("haSlave%d", i)] = fmt.Sprintf("%s acked=%d lagBytes=%d lagSeconds=%.3f", s.Addr, s.Acked, s.LagBytes, s.LagSeconds)
+		}
+	}
+	if s := b.repl.slave; s != nil {
+		st := s.Status()
+		out["haMaster"] = st.Master
+		out["haMasterAddr"] = loadStr(&b.repl.masterAddr)
+		out["haConnected"] = strconv.FormatBool(st.Connected)
+		out["haOffset"] = strconv.FormatInt(st.Offset, 10)
+		out["haMasterEnd"] = strconv.FormatInt(st.MasterEnd, 10)
+		out["haLagBytes"] = strconv.FormatInt(max(st.MasterEnd-st.Offset, 0), 10)
+		out["haBytesApplied"] = strconv.FormatInt(st.BytesApplied, 10)
+		out["haReconnects"] = strconv.FormatInt(st.Reconnects, 10)
+		state := "replicating"
+		switch {
+		case st.Stopped != "":
+			state = "STOPPED: " + st.Stopped
+		case !st.Connected:
+			state = "connecting"
+		}
+		out["haState"] = state
+		if st.LastError != "" {
+			out["haLastError"] = st.LastError
+		}
+		if ms := b.repl.metaSynced.Load(); ms > 0 {
+			out["haMetaSyncedAt"] = time.UnixMilli(ms).UTC().Format(time.RFC3339)
+		}
+	}
+	return out
+}
+
+var _ store.ReplicaGate = (*ha.Master)(nil)

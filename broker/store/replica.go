@@ -1,0 +1,87 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/sluicemq/sluice/commitlog"
+)
+
+// Replication (broker/ha) meets the store at two points: a master's puts
+// wait at its ReplicaGate before they are answered (SYNC_MASTER), and a
+// slave writes its master's bytes with ApplyReplica, which the dispatcher
+// then indexes as it indexes the master's own puts.
+
+// ReplicaGate holds answered puts until a slave has their bytes.
+type ReplicaGate interface {
+	// Hold calls done with res once a slave has the bytes below end, or
+	// with res turned into PutFlushSlaveTimeout or PutSlaveNotAvailable.
+	// It must not block.
+	Hold(end int64, res PutResult, done func(PutResult))
+}
+
+// gateBox lets SetReplicaGate swap the gate while puts read it.
+type gateBox struct{ g ReplicaGate }
+
+// SetReplicaGate makes every stored put that waits for its answer (not
+// NoWait) wait at g too, after its fsync in sync flush mode; nil removes
+// the gate.
+func (s *Store) SetReplicaGate(g ReplicaGate) {
+	if g == nil {
+		s.gate.Store(nil)
+		return
+	}
+	s.gate.Store(&gateBox{g})
+}
+
+// hold answers a put through the replica gate, if any.
+func (s *Store) hold(noWait bool, res PutResult, done func(PutResult)) {
+	if box := s.gate.Load(); box != nil && !noWait && res.Status == PutOK {
+		box.g.Hold(res.Pos+int64(res.Size), res, done)
+		return
+	}
+	done(res)
+}
+
+// ErrNotReplica is returned by ApplyReplica on a store that is not a
+// replica (SetReplica): a master's log is never written by another's.
+var ErrNotReplica = errors.New("store: this store takes puts, not a master's bytes")
+
+// SetReplica makes the store a slave's: puts are refused
+// (PutServiceNotAvailable) and ApplyReplica writes the log; or, off, a
+// master's again (a replica's unfinished record is dropped at the next
+// put).
+func (s *Store) SetReplica(on bool) {
+	s.putMu.Lock()
+	s.replica.Store(on)
+	s.putMu.Unlock()
+}
+
+// ApplyReplica writes bytes of the master's commitlog at at, which must be
+// ReplicaOffset() (see commitlog.Log.AppendRaw), and wakes the dispatcher.
+func (s *Store) ApplyReplica(at int64, data []byte) error {
+	s.putMu.Lock()
+	defer s.putMu.Unlock()
+	if s.putClosed {
+		return ErrClosed
+	}
+	if !s.replica.Load() {
+		return ErrNotReplica
+	}
+	if err := s.log.AppendRaw(commitlog.Offset(at), data); err != nil {
+		return fmt.Errorf("store: replicate %d bytes at %d: %w", len(data), at, err)
+	}
+	s.kickDispatcher()
+	return nil
+}
+
+// ReplicaOffset returns where the replication stream continues: the end of
+// the bytes written, records whole or not.
+func (s *Store) ReplicaOffset() int64 { return int64(s.log.Written()) }
+
+// replicaState is what ApplyReplica and puts know of each other.
+type replicaState struct {
+	gate    atomic.Pointer[gateBox]
+	replica atomic.Bool // SetReplica: puts refused, ApplyReplica allowed
+}
