@@ -1,0 +1,286 @@
+package ha
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicemq/sluice/broker/store"
+	"github.com/sluicemq/sluice/commitlog"
+	"github.com/sluicemq/sluice/internal/testutil"
+)
+
+func TestMain(m *testing.M) { testutil.VerifyTestMain(m) }
+
+func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+const segSize = 64 << 10
+
+func openLog(t *testing.T, dir string) *commitlog.Log {
+	t.Helper()
+	l, err := commitlog.Open(dir, commitlog.Options{SegmentSize: segSize, Logger: quiet(), FlushInterval: 10 * time.Millisecond})
+	require.NoError(t, err)
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+// appendRecords appends n records of random sizes with random payloads.
+func appendRecords(t *testing.T, l *commitlog.Log, r *rand.Rand, n int) {
+	t.Helper()
+	for range n {
+		size := 16 + r.IntN(3000)
+		_, err := l.Append(size, func(_ commitlog.Offset, dst []byte) error {
+			binary.BigEndian.PutUint32(dst[0:4], uint32(size))
+			binary.BigEndian.PutUint32(dst[4:8], 0xDAA320A7) // commitlog.RecordMagic
+			for i := 8; i < len(dst); i++ {
+				dst[i] = byte(r.Uint32())
+			}
+			return nil
+		})
+		require.NoError(t, err)
+	}
+}
+
+// logReplica is a Replica over a bare commitlog.
+type logReplica struct {
+	mu sync.Mutex
+	l  *commitlog.Log
+}
+
+func (r *logReplica) ApplyReplica(at int64, data []byte) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.l.AppendRaw(commitlog.Offset(at), data)
+}
+
+func (r *logReplica) ReplicaOffset() int64 { return int64(r.l.Written()) }
+
+// requirePrefix checks that the replica's published log is a byte-for-byte
+// prefix of the master's.
+func requirePrefix(t *testing.T, master, replica *commitlog.Log) {
+	t.Helper()
+	require.GreaterOrEqual(t, master.Next(), replica.Next())
+	a, b := make([]byte, 32<<10), make([]byte, 32<<10)
+	for at := replica.Min(); at < replica.Next(); {
+		n, _ := replica.ReadAt(b, at)
+		m, _ := master.ReadAt(a[:n], at)
+		require.Equal(t, n, m, "at %d", at)
+		require.True(t, bytes.Equal(a[:n], b[:n]), "bytes differ in [%d, %d)", at, at+commitlog.Offset(n))
+		at += commitlog.Offset(n)
+	}
+}
+
+func startMaster(t *testing.T, l *commitlog.Log, opts MasterOptions) *Master {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	opts.Logger = quiet()
+	m := NewMaster(l, opts)
+	m.Serve(ln)
+	t.Cleanup(m.Close)
+	return m
+}
+
+// cutProxy forwards one connection at a time to target and cuts the
+// current one when told.
+type cutProxy struct {
+	ln     net.Listener
+	target string
+	mu     sync.Mutex
+	conns  []net.Conn
+	wg     sync.WaitGroup
+}
+
+func newCutProxy(t *testing.T, target string) *cutProxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	p := &cutProxy{ln: ln, target: target}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			u, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, c, u)
+			p.mu.Unlock()
+			p.wg.Add(2)
+			go func() { defer p.wg.Done(); io.Copy(u, c); u.Close() }()
+			go func() { defer p.wg.Done(); io.Copy(c, u); c.Close() }()
+		}
+	}()
+	t.Cleanup(func() { p.ln.Close(); p.cut(); p.wg.Wait() })
+	return p
+}
+
+func (p *cutProxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
+
+// TestStream_CutsLeaveAPrefix cuts the replication connection at random
+// moments while the master appends: the slave's log is always a prefix of
+// the master's, and equals it once the cuts stop.
+func TestStream_CutsLeaveAPrefix(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	master := openLog(t, t.TempDir())
+	m := startMaster(t, master, MasterOptions{ChunkSize: 4 << 10, HeartbeatInterval: 50 * time.Millisecond})
+	proxy := newCutProxy(t, m.Addr().String())
+	replica := openLog(t, t.TempDir())
+	s := NewSlave(&logReplica{l: replica}, SlaveOptions{Master: func() string { return proxy.ln.Addr().String() },
+		RetryInterval: time.Millisecond, HeartbeatInterval: 50 * time.Millisecond, Logger: quiet()})
+	s.Start()
+	defer s.Close()
+
+	cuts := 300
+	if testing.Short() {
+		cuts = 50
+	}
+	for i := range cuts {
+		appendRecords(t, master, r, 1+r.IntN(20))
+		if i%3 == 0 {
+			// NB: let some bytes through before this cut.
+			want := replica.Written() + 1
+			require.Eventually(t, func() bool { return replica.Written() >= min(want, master.Next()) }, 10*time.Second, 100*time.Microsecond)
+		}
+		proxy.cut()
+		requirePrefix(t, master, replica)
+	}
+	require.Eventually(t, func() bool { return replica.Next() == master.Next() }, 10*time.Second, time.Millisecond)
+	requirePrefix(t, master, replica)
+	require.Greater(t, s.Status().Reconnects, int64(cuts/2), "the cuts reached the slave")
+	require.Greater(t, int64(master.Next()), int64(3*segSize), "the stream crossed segment ends")
+}
+
+// TestStream_EmptySlaveCopiesWhatIsRetained: a slave that joins a master
+// whose oldest segments are gone starts at its first retained segment.
+func TestStream_EmptySlaveCopiesWhatIsRetained(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	master, err := commitlog.Open(t.TempDir(), commitlog.Options{SegmentSize: segSize, Logger: quiet(),
+		Retention: commitlog.RetentionOptions{MaxAge: time.Nanosecond}})
+	require.NoError(t, err)
+	defer master.Close()
+	appendRecords(t, master, r, 200)
+	require.NoError(t, master.Sync(context.Background()))
+	_, err = master.Retain(time.Now().Add(time.Hour), master.Next())
+	require.NoError(t, err)
+	require.Greater(t, int64(master.Min()), int64(0), "retention deleted the first segments")
+	m := startMaster(t, master, MasterOptions{})
+	replica := openLog(t, t.TempDir())
+	s := NewSlave(&logReplica{l: replica}, SlaveOptions{Master: func() string { return m.Addr().String() }, Logger: quiet()})
+	s.Start()
+	defer s.Close()
+	require.Eventually(t, func() bool { return replica.Next() == master.Next() }, 10*time.Second, time.Millisecond)
+	require.Equal(t, master.Min(), replica.Min())
+	requirePrefix(t, master, replica)
+}
+
+// TestStream_SlaveAheadStops: a slave whose log is longer than its
+// master's stops and says why, and its log is left as it was.
+func TestStream_SlaveAheadStops(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	master := openLog(t, t.TempDir())
+	appendRecords(t, master, r, 5)
+	replica := openLog(t, t.TempDir())
+	appendRecords(t, replica, r, 50)
+	before := replica.Next()
+	m := startMaster(t, master, MasterOptions{})
+	s := NewSlave(&logReplica{l: replica}, SlaveOptions{Master: func() string { return m.Addr().String() }, Logger: quiet()})
+	s.Start()
+	defer s.Close()
+	require.Eventually(t, func() bool { return s.Status().Stopped != "" }, 10*time.Second, time.Millisecond)
+	require.Contains(t, s.Status().Stopped, "past its master's end")
+	require.Equal(t, before, replica.Next())
+}
+
+// fakeSlave connects to a master and reports the offsets it is given.
+func fakeSlave(t *testing.T, m *Master, first int64) (report func(int64), closeFn func()) {
+	t.Helper()
+	c, err := net.Dial("tcp", m.Addr().String())
+	require.NoError(t, err)
+	go io.Copy(io.Discard, c)
+	report = func(off int64) {
+		var b [8]byte
+		binary.BigEndian.PutUint64(b[:], uint64(off))
+		_, err := c.Write(b[:])
+		require.NoError(t, err)
+	}
+	report(first)
+	return report, func() { c.Close() }
+}
+
+// TestGate_SyncMaster: a held put is answered when a slave acknowledges
+// its end, FLUSH_SLAVE_TIMEOUT when none does in time, and
+// SLAVE_NOT_AVAILABLE at once when no slave is connected.
+func TestGate_SyncMaster(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	master := openLog(t, t.TempDir())
+	appendRecords(t, master, r, 10)
+	var waited atomic.Int64
+	m := startMaster(t, master, MasterOptions{SyncTimeout: 200 * time.Millisecond,
+		OnSyncWait: func(time.Duration, store.PutStatus) { waited.Add(1) }})
+	end := int64(master.Next())
+	hold := func() chan store.PutResult {
+		ch := make(chan store.PutResult, 1)
+		m.Hold(end, store.PutResult{Status: store.PutOK}, func(res store.PutResult) { ch <- res })
+		return ch
+	}
+	res := <-hold()
+	require.Equal(t, store.PutSlaveNotAvailable, res.Status, res.Remark)
+
+	report, closeSlave := fakeSlave(t, m, 0)
+	defer closeSlave()
+	require.Eventually(t, func() bool { st := m.Status(); return len(st.Slaves) == 1 && st.Slaves[0].Acked == 0 }, 5*time.Second, time.Millisecond)
+	res = <-hold()
+	require.Equal(t, store.PutFlushSlaveTimeout, res.Status, "a slave that acknowledges nothing")
+	require.Contains(t, res.Remark, "ha.sync_timeout")
+
+	ch := hold()
+	report(end)
+	res = <-ch
+	require.Equal(t, store.PutOK, res.Status, res.Remark)
+	require.Equal(t, int64(1), m.Status().SyncTimeouts)
+	require.Equal(t, int64(3), waited.Load())
+}
+
+func FuzzReadFrame(f *testing.F) {
+	var b [headerSize + 3]byte
+	putHeader(b[:], 42, 3)
+	f.Add(b[:])
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
+	f.Fuzz(func(t *testing.T, in []byte) {
+		var hdr [headerSize]byte
+		var buf []byte
+		off, data, err := readFrame(bytes.NewReader(in), hdr[:], &buf)
+		if err != nil {
+			return
+		}
+		if off < 0 || len(data) > MaxChunk || headerSize+len(data) > len(in) {
+			t.Fatalf("frame at %d of %d bytes from %d input bytes", off, len(data), len(in))
+		}
+		if !bytes.Equal(data, in[headerSize:headerSize+len(data)]) {
+			t.Fatal("frame bytes differ from the input")
+		}
+	})
+}
