@@ -37,6 +37,9 @@ type Options struct {
 	// its producer is asked (default 6 s).
 	TransactionCheckInterval time.Duration
 	TransactionTimeout       time.Duration
+	// MetaSyncInterval is how often a slave copies its master's topics,
+	// groups and offsets (default 10 s, as Java's SlaveSynchronize).
+	MetaSyncInterval time.Duration
 }
 
 // Broker serves RocketMQ's broker protocol over a Store.
@@ -101,6 +104,9 @@ func New(cfg conf.Broker, opts Options) (*Broker, error) {
 	}
 	if opts.TransactionTimeout <= 0 {
 		opts.TransactionTimeout = 6 * time.Second
+	}
+	if opts.MetaSyncInterval <= 0 {
+		opts.MetaSyncInterval = 10 * time.Second
 	}
 	b := &Broker{cfg: cfg, opts: opts, logger: opts.Logger, groups: group.New(), notify: newNotifier(),
 		conns: map[uint64]*remoting.Conn{}, quit: make(chan struct{}),

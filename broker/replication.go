@@ -22,7 +22,7 @@ import (
 // 4.x): a master serves its log to slaves on its HA port (and, as
 // SYNC_MASTER, holds sends until a slave has them); a slave copies its
 // master's log, found through the nameservers' registration answers, and
-// its metadata every metaSyncInterval.
+// its metadata every Options.MetaSyncInterval.
 type replication struct {
 	master *ha.Master // masters
 	slave  *ha.Slave  // slaves
@@ -33,9 +33,6 @@ type replication struct {
 	metaSynced atomic.Int64 // unix ms of the last metadata sync (slaves)
 	metaErr    atomic.Pointer[string]
 }
-
-// metaSyncInterval is how often a slave copies its master's metadata.
-const metaSyncInterval = 10 * time.Second
 
 func loadStr(p *atomic.Pointer[string]) string {
 	if s := p.Load(); s != nil {
@@ -127,7 +124,7 @@ func (b *Broker) learnMaster(resp *remoting.Command) {
 }
 
 // metaSyncLoop copies the master's topics, subscription groups, consumer
-// offsets and delay offsets every metaSyncInterval, as Java's
+// offsets and delay offsets every MetaSyncInterval, as Java's
 // SlaveSynchronize, so that consumers that move to the slave resume near
 // their committed offsets.
 func (b *Broker) metaSyncLoop() {
@@ -151,7 +148,7 @@ func (b *Broker) metaSyncLoop() {
 				b.repl.metaSynced.Store(time.Now().UnixMilli())
 			}
 		}
-		t.Reset(metaSyncInterval)
+		t.Reset(b.opts.MetaSyncInterval)
 	}
 }
 

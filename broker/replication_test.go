@@ -1,0 +1,145 @@
+package broker
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicemq/sluice/commitlog"
+	"github.com/sluicemq/sluice/conf"
+	"github.com/sluicemq/sluice/internal/protocol"
+	"github.com/sluicemq/sluice/internal/remoting"
+)
+
+// groupConfigs returns a master's and a slave's configuration registering
+// with the nameserver at ns.
+func groupConfigs(t *testing.T, ns string, role string) (master, slave conf.Broker) {
+	master = testConfig(t.TempDir())
+	master.NamesrvAddr, master.Role, master.RegisterInterval = ns, role, 50*time.Millisecond
+	master.HA.SyncTimeout = 2 * time.Second
+	slave = testConfig(t.TempDir())
+	slave.NamesrvAddr, slave.Role, slave.BrokerID, slave.RegisterInterval = ns, conf.RoleSlave, 1, 50*time.Millisecond
+	return master, slave
+}
+
+// requireSameLog checks that the slave's log equals the master's byte for
+// byte.
+func requireSameLog(t *testing.T, master, slave *commitlog.Log) {
+	t.Helper()
+	require.Equal(t, master.Next(), slave.Next())
+	a, b := make([]byte, 64<<10), make([]byte, 64<<10)
+	for at := master.Min(); at < master.Next(); {
+		n, _ := master.ReadAt(a, at)
+		m, _ := slave.ReadAt(b[:n], at)
+		require.Equal(t, n, m)
+		require.True(t, bytes.Equal(a[:n], b[:n]), "logs differ in [%d, %d)", at, at+commitlog.Offset(n))
+		at += commitlog.Offset(n)
+	}
+}
+
+// TestReplication_SyncMasterGroup runs a SYNC_MASTER and its slave with a
+// nameserver: sends are answered SLAVE_NOT_AVAILABLE before the slave
+// connects, SUCCESS once it has them; the slave's log equals the master's,
+// it serves pulls of the same messages, keeps the master's topics and
+// offsets and not its pullers', and refuses sends.
+func TestReplication_SyncMasterGroup(t *testing.T) {
+	ns := startNamesrv(t, "127.0.0.1:0")
+	mc, sc := groupConfigs(t, ns.Addr(), conf.RoleSyncMaster)
+	master := startBroker(t, mc, Options{})
+	c := newClient(t, remoting.SerializeJSON)
+
+	resp := send(t, c, master.Addr(), "orders", 0, "before-slave", nil)
+	require.Equal(t, protocol.SlaveNotAvailable, int(resp.Code), resp.Remark)
+	var h protocol.SendMessageResponseHeader
+	require.NoError(t, h.FromExt(resp.ExtFields), "stored: the answer carries its ids")
+	require.NotEmpty(t, h.MsgID)
+
+	slave := startBroker(t, sc, Options{MetaSyncInterval: 50 * time.Millisecond})
+	require.Eventually(t, func() bool { return len(master.repl.master.Status().Slaves) == 1 }, 10*time.Second, time.Millisecond)
+	// NB: a slave counts once it acknowledged the master's end.
+	require.Eventually(t, func() bool { return master.repl.master.Status().Acked == int64(master.Store().Log().Next()) },
+		10*time.Second, time.Millisecond)
+	bodies := seq("m", 100)
+	for _, body := range bodies {
+		mustSend(t, c, master.Addr(), "orders", 0, body, nil)
+	}
+	// Every acknowledged send is on the slave already (SYNC_MASTER).
+	require.GreaterOrEqual(t, slave.Store().ReplicaOffset(), int64(master.Store().Log().Next()))
+	require.Eventually(t, func() bool { return slave.Store().Log().Next() == master.Store().Log().Next() }, 10*time.Second, time.Millisecond)
+	requireSameLog(t, master.Store().Log(), slave.Store().Log())
+
+	// Metadata follows the master: the topic, and a committed offset.
+	commit := &protocol.UpdateConsumerOffsetRequestHeader{ConsumerGroup: "g", Topic: "orders", QueueID: 0, CommitOffset: 42}
+	require.Equal(t, protocol.Success, int(invoke(t, c, master.Addr(), protocol.UpdateConsumerOffset, commit, nil).Code))
+	require.Eventually(t, func() bool {
+		_, ok := slave.topics.Get("orders")
+		off, _ := slave.offsets.Query("g", "orders", 0)
+		return ok && off == 42
+	}, 10*time.Second, 5*time.Millisecond)
+
+	// The slave serves the same messages.
+	waitIndexed(t, slave)
+	heartbeat(t, c, remoting.SerializeJSON, slave.Addr(), "cid", "g", map[string]string{"orders": "*"})
+	var got []string
+	for off := int64(0); len(got) < 101; {
+		resp := invoke(t, c, slave.Addr(), protocol.PullMessage, pullHeader("g", "orders", 0, off, pullCommitOffset), nil)
+		require.Equal(t, protocol.Success, int(resp.Code), resp.Remark)
+		got = append(got, recordBodies(t, resp.Body)...)
+		off = pullExt(t, resp).NextBeginOffset
+	}
+	require.Equal(t, append([]string{"before-slave"}, bodies...), got)
+	off, _ := slave.offsets.Query("g", "orders", 0)
+	require.Equal(t, int64(42), off, "a slave does not commit its pullers' offsets")
+
+	// A slave refuses sends, saying why.
+	resp = send(t, c, slave.Addr(), "orders", 0, "to-slave", nil)
+	require.Equal(t, protocol.ServiceNotAvailable, int(resp.Code))
+	require.Contains(t, resp.Remark, "slave")
+	require.Equal(t, "replicating", slave.replicationStatus()["haState"])
+
+	// The slave gone, sends are stored and answered at once.
+	require.NoError(t, slave.Close())
+	require.Eventually(t, func() bool {
+		return send(t, c, master.Addr(), "orders", 0, "after-slave", nil).Code == protocol.SlaveNotAvailable
+	}, 10*time.Second, 10*time.Millisecond)
+}
+
+// TestReplication_AsyncMasterSlaveRestarts: an ASYNC_MASTER answers at
+// once; a slave that restarts continues from its own end, and the logs end
+// equal after master segment rolls.
+func TestReplication_AsyncMasterSlaveRestarts(t *testing.T) {
+	ns := startNamesrv(t, "127.0.0.1:0")
+	mc, sc := groupConfigs(t, ns.Addr(), conf.RoleAsyncMaster)
+	mc.Store.SegmentSize, mc.Store.MaxMessageSize = 256<<10, 64<<10
+	sc.Store.SegmentSize, sc.Store.MaxMessageSize = 256<<10, 64<<10
+	master := startBroker(t, mc, Options{})
+	c := newClient(t, remoting.SerializeJSON)
+	body := string(bytes.Repeat([]byte("x"), 2000))
+	for i := range 100 {
+		mustSend(t, c, master.Addr(), "t", int32(i%4), body, nil)
+	}
+	slave, err := New(sc, Options{Logger: quiet()})
+	require.NoError(t, err)
+	require.NoError(t, slave.Start())
+	for round := range 3 {
+		for i := range 100 {
+			mustSend(t, c, master.Addr(), "t", int32(i%4), fmt.Sprintf("%d-%d-%s", round, i, body), nil)
+		}
+		require.Eventually(t, func() bool { return slave.Store().Log().Next() == master.Store().Log().Next() }, 10*time.Second, time.Millisecond)
+		require.NoError(t, slave.Close())
+		slave, err = New(sc, Options{Logger: quiet()})
+		require.NoError(t, err)
+		require.NoError(t, slave.Start())
+	}
+	defer slave.Close()
+	require.Eventually(t, func() bool { return slave.Store().Log().Next() == master.Store().Log().Next() }, 10*time.Second, time.Millisecond)
+	require.Greater(t, int64(master.Store().Log().Next()), int64(3*mc.Store.SegmentSize))
+	requireSameLog(t, master.Store().Log(), slave.Store().Log())
+	waitIndexed(t, slave)
+	for q := range int32(4) {
+		require.Equal(t, master.Store().MaxOffset("t", q), slave.Store().MaxOffset("t", q), "queue %d", q)
+	}
+}
