@@ -291,9 +291,20 @@ func (b *Broker) replicationStatus() map[string]string {
 		out["haBytesSent"] = strconv.FormatInt(st.BytesSent, 10)
 		out["haSyncTimeouts"] = strconv.FormatInt(st.SyncTimeouts, 10)
 		out["haSyncNoSlave"] = strconv.FormatInt(st.SyncNoSlave, 10)
+		var lagBytes int64
+		var lagSecs float64
 		for i, s := range st.Slaves {
 			out[fmt.Sprintf("haSlave%d", i)] = fmt.Sprintf("%s acked=%d lagBytes=%d lagSeconds=%.3f", s.Addr, s.Acked, s.LagBytes, s.LagSeconds)
+			lagBytes, lagSecs = max(lagBytes, s.LagBytes), max(lagSecs, s.LagSeconds)
 		}
+		// NB: a master's row in clusterList shows its furthest slave.
+		state := "slaves=0"
+		if len(st.Slaves) > 0 {
+			state = fmt.Sprintf("slaves=%d", len(st.Slaves))
+			out["haLagBytes"] = strconv.FormatInt(lagBytes, 10)
+			out["haLagSeconds"] = strconv.FormatFloat(lagSecs, 'f', 3, 64)
+		}
+		out["haState"] = state
 	}
 	if s := b.repl.slave; s != nil {
 		st := s.Status()

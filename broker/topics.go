@@ -67,10 +67,31 @@ func (b *Broker) createSystemTopics() error {
 // TOPIC_NOT_EXIST naming the topic and this broker.
 func (b *Broker) knownTopic(w remoting.ResponseWriter, req *remoting.Command, name string) (topic.Config, bool) {
 	cfg, ok := b.topics.Get(name)
+	if !ok && b.isSlave() {
+		cfg, ok = b.replicatedTopic(name)
+	}
 	if !ok {
 		reply(w, req, protocol.TopicNotExist, fmt.Sprintf("topic %s does not exist on broker %s", name, b.cfg.BrokerName))
 	}
 	return cfg, ok
+}
+
+// replicatedTopic is, on a slave, a read-only config for a topic its log
+// holds but whose config has not been copied from the master yet (it
+// does so every MetaSyncInterval): consumers that fall back to the slave
+// right after the master died still read.
+func (b *Broker) replicatedTopic(name string) (topic.Config, bool) {
+	queues := int32(-1)
+	b.store.Topics(func(t string, id int32, _, _ int64) bool {
+		if t == name {
+			queues = max(queues, id+1)
+		}
+		return true
+	})
+	if queues <= 0 {
+		return topic.Config{}, false
+	}
+	return topic.Config{TopicName: name, ReadQueueNums: queues, WriteQueueNums: queues, Perm: topic.PermRead}, true
 }
 
 // topicForSend returns the config of a topic a producer sends to, creating

@@ -39,6 +39,10 @@ type clusterRow struct {
 
 // clusterColumns are the runtime values clusterList shows, by header.
 var clusterColumns = []struct{ header, key string }{
+	{"Role", "brokerRole"},
+	{"HA Lag Bytes", "haLagBytes"},
+	{"HA Lag s", "haLagSeconds"},
+	{"HA State", "haState"},
 	{"Put Total", "putMessageTotal"},
 	{"Get Total", "getMessageTotal"},
 	{"CommitLog Min", "commitLogMinOffset"},

@@ -122,8 +122,9 @@ func TestCluster_ListAndBrokerStatus(t *testing.T) {
 	out := c.ok(t, "clusterList")
 	require.Contains(t, rows(out)[0], "#Put")
 	row := findRow(t, out, "DefaultCluster", "broker-a")
-	require.Equal(t, []string{"0", c.broker, "1", "0", "0"}, row[2:7], "id, address, put total, get total, commitlog min")
-	require.NotEqual(t, "0", row[7], "commitlog max offset")
+	require.Equal(t, []string{"0", c.broker, "ASYNC_MASTER", "-", "-", "slaves=0", "1", "0", "0"}, row[2:11],
+		"id, address, role, HA lag bytes and seconds, HA state, put total, get total, commitlog min")
+	require.NotEqual(t, "0", row[11], "commitlog max offset")
 
 	var cl struct {
 		Brokers []struct {

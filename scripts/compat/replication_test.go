@@ -1,0 +1,182 @@
+package compat
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/apache/rocketmq-client-go/v2/admin"
+	"github.com/apache/rocketmq-client-go/v2/consumer"
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+	"github.com/stretchr/testify/require"
+)
+
+var servingRE = regexp.MustCompile(`serving on (\S+) \(nameserver`)
+
+// startGroupMember starts one mqbroker of the broker group "broker-ha".
+func startGroupMember(t *testing.T, dir, listen string, args ...string) *process {
+	t.Helper()
+	bin := filepath.Dir(mqadmin)
+	base := []string{"-n", nameserverAddr, "--listen", listen, "--store-dir", filepath.Join(dir, "store"),
+		"--broker-name", "broker-ha", "--cluster", "DefaultCluster", "--ha-listen", "127.0.0.1:0"}
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	logs, _ := filepath.Glob(filepath.Join(dir, "log-*"))
+	logPath := filepath.Join(dir, fmt.Sprintf("log-%d", len(logs)))
+	p, err := start(filepath.Base(dir), filepath.Join(bin, "mqbroker"), logPath, servingRE,
+		[]string{"SLUICE_STORE_SEGMENT_SIZE=1048576", "SLUICE_STORE_MAX_MESSAGE_SIZE=65536", "SLUICE_REGISTER_INTERVAL=200ms"},
+		append(base, args...)...)
+	if err != nil && p != nil {
+		p.dumpLog(&testWriter{t})
+	}
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		if t.Failed() {
+			p.dumpLog(&testWriter{t})
+		}
+		_ = p.stop()
+	})
+	return p
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w *testWriter) Write(b []byte) (int, error) { w.t.Log(string(b)); return len(b), nil }
+
+// brokerStatus runs mqadmin brokerStatus against addr.
+func brokerStatus(t *testing.T, addr string) string {
+	out, err := exec.Command(mqadmin, "brokerStatus", "-n", nameserverAddr, "-b", addr).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	return string(out)
+}
+
+// statusField reads one "key : value" line of brokerStatus.
+func statusField(out, key string) string {
+	for _, line := range strings.Split(out, "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if ok && strings.TrimSpace(k) == key {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+// TestReplication_KillSyncMaster: a SYNC_MASTER and its slave; the official
+// client sends with SendSync from several goroutines and the master is
+// killed (SIGKILL) mid-stream. Every acknowledged message is consumed from
+// the slave by the official push consumer while the master is down; the
+// master restarts on its store, the slave catches up to it, and the
+// acknowledged messages are in their queues in the order they were
+// acknowledged.
+func TestReplication_KillSyncMaster(t *testing.T) {
+	work := t.TempDir()
+	masterDir, slaveDir := filepath.Join(work, "master"), filepath.Join(work, "slave")
+	master := startGroupMember(t, masterDir, "127.0.0.1:0", "--role", "SYNC_MASTER", "--flush", "sync")
+	startGroupMember(t, slaveDir, "127.0.0.1:0", "--role", "SLAVE", "--broker-id", "1")
+	topic := name(t, "topic")
+	ctx := waitContext(t, patience)
+	require.NoError(t, topicAdmin.CreateTopic(ctx, admin.WithTopicCreate(topic), admin.WithBrokerAddrCreate(master.addr),
+		admin.WithReadQueueNums(4), admin.WithWriteQueueNums(4)))
+
+	// A slow consumer, running before the master dies (the official client
+	// asks the master for a new group's offsets, so a group must be
+	// running to fall back to the slave; it does at its route refresh).
+	in := newInbox()
+	in.decide = func(delivery) consumer.ConsumeResult { time.Sleep(5 * time.Millisecond); return consumer.ConsumeSuccess }
+	startPushConsumer(t, topic, "*", in, "c1", consumerOptions(name(t, "group"), name(t, "c1"), consumer.WithConsumeGoroutineNums(1)))
+	p := newProducer(t, "producer")
+	// The slave has connected once a send is acknowledged SEND_OK.
+	require.Eventually(t, func() bool {
+		res, err := p.SendSync(waitContext(t, patience), primitive.NewMessage(topic, []byte("probe")))
+		return err == nil && res.Status == primitive.SendOK
+	}, 30*time.Second, 50*time.Millisecond)
+
+	type ack struct {
+		id     string
+		queue  int
+		offset int64
+	}
+	var (
+		mu    sync.Mutex
+		acked []ack
+		stop  atomic.Bool
+		wg    sync.WaitGroup
+	)
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; !stop.Load(); i++ {
+				id := fmt.Sprintf("g%d-%d", g, i)
+				m := primitive.NewMessage(topic, []byte(id))
+				m.WithProperty(idProperty, id)
+				res, err := p.SendSync(waitContext(t, 5*time.Second), m)
+				if err != nil || res.Status != primitive.SendOK {
+					continue // NB: not acknowledged: may or may not be stored
+				}
+				mu.Lock()
+				acked = append(acked, ack{id, res.MessageQueue.QueueId, res.QueueOffset})
+				mu.Unlock()
+			}
+		}()
+	}
+	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(acked) >= 300 }, 60*time.Second, time.Millisecond)
+	require.NoError(t, master.cmd.Process.Kill())
+	<-master.exited
+	stop.Store(true)
+	wg.Wait()
+	atKill := len(in.deliveries())
+	t.Logf("%d sends acknowledged, %d messages consumed when the master was killed", len(acked), atKill)
+
+	// Every acknowledged message is consumed, those left from the slave.
+	want := map[string]bool{}
+	for _, a := range acked {
+		want[a.id] = true
+	}
+	got := in.waitFor(t, "every acknowledged message, from the slave", func(ds []delivery) bool {
+		seen := 0
+		for _, d := range ds {
+			if want[d.msg.GetProperty(idProperty)] {
+				seen++
+			}
+		}
+		return seen >= len(want)
+	})
+	require.Less(t, atKill, len(want), "the consumer was behind when the master died")
+	for _, d := range got {
+		if id := d.msg.GetProperty(idProperty); want[id] {
+			require.Equal(t, "broker-ha", d.msg.Queue.BrokerName)
+		}
+	}
+	// Within a queue, acknowledged messages are in acknowledgement order
+	// at the offsets the master gave them.
+	byQueue := map[int]map[int64]string{}
+	for _, d := range got {
+		if byQueue[d.msg.Queue.QueueId] == nil {
+			byQueue[d.msg.Queue.QueueId] = map[int64]string{}
+		}
+		byQueue[d.msg.Queue.QueueId][d.msg.QueueOffset] = d.msg.GetProperty(idProperty)
+	}
+	for _, a := range acked {
+		require.Equal(t, a.id, byQueue[a.queue][a.offset], "queue %d offset %d", a.queue, a.offset)
+	}
+
+	// The master returns on its store; the slave catches up with it.
+	master = startGroupMember(t, masterDir, "127.0.0.1:0", "--role", "SYNC_MASTER", "--flush", "sync")
+	res, err := p.SendSync(waitContext(t, patience), primitive.NewMessage(topic, []byte("after")))
+	for i := 0; (err != nil || res.Status != primitive.SendOK) && i < 600; i++ {
+		time.Sleep(50 * time.Millisecond) // NB: the producer's route refresh; the condition is the send itself
+		res, err = p.SendSync(waitContext(t, patience), primitive.NewMessage(topic, []byte("after")))
+	}
+	require.NoError(t, err)
+	require.Equal(t, primitive.SendOK, res.Status, "the restarted master acknowledges with the slave caught up")
+	ms := brokerStatus(t, master.addr)
+	require.Equal(t, "SYNC_MASTER", statusField(ms, "brokerRole"))
+	require.Equal(t, "1", statusField(ms, "haSlaves"))
+}
