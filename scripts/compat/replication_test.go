@@ -88,7 +88,10 @@ func TestReplication_KillSyncMaster(t *testing.T) {
 	// asks the master for a new group's offsets, so a group must be
 	// running to fall back to the slave; it does at its route refresh).
 	in := newInbox()
-	in.decide = func(delivery) consumer.ConsumeResult { time.Sleep(5 * time.Millisecond); return consumer.ConsumeSuccess }
+	in.decide = func(delivery) consumer.ConsumeResult {
+		time.Sleep(5 * time.Millisecond)
+		return consumer.ConsumeSuccess
+	}
 	startPushConsumer(t, topic, "*", in, "c1", consumerOptions(name(t, "group"), name(t, "c1"), consumer.WithConsumeGoroutineNums(1)))
 	p := newProducer(t, "producer")
 	// The slave has connected once a send is acknowledged SEND_OK.
