@@ -143,3 +143,51 @@ func TestReplication_AsyncMasterSlaveRestarts(t *testing.T) {
 		require.Equal(t, master.Store().MaxOffset("t", q), slave.Store().MaxOffset("t", q), "queue %d", q)
 	}
 }
+
+// TestReplication_ReplaceLostMaster runs the README's procedure for a
+// master whose disk is lost: the slave restarts as the master on its own
+// store, a new empty slave copies everything from it, and nothing
+// acknowledged is lost.
+func TestReplication_ReplaceLostMaster(t *testing.T) {
+	ns := startNamesrv(t, "127.0.0.1:0")
+	mc, sc := groupConfigs(t, ns.Addr(), conf.RoleSyncMaster)
+	master := startBroker(t, mc, Options{})
+	slave, err := New(sc, Options{Logger: quiet()})
+	require.NoError(t, err)
+	require.NoError(t, slave.Start())
+	c := newClient(t, remoting.SerializeJSON)
+	var acked []string
+	require.Eventually(t, func() bool {
+		st := master.repl.master.Status()
+		return len(st.Slaves) == 1 && st.Slaves[0].Acked == int64(master.Store().Log().Next())
+	}, 10*time.Second, time.Millisecond)
+	for _, body := range seq("a", 50) {
+		mustSend(t, c, master.Addr(), "t", 0, body, nil)
+		acked = append(acked, body)
+	}
+	// The master's machine is gone; the slave becomes the master.
+	require.NoError(t, master.Close())
+	require.NoError(t, slave.Close())
+	nc := sc
+	nc.Role, nc.BrokerID = conf.RoleAsyncMaster, 0
+	newMaster := startBroker(t, nc, Options{})
+	for _, body := range seq("b", 50) {
+		mustSend(t, c, newMaster.Addr(), "t", 0, body, nil)
+		acked = append(acked, body)
+	}
+	// A new, empty slave copies everything.
+	_, ec := groupConfigs(t, ns.Addr(), conf.RoleSyncMaster)
+	empty := startBroker(t, ec, Options{})
+	require.Eventually(t, func() bool { return empty.Store().Log().Next() == newMaster.Store().Log().Next() }, 10*time.Second, time.Millisecond)
+	requireSameLog(t, newMaster.Store().Log(), empty.Store().Log())
+	waitIndexed(t, empty)
+	heartbeat(t, c, remoting.SerializeJSON, empty.Addr(), "cid", "g", map[string]string{"t": "*"})
+	var got []string
+	for off := int64(0); len(got) < len(acked); {
+		resp := invoke(t, c, empty.Addr(), protocol.PullMessage, pullHeader("g", "t", 0, off, 0), nil)
+		require.Equal(t, protocol.Success, int(resp.Code), resp.Remark)
+		got = append(got, recordBodies(t, resp.Body)...)
+		off = pullExt(t, resp).NextBeginOffset
+	}
+	require.Equal(t, acked, got)
+}
