@@ -40,6 +40,10 @@ type Options struct {
 	// MetaSyncInterval is how often a slave copies its master's topics,
 	// groups and offsets (default 10 s, as Java's SlaveSynchronize).
 	MetaSyncInterval time.Duration
+	// ColdReadBytes is how far behind the log's end a pull must read for a
+	// master with slave_read_enable to suggest a slave (default 40% of the
+	// machine's memory).
+	ColdReadBytes int64
 }
 
 // Broker serves RocketMQ's broker protocol over a Store.
@@ -107,6 +111,9 @@ func New(cfg conf.Broker, opts Options) (*Broker, error) {
 	}
 	if opts.MetaSyncInterval <= 0 {
 		opts.MetaSyncInterval = 10 * time.Second
+	}
+	if opts.ColdReadBytes <= 0 {
+		opts.ColdReadBytes = coldReadDefault()
 	}
 	b := &Broker{cfg: cfg, opts: opts, logger: opts.Logger, groups: group.New(), notify: newNotifier(),
 		conns: map[uint64]*remoting.Conn{}, quit: make(chan struct{}),

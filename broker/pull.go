@@ -2,12 +2,14 @@ package broker
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"sync"
 	"time"
 
 	"github.com/sluicemq/sluice/broker/longpoll"
 	"github.com/sluicemq/sluice/broker/store"
+	"github.com/sluicemq/sluice/internal/message"
 	"github.com/sluicemq/sluice/internal/protocol"
 	"github.com/sluicemq/sluice/internal/remoting"
 )
@@ -87,7 +89,7 @@ func (b *Broker) pull(w remoting.ResponseWriter, req *remoting.Command, h *proto
 	}
 	resp := remoting.NewResponse(req, code, res.Status.String())
 	resp.ExtFields = protocol.Ext(&protocol.PullMessageResponseHeader{NextBeginOffset: next,
-		MinOffset: res.MinOffset, MaxOffset: res.MaxOffset})
+		MinOffset: res.MinOffset, MaxOffset: res.MaxOffset, SuggestWhichBrokerID: b.suggestBroker(code, res.Body)})
 	if code == protocol.Success {
 		resp.Body = res.Body
 		b.stats.recordGet(h.Topic, res.Count, len(res.Body))
@@ -116,4 +118,20 @@ func (b *Broker) park(w remoting.ResponseWriter, req *remoting.Command, h *proto
 		Deadline: time.Now().Add(wait), Match: pf.match,
 		Wake: func(bool) { b.pull(w, req, h, false) },
 	}, func() int64 { return b.store.MaxOffset(topic, qid) })
+}
+
+// suggestBroker is a pull answer's suggestWhichBrokerId: with
+// slave_read_enable, a master sends a consumer reading far behind the log's
+// end (more than Options.ColdReadBytes, 40% of the machine's memory by
+// default, as RocketMQ's accessMessageInMemoryMaxRatio) to its slave 1, so
+// that cold reads leave the master's page cache to new messages.
+func (b *Broker) suggestBroker(code int16, body []byte) int64 {
+	if code != protocol.Success || !b.cfg.SlaveReadEnable || b.isSlave() || len(body) < message.OffPhysicalOffset+8 {
+		return 0
+	}
+	pos := int64(binary.BigEndian.Uint64(body[message.OffPhysicalOffset:]))
+	if int64(b.store.Log().Next())-pos > b.opts.ColdReadBytes {
+		return 1
+	}
+	return 0
 }

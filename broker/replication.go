@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/sluicemq/sluice/broker/ha"
@@ -278,6 +279,15 @@ func firstNonLoopback() netip.Addr {
 		}
 	}
 	return netip.MustParseAddr("127.0.0.1")
+}
+
+// coldReadDefault is 40% of the machine's memory (1 GiB if unknown).
+func coldReadDefault() int64 {
+	var si syscall.Sysinfo_t
+	if err := syscall.Sysinfo(&si); err != nil || si.Totalram == 0 {
+		return 1 << 30
+	}
+	return int64(si.Totalram) * int64(si.Unit) * 4 / 10
 }
 
 // replicationStatus is the HA part of brokerStatus.

@@ -3,6 +3,7 @@ package broker
 import (
 	"bytes"
 	"fmt"
+	"net"
 	"testing"
 	"time"
 
@@ -190,4 +191,56 @@ func TestReplication_ReplaceLostMaster(t *testing.T) {
 		off = pullExt(t, resp).NextBeginOffset
 	}
 	require.Equal(t, acked, got)
+}
+
+// TestReplication_AdvertisedAddresses runs the group on distinct loopback
+// addresses: the slave reaches the master's HA port only at the address
+// the master registered, and clients are told each member's own address.
+func TestReplication_AdvertisedAddresses(t *testing.T) {
+	ns := startNamesrv(t, "127.0.0.1:0")
+	mc, sc := groupConfigs(t, ns.Addr(), conf.RoleAsyncMaster)
+	mc.Listen, mc.HA.Listen = "127.0.0.2:0", "127.0.0.3:0"
+	sc.Listen = "127.0.0.4:0"
+	master := startBroker(t, mc, Options{})
+	require.Regexp(t, `^127\.0\.0\.2:\d+$`, master.Addr())
+	require.Regexp(t, `^127\.0\.0\.3:\d+$`, master.repl.haAddr)
+	c := newClient(t, remoting.SerializeJSON)
+	mustSend(t, c, master.Addr(), "t", 0, "hello", nil)
+	slave := startBroker(t, sc, Options{})
+	require.Eventually(t, func() bool { return slave.Store().Log().Next() == master.Store().Log().Next() }, 10*time.Second, time.Millisecond)
+	require.Equal(t, master.repl.haAddr, slave.repl.slave.Status().Master)
+	require.Equal(t, master.Addr(), loadStr(&slave.repl.masterAddr))
+	require.Eventually(t, func() bool {
+		r := route(t, c, ns.Addr(), "t")
+		return r != nil && len(r.BrokerDatas) == 1 && r.BrokerDatas[0].BrokerAddrs[1] == slave.Addr() &&
+			r.BrokerDatas[0].BrokerAddrs[0] == master.Addr()
+	}, 10*time.Second, 10*time.Millisecond)
+
+	// An unspecified listen host advertises a real address, never 0.0.0.0.
+	a := advertised(&net.TCPAddr{IP: net.IPv4zero, Port: 1234}, quiet(), "advertise")
+	require.Equal(t, firstNonLoopback().String()+":1234", a)
+	require.Equal(t, "127.0.0.9:5", advertised(&net.TCPAddr{IP: net.IPv4(127, 0, 0, 9), Port: 5}, quiet(), "advertise"))
+}
+
+// TestReplication_SlaveReadSuggestion: with slave_read_enable, a pull far
+// behind the log's end is told to read from slave 1; a recent one is not.
+func TestReplication_SlaveReadSuggestion(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	cfg.SlaveReadEnable = true
+	b := startBroker(t, cfg, Options{ColdReadBytes: 2000})
+	c := newClient(t, remoting.SerializeJSON)
+	for _, body := range seq(string(bytes.Repeat([]byte("x"), 200)), 30) {
+		mustSend(t, c, b.Addr(), "t", 0, body, nil)
+	}
+	waitIndexed(t, b)
+	heartbeat(t, c, remoting.SerializeJSON, b.Addr(), "cid", "g", map[string]string{"t": "*"})
+	pull := func(off int64) protocol.PullMessageResponseHeader {
+		h := pullHeader("g", "t", 0, off, 0)
+		h.MaxMsgNums = 1
+		resp := invoke(t, c, b.Addr(), protocol.PullMessage, h, nil)
+		require.Equal(t, protocol.Success, int(resp.Code), resp.Remark)
+		return pullExt(t, resp)
+	}
+	require.Equal(t, int64(1), pull(0).SuggestWhichBrokerID, "a cold read")
+	require.Equal(t, int64(0), pull(29).SuggestWhichBrokerID, "a hot read")
 }

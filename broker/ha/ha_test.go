@@ -284,3 +284,34 @@ func FuzzReadFrame(f *testing.F) {
 		}
 	})
 }
+
+// TestStream_SlaveBehindRetentionStops: a slave whose end the master no
+// longer retains stops and says why, rather than leave a gap in its log.
+func TestStream_SlaveBehindRetentionStops(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 14))
+	master, err := commitlog.Open(t.TempDir(), commitlog.Options{SegmentSize: segSize, Logger: quiet(),
+		Retention: commitlog.RetentionOptions{MaxAge: time.Nanosecond}})
+	require.NoError(t, err)
+	defer master.Close()
+	appendRecords(t, master, r, 5)
+	// The slave copied the first records, then fell behind while the
+	// master's retention took its end.
+	replica := openLog(t, t.TempDir())
+	buf := make([]byte, master.Next())
+	n, _ := master.ReadAt(buf, 0)
+	require.NoError(t, replica.AppendRaw(0, buf[:n]))
+	appendRecords(t, master, r, 200)
+	require.NoError(t, master.Sync(context.Background()))
+	_, err = master.Retain(time.Now().Add(time.Hour), master.Next())
+	require.NoError(t, err)
+	require.Greater(t, int64(master.Min()), int64(replica.Next()))
+	before := replica.Next()
+
+	m := startMaster(t, master, MasterOptions{})
+	s := NewSlave(&logReplica{l: replica}, SlaveOptions{Master: func() string { return m.Addr().String() }, Logger: quiet()})
+	s.Start()
+	defer s.Close()
+	require.Eventually(t, func() bool { return s.Status().Stopped != "" }, 10*time.Second, time.Millisecond)
+	require.Contains(t, s.Status().Stopped, "no longer retains")
+	require.Equal(t, before, replica.Next())
+}
