@@ -96,6 +96,11 @@ func (s *Store) dispatchLoop() {
 // where).
 // REQUIRES: called by one goroutine at a time (Open, then dispatchLoop).
 func (s *Store) dispatch(sc *commitlog.Scanner) error {
+	if lo := s.log.Min(); sc.Pos() < lo {
+		// NB: an empty replica's log starts where its master's does.
+		sc.Seek(lo)
+		s.dispatched.Store(int64(lo))
+	}
 	for {
 		for sc.Scan() {
 			at, rec := sc.Record()
