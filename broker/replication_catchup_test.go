@@ -43,7 +43,7 @@ func fillMaster(t testing.TB, b *Broker, topic string, n int64) {
 		res := b.Store().PutBatch(context.Background(), &store.Batch{
 			Template: message.Message{Topic: topic, QueueID: int32(i % 4), BornTimestamp: time.Now().UnixMilli(),
 				BornHost: netip.MustParseAddrPort("127.0.0.1:1")},
-			Items:    items})
+			Items: items})
 		require.Equal(t, store.PutOK, res.Status, res.Remark)
 		stored += int64(res.Size)
 	}
