@@ -303,4 +303,3 @@ func sendLatencies(b *testing.B, br *Broker, n int) float64 {
 	slices.Sort(lat)
 	return float64(lat[len(lat)*99/100].Microseconds()) / 1000
 }
-
