@@ -319,6 +319,7 @@ func (b *Broker) replicationStatus() map[string]string {
 	if s := b.repl.slave; s != nil {
 		st := s.Status()
 		out["haMaster"] = st.Master
+		out["haLocalAddr"] = st.LocalAddr
 		out["haMasterAddr"] = loadStr(&b.repl.masterAddr)
 		out["haConnected"] = strconv.FormatBool(st.Connected)
 		out["haOffset"] = strconv.FormatInt(st.Offset, 10)

@@ -116,6 +116,7 @@ func TestReplication_AsyncMasterSlaveRestarts(t *testing.T) {
 	mc, sc := groupConfigs(t, ns.Addr(), conf.RoleAsyncMaster)
 	mc.Store.SegmentSize, mc.Store.MaxMessageSize = 256<<10, 64<<10
 	sc.Store.SegmentSize, sc.Store.MaxMessageSize = 256<<10, 64<<10
+	mc.MetricsListen = "127.0.0.1:0"
 	master := startBroker(t, mc, Options{})
 	c := newClient(t, remoting.SerializeJSON)
 	body := string(bytes.Repeat([]byte("x"), 2000))
@@ -143,6 +144,20 @@ func TestReplication_AsyncMasterSlaveRestarts(t *testing.T) {
 	for q := range int32(4) {
 		require.Equal(t, master.Store().MaxOffset("t", q), slave.Store().MaxOffset("t", q), "queue %d", q)
 	}
+	// Caught up, the lag the master reports is zero, in its status and
+	// its metrics.
+	require.Eventually(t, func() bool {
+		st := master.repl.master.Status()
+		return len(st.Slaves) == 1 && st.Slaves[0].LagBytes == 0 && st.Slaves[0].LagSeconds == 0
+	}, 10*time.Second, time.Millisecond)
+	get := scrape(t, master.MetricsAddr())
+	sent, ok := get("sluice_ha_bytes_sent_total", nil)
+	require.True(t, ok)
+	require.GreaterOrEqual(t, sent, float64(master.Store().Log().Next()), "the restarts re-sent nothing lost")
+	slaveAddr := master.repl.master.Status().Slaves[0].Addr
+	lag, ok := get("sluice_ha_slave_lag_bytes", map[string]string{"slave": slaveAddr})
+	require.True(t, ok)
+	require.Equal(t, 0.0, lag)
 }
 
 // TestReplication_ReplaceLostMaster runs the README's procedure for a

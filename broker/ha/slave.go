@@ -233,6 +233,7 @@ func (s *Slave) session(addr string) error {
 // SlaveSideStatus is the slave's side of replication.
 type SlaveSideStatus struct {
 	Master        string    `json:"master"`
+	LocalAddr     string    `json:"localAddr"` // of the connection: the master knows the slave by it
 	Connected     bool      `json:"connected"`
 	Since         time.Time `json:"since"`
 	Offset        int64     `json:"offset"`    // where the stream continues
@@ -249,7 +250,11 @@ type SlaveSideStatus struct {
 func (s *Slave) Status() SlaveSideStatus {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return SlaveSideStatus{Master: s.master, Connected: s.connected.Load(), Since: s.since,
+	local := ""
+	if s.conn != nil && s.connected.Load() {
+		local = s.conn.LocalAddr().String()
+	}
+	return SlaveSideStatus{Master: s.master, LocalAddr: local, Connected: s.connected.Load(), Since: s.since,
 		Offset: s.r.ReplicaOffset(), MasterEnd: s.masterEnd.Load(), ChunksApplied: s.chunks.Load(),
 		BytesApplied: s.bytes.Load(), Reconnects: s.reconnects.Load(), LastError: s.lastErr, Stopped: s.stopped}
 }

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
+	"strings"
 
 	"github.com/sluicemq/sluice/internal/protocol"
 	"github.com/spf13/cobra"
@@ -87,6 +89,7 @@ func clusterListCmd(a *app) *cobra.Command {
 				}
 			}
 		}
+		joinSlaveLag(rows)
 		if a.json {
 			if err := a.printJSON(map[string]any{"brokers": nonNil(rows)}); err != nil {
 				return err
@@ -172,4 +175,28 @@ func brokerStatusCmd(a *app) *cobra.Command {
 		return nil
 	})
 	return cmd
+}
+
+// haSlaveRE reads a master's haSlaveN runtime value.
+var haSlaveRE = regexp.MustCompile(`^(\S+) acked=-?\d+ lagBytes=(-?\d+) lagSeconds=(-?[\d.]+)$`)
+
+// joinSlaveLag gives each slave row the lag its master measures for it
+// (the master knows a slave by its replication connection's address,
+// haLocalAddr on the slave): bytes not acknowledged and the age of the
+// oldest of them.
+func joinSlaveLag(rows []clusterRow) {
+	type lag struct{ bytes, secs string }
+	byConn := map[string]lag{}
+	for _, r := range rows {
+		for k, v := range r.Runtime {
+			if m := haSlaveRE.FindStringSubmatch(v); m != nil && strings.HasPrefix(k, "haSlave") {
+				byConn[m[1]] = lag{m[2], m[3]}
+			}
+		}
+	}
+	for _, r := range rows {
+		if l, ok := byConn[r.Runtime["haLocalAddr"]]; ok && r.Runtime["brokerRole"] == "SLAVE" {
+			r.Runtime["haLagBytes"], r.Runtime["haLagSeconds"] = l.bytes, l.secs
+		}
+	}
 }

@@ -170,3 +170,23 @@ func TestGetConsumerStatus_TwoBrokers(t *testing.T) {
 	}, 10*time.Second, 50*time.Millisecond)
 	require.Len(t, gs.Clients[pc.ClientID()], 4, "2 queues on each of 2 brokers, each once")
 }
+
+// TestJoinSlaveLag: a slave row gets the lag its master measured for the
+// replication connection the slave reports; other rows are left alone.
+func TestJoinSlaveLag(t *testing.T) {
+	rows := []clusterRow{
+		{BrokerID: 0, Runtime: map[string]string{"brokerRole": "SYNC_MASTER", "haLagBytes": "300", "haLagSeconds": "1.500",
+			"haSlave0": "127.0.0.1:5001 acked=100 lagBytes=300 lagSeconds=1.500",
+			"haSlave1": "127.0.0.1:5002 acked=400 lagBytes=0 lagSeconds=0.000"}},
+		{BrokerID: 1, Runtime: map[string]string{"brokerRole": "SLAVE", "haLocalAddr": "127.0.0.1:5002", "haLagBytes": "7"}},
+		{BrokerID: 2, Runtime: map[string]string{"brokerRole": "SLAVE", "haLocalAddr": "127.0.0.1:5001"}},
+		{BrokerID: 3, Runtime: map[string]string{"brokerRole": "SLAVE", "haLocalAddr": ""}},
+	}
+	joinSlaveLag(rows)
+	require.Equal(t, "0", rows[1].Runtime["haLagBytes"])
+	require.Equal(t, "0.000", rows[1].Runtime["haLagSeconds"])
+	require.Equal(t, "300", rows[2].Runtime["haLagBytes"])
+	require.Equal(t, "1.500", rows[2].Runtime["haLagSeconds"])
+	require.NotContains(t, rows[3].Runtime, "haLagBytes")
+	require.Equal(t, "300", rows[0].Runtime["haLagBytes"], "the master's own row keeps its furthest slave")
+}
