@@ -139,7 +139,10 @@ func New(cfg conf.Broker, opts Options) (*Broker, error) {
 		return nil, err
 	}
 	b.store.SetUnconsumedCounter(b.unconsumed)
-	b.store.SetReplica(cfg.IsSlave())
+	if err := b.store.SetReplica(cfg.IsSlave()); err != nil {
+		b.closeStores()
+		return nil, err
+	}
 	if b.groupCfgs, err = group.OpenConfigTable(filepath.Join(cfgDir, "groups")); err != nil {
 		b.closeStores()
 		return nil, err

@@ -84,6 +84,11 @@ type Options struct {
 	// OnSync, if set, is called by the flusher after each successful fsync
 	// round with its duration and the bytes it made durable (metrics).
 	OnSync func(d time.Duration, bytes int64)
+	// Cut, when set, cuts the log at CutAt after recovery (a record
+	// boundary; everything from it goes): a replica dropping a tail its new
+	// master does not have.
+	Cut   bool
+	CutAt Offset
 	// Logger receives recovery and retention reports. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -225,6 +230,12 @@ func Open(dir string, opts Options) (*Log, error) {
 	if err := l.recover(); err != nil {
 		l.closeSegments()
 		return nil, err
+	}
+	if opts.Cut {
+		if err := l.cutTail(opts.CutAt); err != nil {
+			l.closeSegments()
+			return nil, err
+		}
 	}
 	if err := l.createAbort(); err != nil {
 		l.closeSegments()

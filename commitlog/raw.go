@@ -163,3 +163,48 @@ func (l *Log) dropPartial() {
 	}
 	l.written.Store(int64(next))
 }
+
+// ErrNotBoundary is returned by Open when Options.Cut names an offset
+// inside a record.
+var ErrNotBoundary = errors.New("commitlog: cut offset is not a record boundary")
+
+// cutTail cuts the recovered log at at (Options.Cut): a replica drops the
+// tail its new master does not have. at must be a record boundary (or the
+// log's end or past it: nothing to cut); below Min the whole log goes.
+// Called by Open, before anything reads or appends.
+func (l *Log) cutTail(at Offset) error {
+	if at >= l.Next() || len(l.segs) == 0 {
+		return nil
+	}
+	at = max(at, l.Min())
+	ss := Offset(l.opts.SegmentSize)
+	base := at - at%ss
+	s := &Scanner{l: l, pos: base, prevAt: -1, buf: make([]byte, scanBufSize)}
+	s.limit = l.Next
+	pos, tail := base, Offset(-1)
+	for pos < at && s.Scan() {
+		tail, pos = s.recAt, s.Pos()
+	}
+	if pos != at {
+		return fmt.Errorf("%w: %d (records of its segment end at %d)", ErrNotBoundary, at, pos)
+	}
+	last, err := l.dropSegmentsAfter(at)
+	if err != nil {
+		return err
+	}
+	if err := l.truncateTail(last, at, true); err != nil {
+		return err
+	}
+	if err := last.f.Sync(); err != nil {
+		return fmt.Errorf("commitlog: sync segment %s: %w", last.name(), err)
+	}
+	l.opts.Logger.Warn("commitlog: cut the log's tail", "from", l.Next(), "to", at)
+	l.recovery.Truncated, l.recovery.TruncateReason = true, fmt.Sprintf("cut at %d (Options.Cut)", at)
+	l.recovery.End = at
+	l.setEnd(at, tail)
+	l.active, l.wpos = nil, 0
+	if at < last.base+ss {
+		l.active, l.wpos = last, int64(at-last.base)
+	}
+	return nil
+}

@@ -147,3 +147,41 @@ func TestNextChanged_WakesOnAppend(t *testing.T) {
 	appendOne(t, l, 100, 2)
 	<-ch
 }
+
+func TestOpen_CutAtRecordBoundary(t *testing.T) {
+	r := rand.New(rand.NewPCG(21, 22))
+	opts := testOptions(16 << 10)
+	dir := t.TempDir()
+	l := mustOpen(t, dir, opts)
+	ws := appendSizes(t, l, randomSizes(r, 60, testHeader, 1500), 1)
+	require.NoError(t, l.Close())
+
+	// Inside a record: refused, and the log is left whole.
+	cut := opts
+	cut.Cut, cut.CutAt = true, ws[30].at+1
+	_, err := Open(dir, cut)
+	require.ErrorIs(t, err, ErrNotBoundary)
+	l = mustOpen(t, dir, opts)
+	requireRecords(t, l, ws)
+	require.NoError(t, l.Close())
+
+	seg := 0 // a record at the start of a segment
+	for i, w := range ws {
+		if i > 20 && i < 50 && w.at%(16<<10) == 0 {
+			seg = i
+		}
+	}
+	require.NotZero(t, seg)
+	for _, k := range []int{50, seg, 20, 0} {
+		cut.CutAt = ws[k].at
+		l = mustOpen(t, dir, cut)
+		require.Equal(t, ws[k].at, l.Next())
+		requireRecords(t, l, ws[:k])
+		// Appends continue from the cut, and survive a reopen.
+		ws = append(ws[:k], appendSizes(t, l, []int{100, 2000}, uint64(100+k))...)
+		require.NoError(t, l.Close())
+		l = mustOpen(t, dir, opts)
+		requireRecords(t, l, ws)
+		require.NoError(t, l.Close())
+	}
+}

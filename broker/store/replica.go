@@ -4,6 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"time"
+
+	"github.com/sluicemq/sluice/consumequeue"
 
 	"github.com/sluicemq/sluice/commitlog"
 )
@@ -49,13 +52,34 @@ func (s *Store) hold(noWait bool, res PutResult, done func(PutResult)) {
 var ErrNotReplica = errors.New("store: this store takes puts, not a master's bytes")
 
 // SetReplica makes the store a slave's: puts are refused
-// (PutServiceNotAvailable) and ApplyReplica writes the log; or, off, a
-// master's again (a replica's unfinished record is dropped at the next
-// put).
-func (s *Store) SetReplica(on bool) {
+// (PutServiceNotAvailable) and ApplyReplica writes the log. Off, it is a
+// master's again: once the dispatcher has indexed the whole log, queue
+// offsets continue from the consume queues (a replica's unfinished record
+// is dropped at the next put). It fails if the dispatcher does not catch
+// up within 30 s.
+func (s *Store) SetReplica(on bool) error {
+	if on || !s.replica.Load() {
+		s.putMu.Lock()
+		s.replica.Store(on)
+		s.putMu.Unlock()
+		return nil
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for s.dispatched.Load() < int64(s.log.Next()) {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("store: the dispatcher is %d bytes behind the log after 30 s; still a replica", s.DispatchLag())
+		}
+		s.kickDispatcher()
+		time.Sleep(time.Millisecond) // NB: once per role change
+	}
 	s.putMu.Lock()
-	s.replica.Store(on)
-	s.putMu.Unlock()
+	defer s.putMu.Unlock()
+	s.cq.Queues(func(topic string, id int32, q *consumequeue.Queue) bool {
+		s.queueNext.counter(topic, id).Store(q.Next())
+		return true
+	})
+	s.replica.Store(false)
+	return nil
 }
 
 // ApplyReplica writes bytes of the master's commitlog at at, which must be

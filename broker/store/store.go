@@ -55,6 +55,11 @@ type Options struct {
 	OnSync func(d time.Duration, bytes int64)
 	// CheckpointInterval is how often index checkpoints are saved. Default 1s.
 	CheckpointInterval time.Duration
+	// Cut, when set, cuts the log at CutAt on open (a record boundary),
+	// and the consume queues and key index with it: a replica drops the
+	// tail its new master does not have.
+	Cut   bool
+	CutAt int64
 	// DiskCheckInterval is how often the disk loop measures disk use
 	// (watermarks, refusal, reserve; see disk.go). Default 1s.
 	DiskCheckInterval time.Duration
@@ -246,6 +251,8 @@ func (s *Store) logOptions() commitlog.Options {
 		},
 		OpenFile: s.opts.OpenFile,
 		OnSync:   s.opts.OnSync,
+		Cut:      s.opts.Cut,
+		CutAt:    commitlog.Offset(s.opts.CutAt),
 		Logger:   s.logger,
 	}
 }
