@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicemq/sluice/broker/store"
 	"github.com/sluicemq/sluice/broker/topic"
+	"github.com/sluicemq/sluice/conf"
 	"github.com/sluicemq/sluice/internal/message"
 	"github.com/sluicemq/sluice/internal/protocol"
 	"github.com/sluicemq/sluice/internal/remoting"
@@ -148,12 +149,12 @@ func (b *Broker) send(ctx context.Context, w remoting.ResponseWriter, req *remot
 		return true
 	}
 	// Flow control: at most send_queue_size sends wait for the store (or,
-	// in sync mode, for the disk); the rest are told to back off
-	// (SYSTEM_BUSY is retried by clients). An inline send in async mode
-	// waits for nothing.
+	// in sync mode, for the disk; as SYNC_MASTER, for a slave); the rest
+	// are told to back off (SYSTEM_BUSY is retried by clients). An inline
+	// send in async mode waits for nothing.
 	release := func() {}
 	isReply := req.Code == protocol.SendReplyMessage || req.Code == protocol.SendReplyMessageV2
-	if (!inline || b.cfg.Store.SyncFlush()) && !isReply {
+	if (!inline || b.cfg.Store.SyncFlush() || b.cfg.Role == conf.RoleSyncMaster) && !isReply {
 		select {
 		case b.sendSem <- struct{}{}:
 			release = func() { <-b.sendSem }
