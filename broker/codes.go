@@ -33,7 +33,7 @@ func putCode(res store.PutResult, kind putKind) (int16, string) {
 	switch res.Status {
 	case store.PutOK:
 		return protocol.Success, ""
-	case store.PutFlushDiskTimeout, store.PutFlushSlaveTimeout, store.PutSlaveNotAvailable:
+	case store.PutFlushDiskTimeout, store.PutFlushSlaveTimeout, store.PutSlaveNotAvailable, store.PutInSyncReplicasNotEnough:
 		if kind == putInternal {
 			return protocol.Success, ""
 		}
@@ -52,6 +52,8 @@ var storedButSlow = map[store.PutStatus]int16{
 	store.PutFlushDiskTimeout:  protocol.FlushDiskTimeout,
 	store.PutFlushSlaveTimeout: protocol.FlushSlaveTimeout,
 	store.PutSlaveNotAvailable: protocol.SlaveNotAvailable,
+	// NB: RocketMQ 5 has no code of its own for it; the remark says.
+	store.PutInSyncReplicasNotEnough: protocol.SlaveNotAvailable,
 }
 
 // replyPut answers a broker-internal put (send-back, end-transaction).

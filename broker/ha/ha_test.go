@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -314,4 +315,82 @@ func TestStream_SlaveBehindRetentionStops(t *testing.T) {
 	require.Eventually(t, func() bool { return s.Status().Stopped != "" }, 10*time.Second, time.Millisecond)
 	require.Contains(t, s.Status().Stopped, "no longer retains")
 	require.Equal(t, before, replica.Next())
+}
+
+// helloSlave connects with a controller-mode hello and returns its report
+// function; refused reports whether the master refused the hello.
+func helloSlave(t *testing.T, m *Master, id int64, epoch int32) (report func(int64), refused bool) {
+	t.Helper()
+	c, err := net.Dial("tcp", m.Addr().String())
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	if err := sayHello(c, id, epoch); err != nil {
+		return nil, true
+	}
+	go io.Copy(io.Discard, c)
+	report = func(off int64) {
+		var b [8]byte
+		binary.BigEndian.PutUint64(b[:], uint64(off))
+		_, err := c.Write(b[:])
+		require.NoError(t, err)
+	}
+	report(0)
+	return report, false
+}
+
+// TestGate_ControllerMode: a held put waits for every slave of the
+// SyncStateSet, by broker id; too small a set answers at once; a slave of
+// a newer epoch fences the master; a slave of an older one is refused.
+func TestGate_ControllerMode(t *testing.T) {
+	r := rand.New(rand.NewPCG(15, 16))
+	master := openLog(t, t.TempDir())
+	appendRecords(t, master, r, 10)
+	var inSync atomic.Pointer[[]int64]
+	inSync.Store(&[]int64{1, 2})
+	var stale atomic.Int32
+	m := startMaster(t, master, MasterOptions{SyncTimeout: 5 * time.Second,
+		Epoch:   func() int32 { return 5 },
+		OnStale: func(e int32) { stale.Store(e) },
+		InSync:  func() ([]int64, int) { return *inSync.Load(), 2 }})
+	end := int64(master.Next())
+	hold := func() chan store.PutResult {
+		ch := make(chan store.PutResult, 1)
+		m.Hold(end, store.PutResult{Status: store.PutOK}, func(res store.PutResult) { ch <- res })
+		return ch
+	}
+	report1, refused := helloSlave(t, m, 1, 5)
+	require.False(t, refused)
+	report2, refused := helloSlave(t, m, 2, 5)
+	require.False(t, refused)
+	require.Eventually(t, func() bool { return m.AckedBy(1) == 0 && m.AckedBy(2) == 0 }, 5*time.Second, time.Millisecond)
+	ch := hold()
+	report1(end)
+	require.Eventually(t, func() bool { return m.AckedBy(1) == end }, 5*time.Second, time.Millisecond)
+	select {
+	case res := <-ch:
+		t.Fatalf("answered %v with slave 2 behind", res.Status)
+	default:
+	}
+	report2(end)
+	require.Equal(t, store.PutOK, (<-ch).Status)
+
+	inSync.Store(&[]int64{})
+	res := <-hold()
+	require.Equal(t, store.PutInSyncReplicasNotEnough, res.Status)
+	require.Contains(t, res.Remark, "min_in_sync_replicas")
+
+	_, refused = helloSlave(t, m, 3, 4)
+	require.True(t, refused, "a slave refuses a master of another epoch")
+	require.Zero(t, stale.Load(), "a slave of an older epoch does not fence the master")
+	_, refused = helloSlave(t, m, 3, 6)
+	require.True(t, refused)
+	require.Equal(t, int32(6), stale.Load(), "a slave of a newer epoch fences the master")
+
+	replica := openLog(t, t.TempDir())
+	s := NewSlave(&logReplica{l: replica}, SlaveOptions{Master: func() string { return m.Addr().String() },
+		Hello: func() (int64, int32) { return 4, 4 }, RetryInterval: 10 * time.Millisecond, Logger: quiet()})
+	s.Start()
+	defer s.Close()
+	require.Eventually(t, func() bool { return strings.Contains(s.Status().LastError, "epoch 4, the master is at 5") }, 5*time.Second, time.Millisecond)
+	require.Equal(t, commitlog.Offset(0), replica.Next(), "a slave copies nothing from a master of another epoch")
 }

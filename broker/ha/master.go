@@ -34,7 +34,18 @@ type MasterOptions struct {
 	// OnSyncWait, if set, observes each held put: how long it waited and
 	// how it ended (metrics).
 	OnSyncWait func(d time.Duration, status store.PutStatus)
-	Logger     *slog.Logger
+	// Epoch, set in controller mode, is the master's epoch: slaves open
+	// with a hello naming their broker id and the epoch they follow (see
+	// hello.go), and InSync decides held puts.
+	Epoch func() int32
+	// OnStale is told when a slave follows a newer epoch than the
+	// master's: this master was replaced and must stop acknowledging.
+	OnStale func(slaveEpoch int32)
+	// InSync, in controller mode, returns the slaves (broker ids) of the
+	// SyncStateSet, each of which must have a held put's bytes, and the
+	// replicas (the master included) a put needs at least.
+	InSync func() (ids []int64, minReplicas int)
+	Logger *slog.Logger
 }
 
 func (o *MasterOptions) defaults() {
@@ -98,6 +109,7 @@ type heldPut struct {
 
 // slaveConn is one connected slave.
 type slaveConn struct {
+	id        int64 // broker id from the hello (controller mode); -1 without
 	addr      string
 	conn      net.Conn
 	since     time.Time
@@ -166,7 +178,7 @@ func (m *Master) acceptLoop() {
 			m.opts.Logger.Error("ha: accept failed; no new slaves", "err", err)
 			return
 		}
-		s := &slaveConn{addr: c.RemoteAddr().String(), conn: c, since: time.Now(),
+		s := &slaveConn{id: -1, addr: c.RemoteAddr().String(), conn: c, since: time.Now(),
 			reported: make(chan struct{}), closed: make(chan struct{})}
 		s.acked.Store(-1)
 		m.mu.Lock()
@@ -190,6 +202,9 @@ func (m *Master) readReports(s *slaveConn) {
 	defer m.wg.Done()
 	defer s.close()
 	var b [8]byte
+	if m.opts.Epoch != nil && !m.hello(s) {
+		return
+	}
 	first := true
 	for {
 		s.conn.SetReadDeadline(time.Now().Add(m.opts.ReportTimeout))
@@ -310,6 +325,10 @@ func (m *Master) dropped(s *slaveConn, err error) {
 
 // Hold implements store.ReplicaGate for SYNC_MASTER.
 func (m *Master) Hold(end int64, res store.PutResult, done func(store.PutResult)) {
+	if m.opts.InSync != nil {
+		m.holdInSync(end, res, done)
+		return
+	}
 	if m.acked.Load() >= end {
 		done(res)
 		m.syncOK.Add(1)
@@ -323,6 +342,11 @@ func (m *Master) Hold(end int64, res store.PutResult, done func(store.PutResult)
 		done(res)
 		return
 	}
+	m.hold(end, res, done)
+}
+
+// hold queues a put until the slaves it needs have acknowledged end.
+func (m *Master) hold(end int64, res store.PutResult, done func(store.PutResult)) {
 	now := time.Now()
 	m.waitMu.Lock()
 	m.waiters = append(m.waiters, heldPut{end: end, since: now, deadline: now.Add(m.opts.SyncTimeout), res: res, done: done})
@@ -382,7 +406,7 @@ func (m *Master) answerHeld(closing bool) int {
 		m.waitMu.Unlock()
 		return 0
 	}
-	acked, now := m.acked.Load(), time.Now()
+	acked, now := m.ackedNeeded(), time.Now()
 	var ready []heldPut
 	keep := m.waiters[:0]
 	for _, w := range m.waiters {

@@ -34,7 +34,10 @@ type SlaveOptions struct {
 	ReadTimeout time.Duration
 	// RetryInterval is the wait before a new connection. Default 1 s.
 	RetryInterval time.Duration
-	Logger        *slog.Logger
+	// Hello, set in controller mode, returns the slave's broker id and
+	// the master epoch it follows, sent before the first report.
+	Hello  func() (id int64, epoch int32)
+	Logger *slog.Logger
 }
 
 // Slave copies its master's log into a Replica.
@@ -153,6 +156,14 @@ func (s *Slave) session(addr string) error {
 	s.conn, s.master, s.since = c, addr, time.Now()
 	s.mu.Unlock()
 	defer c.Close()
+	if s.opts.Hello != nil {
+		id, epoch := s.opts.Hello()
+		c.SetDeadline(time.Now().Add(s.opts.ReadTimeout))
+		if err := sayHello(c, id, epoch); err != nil {
+			return err
+		}
+		c.SetDeadline(time.Time{})
+	}
 
 	var wmu sync.Mutex
 	report := func(off int64) error {

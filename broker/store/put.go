@@ -32,7 +32,7 @@ type PutResult struct {
 // slave (PutFlushSlaveTimeout, PutSlaveNotAvailable).
 func (r PutResult) Stored() bool {
 	switch r.Status {
-	case PutOK, PutFlushDiskTimeout, PutFlushSlaveTimeout, PutSlaveNotAvailable:
+	case PutOK, PutFlushDiskTimeout, PutFlushSlaveTimeout, PutSlaveNotAvailable, PutInSyncReplicasNotEnough:
 		return true
 	}
 	return false

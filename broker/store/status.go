@@ -27,6 +27,9 @@ const (
 	// PutSlaveNotAvailable: stored (SYNC_MASTER), but no slave was
 	// connected and caught up to copy it (code 11; stored all the same).
 	PutSlaveNotAvailable
+	// PutInSyncReplicasNotEnough: stored (controller mode), but the
+	// SyncStateSet holds fewer replicas than ha.min_in_sync_replicas.
+	PutInSyncReplicasNotEnough
 )
 
 func (s PutStatus) String() string {
@@ -43,6 +46,8 @@ func (s PutStatus) String() string {
 		return "FLUSH_SLAVE_TIMEOUT"
 	case PutSlaveNotAvailable:
 		return "SLAVE_NOT_AVAILABLE"
+	case PutInSyncReplicasNotEnough:
+		return "IN_SYNC_REPLICAS_NOT_ENOUGH"
 	}
 	return "UNKNOWN"
 }

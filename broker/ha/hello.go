@@ -1,0 +1,144 @@
+package ha
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"time"
+
+	"github.com/sluicemq/sluice/broker/store"
+)
+
+// Controller mode adds a hello to the 4.x stream, before the slave's
+// first offset report, so that the master knows which broker each
+// connection is (the SyncStateSet names broker ids) and neither side
+// follows a stale epoch:
+//
+//	slave → master: "SLHA" | broker id (8) | epoch (4), the epoch the
+//	                 slave learned from the controller
+//	master → slave: "SLHA" | epoch (4) | status (4): 0 go on, 1 refused
+//
+// A master whose epoch is older than the slave's was replaced: it refuses
+// and is told (OnStale) so that it stops acknowledging. A slave that meets
+// another epoch than the one it follows drops the connection and asks the
+// controller again.
+
+const (
+	helloMagic     = "SLHA"
+	helloSize      = 16
+	helloReplySize = 12
+)
+
+// errStaleEpoch marks a hello refused for its epoch.
+var errStaleEpoch = errors.New("ha: epochs differ")
+
+// hello reads a slave's hello and answers it; false drops the connection.
+func (m *Master) hello(s *slaveConn) bool {
+	var b [helloSize]byte
+	s.conn.SetReadDeadline(time.Now().Add(m.opts.ReportTimeout))
+	if _, err := io.ReadFull(s.conn, b[:]); err != nil {
+		m.opts.Logger.Warn("ha: slave sent no hello", "slave", s.addr, "err", err)
+		return false
+	}
+	if string(b[:4]) != helloMagic {
+		m.opts.Logger.Warn("ha: a slave without the controller-mode hello (a 4.x slave?); dropped", "slave", s.addr)
+		return false
+	}
+	s.id = int64(binary.BigEndian.Uint64(b[4:12]))
+	slaveEpoch := int32(binary.BigEndian.Uint32(b[12:16]))
+	own := m.opts.Epoch()
+	status := uint32(0)
+	if slaveEpoch > own {
+		status = 1
+		m.opts.Logger.Error("ha: a slave follows a newer epoch: this master was replaced", "slave", s.addr,
+			"slave_id", s.id, "slave_epoch", slaveEpoch, "epoch", own)
+		if m.opts.OnStale != nil {
+			m.opts.OnStale(slaveEpoch)
+		}
+	}
+	var r [helloReplySize]byte
+	copy(r[:4], helloMagic)
+	binary.BigEndian.PutUint32(r[4:8], uint32(own))
+	binary.BigEndian.PutUint32(r[8:12], status)
+	s.conn.SetWriteDeadline(time.Now().Add(m.opts.WriteTimeout))
+	if _, err := s.conn.Write(r[:]); err != nil || status != 0 {
+		return false
+	}
+	return true
+}
+
+// sayHello opens a controller-mode session from the slave's side.
+func sayHello(rw io.ReadWriter, id int64, epoch int32) error {
+	var b [helloSize]byte
+	copy(b[:4], helloMagic)
+	binary.BigEndian.PutUint64(b[4:12], uint64(id))
+	binary.BigEndian.PutUint32(b[12:16], uint32(epoch))
+	if _, err := rw.Write(b[:]); err != nil {
+		return err
+	}
+	var r [helloReplySize]byte
+	if _, err := io.ReadFull(rw, r[:]); err != nil {
+		return err
+	}
+	if string(r[:4]) != helloMagic {
+		return errors.New("ha: the master answered the hello with something else (a 4.x master?)")
+	}
+	got := int32(binary.BigEndian.Uint32(r[4:8]))
+	if binary.BigEndian.Uint32(r[8:12]) != 0 || got != epoch {
+		return fmt.Errorf("%w: this slave follows epoch %d, the master is at %d", errStaleEpoch, epoch, got)
+	}
+	return nil
+}
+
+// AckedBy returns the highest offset the slave with broker id acknowledged
+// over its current connections (-1: none).
+func (m *Master) AckedBy(id int64) int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	best := int64(-1)
+	for s := range m.slaves {
+		if s.id == id {
+			best = max(best, s.acked.Load())
+		}
+	}
+	return best
+}
+
+// ackedNeeded is the offset below which every held put is acknowledged as
+// its mode requires: by any slave (4.x), or by every slave of the
+// SyncStateSet (controller mode).
+func (m *Master) ackedNeeded() int64 {
+	if m.opts.InSync == nil {
+		return m.acked.Load()
+	}
+	ids, _ := m.opts.InSync()
+	need := int64(math.MaxInt64)
+	for _, id := range ids {
+		need = min(need, m.AckedBy(id))
+	}
+	return need
+}
+
+// holdInSync is Hold in controller mode: a put waits for every slave of
+// the SyncStateSet; with fewer replicas in it than the minimum, it is
+// answered at once.
+func (m *Master) holdInSync(end int64, res store.PutResult, done func(store.PutResult)) {
+	ids, minReplicas := m.opts.InSync()
+	if 1+len(ids) < minReplicas {
+		m.syncNoSlave.Add(1)
+		res.Status = store.PutInSyncReplicasNotEnough
+		res.Remark = fmt.Sprintf("stored on the master, but the SyncStateSet has %d replicas, fewer than ha.min_in_sync_replicas (%d)",
+			1+len(ids), minReplicas)
+		m.observe(0, res.Status)
+		done(res)
+		return
+	}
+	if m.ackedNeeded() >= end {
+		m.syncOK.Add(1)
+		done(res)
+		return
+	}
+	m.hold(end, res, done)
+}
