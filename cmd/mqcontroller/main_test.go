@@ -126,7 +126,7 @@ func beat(cl *controller.Client, h controller.Heartbeat) *beating {
 		defer t.Stop()
 		for {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			_, _, _ = cl.Heartbeat(ctx, h)
+			_, _ = cl.Heartbeat(ctx, h)
 			cancel()
 			select {
 			case <-b.stop:

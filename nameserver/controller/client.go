@@ -259,11 +259,27 @@ func (c *Client) AlterSyncStateSet(ctx context.Context, name string, masterID in
 	return rh.NewSyncStateSetEpoch, nil
 }
 
+// HeartbeatAck is what a round of heartbeats learnt.
+type HeartbeatAck struct {
+	// Answered is how many controllers took the heartbeat.
+	Answered int
+	// LeaderAck reports whether the Raft leader was among them. A master
+	// fences itself by it (Sluice): while no leader acknowledges its
+	// heartbeats, it may have been replaced. NB: any controller takes a
+	// heartbeat, so Answered alone does not show a majority; a leader that
+	// lost its majority steps down within Raft's leader lease (500 ms).
+	LeaderAck bool
+	// Role is the group's role as the answering controllers have it (the
+	// highest master epoch among them, the leader's when it answered); Known
+	// is false when none had the group.
+	Role  Role
+	Known bool
+}
+
 // Heartbeat sends h to every controller at once (each keeps its own
 // liveness table, so a new leader knows who is alive). It fails only when
-// none took it. The answers' role (Sluice) is returned from the first
-// controller that had the group, with ok false when none had it.
-func (c *Client) Heartbeat(ctx context.Context, h Heartbeat) (role Role, known bool, err error) {
+// none took it.
+func (c *Client) Heartbeat(ctx context.Context, h Heartbeat) (HeartbeatAck, error) {
 	hh := &protocol.BrokerHeartbeatRequestHeader{ClusterName: h.Cluster, BrokerAddr: h.Addr, BrokerName: h.Name,
 		BrokerID: h.ID, Epoch: h.Epoch, MaxOffset: h.MaxOffset, HeartbeatTimeoutMillis: h.Timeout.Milliseconds(),
 		ElectionPriority: h.Priority}
@@ -282,25 +298,31 @@ func (c *Client) Heartbeat(ctx context.Context, h Heartbeat) (role Role, known b
 		}()
 	}
 	wg.Wait()
+	var ack HeartbeatAck
 	var errs []error
 	for _, a := range answers {
 		switch {
 		case a.err != nil:
 			errs = append(errs, a.err)
+			continue
 		case a.resp.Code != protocol.Success:
 			errs = append(errs, ok(a.resp))
-		default:
-			if _, has := a.resp.ExtFields["masterEpoch"]; has && !known {
-				if r, err := decodeRole(a.resp); err == nil && r.MasterEpoch >= role.MasterEpoch {
-					role, known = r, true
-				}
-			}
+			continue
+		}
+		ack.Answered++
+		leader := a.resp.ExtFields["isLeader"] == "true"
+		ack.LeaderAck = ack.LeaderAck || leader
+		if _, has := a.resp.ExtFields["masterEpoch"]; !has {
+			continue
+		}
+		if r, err := decodeRole(a.resp); err == nil && (!ack.Known || leader || r.MasterEpoch > ack.Role.MasterEpoch) {
+			ack.Role, ack.Known = r, true
 		}
 	}
-	if len(errs) == len(answers) {
-		return Role{}, false, fmt.Errorf("%w: %w", ErrNoController, errors.Join(errs...))
+	if ack.Answered == 0 {
+		return ack, fmt.Errorf("%w: %w", ErrNoController, errors.Join(errs...))
 	}
-	return role, known, nil
+	return ack, nil
 }
 
 // Metadata asks the controller at addr about the Raft group.

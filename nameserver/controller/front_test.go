@@ -97,7 +97,7 @@ func (f *front) broker(name, addr string) *broker {
 		defer t.Stop()
 		for {
 			hctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			_, _, _ = cl.Heartbeat(hctx, Heartbeat{Cluster: "c", Name: name, ID: b.role.BrokerID, Addr: addr})
+			_, _ = cl.Heartbeat(hctx, Heartbeat{Cluster: "c", Name: name, ID: b.role.BrokerID, Addr: addr})
 			cancel()
 			select {
 			case <-b.stop:
@@ -212,7 +212,18 @@ func TestFront_LeaderStopKeepsServing(t *testing.T) {
 	require.Equal(t, f.addrs[l], md.ControllerLeaderAddress)
 	require.Equal(t, GroupName, md.Group)
 
+	ack, err := b1.cl.Heartbeat(ctxFor(t), Heartbeat{Cluster: "c", Name: "b", ID: 1})
+	require.NoError(t, err)
+	require.Equal(t, 3, ack.Answered)
+	require.True(t, ack.LeaderAck)
+	require.True(t, ack.Known)
+	require.Equal(t, int64(1), ack.Role.MasterID)
+
 	f.stop(l)
+	require.Eventually(t, func() bool {
+		ack, err = b1.cl.Heartbeat(ctxFor(t), Heartbeat{Cluster: "c", Name: "b", ID: 1})
+		return err == nil && ack.Answered == 2 && ack.LeaderAck
+	}, waitFor, 20*time.Millisecond, "the two left never acknowledged as leader")
 	// The client finds the new leader by itself; the state survived.
 	got, err := b1.cl.ReplicaInfo(ctxFor(t), "b")
 	require.NoError(t, err)
@@ -220,6 +231,14 @@ func TestFront_LeaderStopKeepsServing(t *testing.T) {
 	require.Equal(t, int32(1), got.MasterEpoch)
 	b3 := f.broker("b", "127.0.0.1:10931")
 	require.Equal(t, int64(3), b3.role.BrokerID)
+
+	// One node alone is a minority: it takes heartbeats but no leader
+	// acknowledges them, which is what fences a cut-off master.
+	f.stop(f.leader())
+	require.Eventually(t, func() bool {
+		ack, err = b1.cl.Heartbeat(ctxFor(t), Heartbeat{Cluster: "c", Name: "b", ID: 1})
+		return err == nil && ack.Answered == 1 && !ack.LeaderAck
+	}, waitFor, 20*time.Millisecond, "a lone node still acknowledged as leader")
 }
 
 func TestFront_Refusals(t *testing.T) {

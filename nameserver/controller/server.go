@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -161,8 +162,9 @@ func (f *Front) register(n *Node, conn *remoting.Conn, req *remoting.Command) *r
 }
 
 // heartbeat is BROKER_HEARTBEAT (904). Every node takes it. The answer
-// carries the group's role as this node knows it (Sluice), so a broker
-// that missed a notice learns of the change at its next heartbeat.
+// carries (Sluice) the group's role as this node knows it, so a broker
+// that missed a notice learns of the change at its next heartbeat, and
+// isLeader, so that a master can tell that the leader still hears it.
 func (f *Front) heartbeat(n *Node, conn *remoting.Conn, req *remoting.Command) *remoting.Command {
 	var h protocol.BrokerHeartbeatRequestHeader
 	if resp := decodeHeader(req, &h); resp != nil {
@@ -174,11 +176,14 @@ func (f *Front) heartbeat(n *Node, conn *remoting.Conn, req *remoting.Command) *
 	g := n.Heartbeat(Heartbeat{Cluster: h.ClusterName, Name: h.BrokerName, ID: h.BrokerID, Addr: h.BrokerAddr,
 		Epoch: h.Epoch, MaxOffset: h.MaxOffset, Timeout: time.Duration(max(h.HeartbeatTimeoutMillis, 0)) * time.Millisecond,
 		Priority: h.ElectionPriority}, conn, req.SerializeType)
-	if g == nil {
-		return remoting.NewResponse(req, protocol.Success, "Heart beat success")
+	resp := remoting.NewResponse(req, protocol.Success, "Heart beat success")
+	if g != nil {
+		resp = roleReply(req, roleOf(g), &protocol.ControllerRoleHeader{BrokerID: NoMaster})
+		resp.Remark = "Heart beat success"
+	} else {
+		resp.ExtFields = map[string]string{}
 	}
-	resp := roleReply(req, roleOf(g), &protocol.ControllerRoleHeader{BrokerID: NoMaster})
-	resp.Remark = "Heart beat success"
+	resp.ExtFields["isLeader"] = strconv.FormatBool(n.IsLeader())
 	return resp
 }
 
