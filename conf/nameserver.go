@@ -26,6 +26,9 @@ type Nameserver struct {
 	OrderMessageEnable bool `mapstructure:"order_message_enable"`
 	// Remoting configures the nameserver's remoting server.
 	Remoting Remoting `mapstructure:"remoting"`
+	// Controller runs a controller node inside the nameserver when enabled
+	// (mqnamesrv --controller).
+	Controller Controller `mapstructure:"controller"`
 }
 
 // DefaultNameserver returns a valid nameserver configuration listening on
@@ -37,5 +40,6 @@ func DefaultNameserver() Nameserver {
 		BrokerExpiry:  120 * time.Second,
 		ScanInterval:  10 * time.Second,
 		Remoting:      defaultRemoting(),
+		Controller:    DefaultController(),
 	}
 }

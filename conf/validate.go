@@ -196,6 +196,9 @@ func (b Broker) Validate() error {
 	c.intRange("pull_max_messages", int64(b.PullMaxMessages), 1, 4096)
 	c.intRange("gc_percent", int64(b.GCPercent), 25, 10000)
 	b.EmbeddedNamesrv.validate(&c, "embedded_namesrv.")
+	if b.EmbeddedNamesrv.Controller.Enable {
+		c.fail("embedded_namesrv.controller.enable", "true", "must be false: run the controller in mqnamesrv or mqcontroller")
+	}
 	b.checkPortClashes(&c)
 	return c.err()
 }
@@ -301,6 +304,7 @@ func (n Nameserver) validate(c *checker, p string) {
 		c.fail(p+"scan_interval", n.ScanInterval.String(), "must be <= "+p+"broker_expiry ("+n.BrokerExpiry.String()+")")
 	}
 	c.remoting(p+"remoting.", n.Remoting)
+	n.Controller.validate(c, p+"controller.", n.Controller.Enable)
 }
 
 // humanBytes prints n in the largest binary unit that divides it.

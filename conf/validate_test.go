@@ -201,3 +201,42 @@ func TestHumanBytes(t *testing.T) {
 		require.Equal(t, want, humanBytes(in))
 	}
 }
+
+func TestController_Validate(t *testing.T) {
+	ok := DefaultNameserver()
+	ok.Controller.Enable = true
+	ok.Controller.Peers = "n0=127.0.0.1:9880; n1=127.0.0.1:9881;n2=127.0.0.1:9882"
+	require.NoError(t, ok.Validate())
+	off := DefaultNameserver()
+	off.Controller.Peers = "junk"
+	require.NoError(t, off.Validate(), "a disabled controller's keys are not checked")
+
+	for _, tc := range []struct {
+		name, key string
+		edit      func(*Controller)
+	}{
+		{"no id", "controller.id", func(c *Controller) { c.ID = "" }},
+		{"no dir", "controller.dir", func(c *Controller) { c.Dir = "" }},
+		{"peer without address", "controller.peers", func(c *Controller) { c.Peers = "n0" }},
+		{"peer with port 0", "controller.peers", func(c *Controller) { c.Peers = "n0=127.0.0.1:0" }},
+		{"self not a peer", "controller.peers", func(c *Controller) { c.Peers = "n1=127.0.0.1:9880" }},
+		{"timeout too short", "controller.master_timeout", func(c *Controller) { c.MasterTimeout = time.Millisecond }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := DefaultNameserver()
+			n.Controller.Enable = true
+			tc.edit(&n.Controller)
+			err := n.Validate()
+			var fe *FieldError
+			require.ErrorAs(t, err, &fe)
+			require.Equal(t, tc.key, fe.Key, err.Error())
+		})
+	}
+	s := DefaultControllerServer()
+	require.NoError(t, s.Validate())
+	s.Controller.Dir = ""
+	require.Error(t, s.Validate())
+	b := DefaultBroker()
+	b.EmbeddedNamesrv.Controller.Enable = true
+	require.ErrorContains(t, b.Validate(), "embedded_namesrv.controller.enable")
+}

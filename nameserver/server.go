@@ -40,6 +40,8 @@ type Server struct {
 
 	metricsSrv  *http.Server // nil when metrics_listen is empty
 	metricsAddr string
+
+	disconnectHooks []func(*remoting.Conn) // set before Start (extend.go)
 }
 
 type serverState int
@@ -178,6 +180,9 @@ func (s *Server) livenessLoop() {
 // (RocketMQ's BrokerHousekeepingService): a broker that went away leaves
 // the routes at once instead of after BrokerExpiry.
 func (s *Server) onDisconnect(c *remoting.Conn) {
+	for _, hook := range s.disconnectHooks {
+		hook(c)
+	}
 	for _, rb := range s.routes.dropConn(c.ID()) {
 		s.log.Info("nameserver: broker connection closed; removed from routes",
 			"broker", rb.brokerName, "addr", rb.addr, "remote", c.RemoteAddr())

@@ -112,6 +112,7 @@ or the NAMESRV_ADDR environment variable.`,
 		{"cluster", "Cluster:", clusterCommands(a)},
 		{"group", "Consumer groups:", groupCommands(a)},
 		{"message", "Messages:", messageCommands(a)},
+		{"controller", "Controller mode:", controllerCommands(a)},
 	}
 	for _, g := range groups {
 		root.AddGroup(&cobra.Group{ID: g.id, Title: g.title})

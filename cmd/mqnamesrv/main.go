@@ -25,6 +25,7 @@ import (
 	"github.com/sluicemq/sluice/conf"
 	"github.com/sluicemq/sluice/internal/cli"
 	"github.com/sluicemq/sluice/nameserver"
+	"github.com/sluicemq/sluice/nameserver/controller"
 )
 
 // Exit statuses.
@@ -35,6 +36,8 @@ const (
 )
 
 const usage = `Usage: mqnamesrv [-c FILE] [--listen HOST:PORT] [--metrics-listen HOST:PORT]
+                 [--controller [--controller-id ID] [--controller-peers PEERS]
+                 [--controller-dir DIR]]
 
 Runs a Sluice nameserver until SIGINT or SIGTERM.
 
@@ -47,7 +50,10 @@ defaults.
                               port 0 picks a free port)
   --metrics-listen HOST:PORT  serve Prometheus metrics at
                               http://HOST:PORT/metrics (off by default)
-  -h, --help                  show this help
+  --controller                also run a controller node (controller mode:
+                              brokers name this --listen address in
+                              mqbroker --controller)
+` + controller.FlagsUsage + `  -h, --help                  show this help
 
 Exit status: 0 after a clean shutdown, 1 for an invalid config file or
 environment or a server failure, 2 for a bad command line.
@@ -64,6 +70,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	configPath := fs.String("c", "", "")
 	listen := fs.String("listen", "", "")
 	metricsListen := fs.String("metrics-listen", "", "")
+	withController := fs.Bool("controller", false, "")
+	cf := controller.AddFlags(fs)
 	if code, ok := cli.Parse(fs, args, usage, stdout, stderr); !ok {
 		return code
 	}
@@ -79,8 +87,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 			cfg.Listen = *listen
 		case "metrics-listen":
 			cfg.MetricsListen = *metricsListen
+		case "controller":
+			cfg.Controller.Enable = *withController
 		}
 	})
+	cf.Apply(fs, &cfg.Controller)
 	// NB: LoadNameserver validated file and environment, so a failure now
 	// comes from a flag.
 	if err := cfg.Validate(); err != nil {
@@ -94,7 +105,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "mqnamesrv: %s\n", cli.OneLine(err))
 		return exitError
 	}
+	var front *controller.Front
+	if cfg.Controller.Enable {
+		front = controller.NewFront(logger)
+		front.Install(ns.Handle)
+		ns.OnDisconnect(front.ConnClosed)
+	}
 	if err := ns.Start(); err != nil {
+		_ = ns.Close()
+		fmt.Fprintf(stderr, "mqnamesrv: %s\n", cli.OneLine(err))
+		return exitError
+	}
+	node, err := startController(cfg.Controller, front, ns.Addr(), logger)
+	if err != nil {
 		_ = ns.Close()
 		fmt.Fprintf(stderr, "mqnamesrv: %s\n", cli.OneLine(err))
 		return exitError
@@ -108,10 +131,34 @@ func run(args []string, stdout, stderr io.Writer) int {
 	<-ctx.Done()
 	stop()
 	logger.Info("mqnamesrv: shutting down")
+	if node != nil {
+		if err := node.Close(); err != nil {
+			logger.Warn("mqnamesrv: controller close", "err", err)
+		}
+	}
 	if err := ns.Close(); err != nil {
 		fmt.Fprintf(stderr, "mqnamesrv: %s\n", cli.OneLine(err))
 		return exitError
 	}
 	logger.Info("mqnamesrv: stopped")
 	return exitOK
+}
+
+// startController opens the controller node when front is set (controller
+// mode), serving at the nameserver's address; nil otherwise.
+func startController(k conf.Controller, front *controller.Front, addr string, logger *slog.Logger) (*controller.Node, error) {
+	if front == nil {
+		return nil, nil
+	}
+	ncfg, err := controller.ConfigFrom(k, addr, logger)
+	if err != nil {
+		return nil, err
+	}
+	node, err := controller.Open(ncfg)
+	if err != nil {
+		return nil, err
+	}
+	front.Attach(node)
+	logger.Info("mqnamesrv: controller node running", "id", k.ID, "peers", k.Peers, "dir", k.Dir)
+	return node, nil
 }

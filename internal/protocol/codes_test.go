@@ -38,17 +38,17 @@ func TestResponseCodeName(t *testing.T) {
 	require.Equal(t, "RESPONSE_CODE(99)", ResponseCodeName(99))
 }
 
-// TestCodeTables checks that the spec §2 table is complete (64 codes) and
-// that no two codes share a name.
+// TestCodeTables checks that the spec §2 table is complete (64 codes, plus
+// controller mode's) and that no two codes share a name.
 func TestCodeTables(t *testing.T) {
-	require.Len(t, requestNames, 64)
+	require.Len(t, requestNames, 64+len(controllerRequestNames))
 	seen := map[string]int16{}
 	for c, n := range requestNames {
 		prev, dup := seen[n]
 		require.False(t, dup, "%s used by %d and %d", n, prev, c)
 		seen[n] = c
 	}
-	require.Len(t, responseNames, 37)
+	require.Len(t, responseNames, 37+len(controllerResponseNames))
 }
 
 func TestLanguage(t *testing.T) {

@@ -1,0 +1,54 @@
+package controller
+
+import (
+	"flag"
+	"log/slog"
+
+	"github.com/sluicemq/sluice/conf"
+)
+
+// FlagsUsage documents the flags AddFlags adds, for the binaries' help.
+const FlagsUsage = `  --controller-id ID          this controller node's id, one of the peers
+                              (default n0)
+  --controller-peers PEERS    every node's id and Raft transport address:
+                              "n0=ip:port;n1=ip:port;n2=ip:port"
+  --controller-dir DIR        Raft log, stable store and snapshots
+                              (default ./data/controller)
+`
+
+// Flags are the controller flags mqcontroller and mqnamesrv take.
+type Flags struct {
+	id, peers, dir *string
+}
+
+// AddFlags defines --controller-id, --controller-peers and
+// --controller-dir on fs.
+func AddFlags(fs *flag.FlagSet) *Flags {
+	return &Flags{id: fs.String("controller-id", "", ""), peers: fs.String("controller-peers", "", ""),
+		dir: fs.String("controller-dir", "", "")}
+}
+
+// Apply copies the flags set on the command line (parsed fs) into k.
+func (f *Flags) Apply(fs *flag.FlagSet, k *conf.Controller) {
+	fs.Visit(func(fl *flag.Flag) {
+		switch fl.Name {
+		case "controller-id":
+			k.ID = *f.id
+		case "controller-peers":
+			k.Peers = *f.peers
+		case "controller-dir":
+			k.Dir = *f.dir
+		}
+	})
+}
+
+// ConfigFrom is the node configuration of a validated conf section;
+// advertise is the remoting address the node serves on.
+func ConfigFrom(k conf.Controller, advertise string, logger *slog.Logger) (Config, error) {
+	peers, err := ParsePeers(k.Peers)
+	if err != nil {
+		return Config{}, err
+	}
+	return Config{ID: k.ID, Peers: peers, Dir: k.Dir, Advertise: advertise, MasterTimeout: k.MasterTimeout,
+		ElectUnclean: k.ElectUnclean, Logger: logger}, nil
+}

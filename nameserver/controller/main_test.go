@@ -1,0 +1,9 @@
+package controller
+
+import (
+	"testing"
+
+	"github.com/sluicemq/sluice/internal/testutil"
+)
+
+func TestMain(m *testing.M) { testutil.VerifyTestMain(m) }

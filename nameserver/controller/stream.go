@@ -1,0 +1,83 @@
+package controller
+
+import (
+	"net"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// stream is the Raft transport's TCP layer: raft.TCPStreamLayer's job, but
+// over a listener the caller may have bound already (tests bind port 0
+// first and then tell every node the ports), and closing every connection
+// it accepted or dialed on Close so that no transport goroutine outlives
+// the node.
+type stream struct {
+	ln net.Listener
+
+	mu     sync.Mutex
+	conns  map[net.Conn]struct{} // guarded by mu
+	closed bool                  // guarded by mu
+}
+
+func newStream(ln net.Listener) *stream { return &stream{ln: ln, conns: map[net.Conn]struct{}{}} }
+
+func (s *stream) track(c net.Conn) (net.Conn, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		c.Close()
+		return nil, net.ErrClosed
+	}
+	s.conns[c] = struct{}{}
+	return &trackedConn{Conn: c, s: s}, nil
+}
+
+func (s *stream) Accept() (net.Conn, error) {
+	c, err := s.ln.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return s.track(c)
+}
+
+func (s *stream) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	c, err := net.DialTimeout("tcp", string(addr), timeout)
+	if err != nil {
+		return nil, err
+	}
+	return s.track(c)
+}
+
+func (s *stream) Addr() net.Addr { return s.ln.Addr() }
+
+// Close closes the listener and every connection. Idempotent.
+func (s *stream) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	for c := range s.conns {
+		c.Close()
+	}
+	clear(s.conns)
+	return s.ln.Close()
+}
+
+type trackedConn struct {
+	net.Conn
+	s    *stream
+	once sync.Once
+}
+
+func (c *trackedConn) Close() error {
+	c.once.Do(func() {
+		c.s.mu.Lock()
+		delete(c.s.conns, c.Conn)
+		c.s.mu.Unlock()
+	})
+	return c.Conn.Close()
+}
