@@ -71,7 +71,7 @@ func benchGroup(b *testing.B, role, flush string) (master, slave *Broker) {
 	sc.Role, sc.BrokerID = conf.RoleSlave, 1
 	slave = start(sc)
 	deadline := time.Now().Add(10 * time.Second)
-	for len(master.repl.master.Status().Slaves) == 0 || master.repl.master.Status().Slaves[0].Acked < 0 {
+	for len(master.repl.master.Load().Status().Slaves) == 0 || master.repl.master.Load().Status().Slaves[0].Acked < 0 {
 		if time.Now().After(deadline) {
 			b.Fatal("the slave did not connect")
 		}

@@ -65,6 +65,8 @@ type Broker struct {
 	tx        *transactions
 	notify    *notifier
 	repl      replication
+	ctl       *ctlMode      // controller mode; nil otherwise
+	restartCh chan string   // see Restart
 	sendSem   chan struct{} // bounds sends waiting for the store
 	bursts    sync.Map      // *remoting.Conn → *sendBurst: inline sends of the reader's burst
 	regMu     sync.Mutex    // serialises nameserver (un)registrations
@@ -116,7 +118,7 @@ func New(cfg conf.Broker, opts Options) (*Broker, error) {
 		opts.ColdReadBytes = coldReadDefault()
 	}
 	b := &Broker{cfg: cfg, opts: opts, logger: opts.Logger, groups: group.New(), notify: newNotifier(),
-		conns: map[uint64]*remoting.Conn{}, quit: make(chan struct{}),
+		conns: map[uint64]*remoting.Conn{}, quit: make(chan struct{}), restartCh: make(chan string, 1),
 		sendSem:     make(chan struct{}, max(cfg.Store.SendQueueSize, 1)),
 		clusterProp: string(message.AppendProperties(nil, map[string]string{message.PropCluster: cfg.ClusterName}))}
 	b.metrics = newMetrics()
@@ -125,7 +127,11 @@ func New(cfg conf.Broker, opts Options) (*Broker, error) {
 	if so.OnSync == nil {
 		so.OnSync = func(d time.Duration, _ int64) { b.metrics.flush.Observe(d.Seconds()) }
 	}
-	var err error
+	cutAt, cutting, err := pendingCut(cfg.Store.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("broker: cut request: %w", err)
+	}
+	so.Cut, so.CutAt = cutting, cutAt
 	if b.store, err = store.Open(cfg.Store, so); err != nil {
 		return nil, err
 	}
@@ -142,6 +148,12 @@ func New(cfg conf.Broker, opts Options) (*Broker, error) {
 	if err := b.store.SetReplica(cfg.IsSlave()); err != nil {
 		b.closeStores()
 		return nil, err
+	}
+	if cfg.ControllerMode() {
+		if err := b.openController(cutAt, cutting); err != nil {
+			b.closeStores()
+			return nil, err
+		}
 	}
 	if b.groupCfgs, err = group.OpenConfigTable(filepath.Join(cfgDir, "groups")); err != nil {
 		b.closeStores()
@@ -192,7 +204,11 @@ func (b *Broker) Start() error {
 	b.nsc = remoting.NewClient(remoting.ClientOptions{SerializeType: remoting.SerializeJSON, Logger: b.logger})
 	b.sched = newScheduler(b)
 	b.tx = newTransactions(b)
-	if err := b.startReplication(); err != nil {
+	start := b.startReplication
+	if b.ctl != nil {
+		start = b.startController
+	}
+	if err := start(); err != nil {
 		b.server.Shutdown(context.Background())
 		b.metrics.close()
 		return err
@@ -226,7 +242,11 @@ func (b *Broker) Close() error {
 	b.closeOnce.Do(func() {
 		b.hold.Close()
 		close(b.quit)
-		b.stopReplication()
+		if b.ctl != nil {
+			b.stopController()
+		} else {
+			b.stopReplication()
+		}
 		b.wg.Wait()
 		var errs []error
 		if b.server != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"testing"
 	"time"
 
@@ -18,7 +19,13 @@ import (
 
 func TestMain(m *testing.M) { testutil.VerifyTestMain(m) }
 
-func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+// quiet is the tests' logger: silent unless SLUICE_TEST_LOG is set.
+func quiet() *slog.Logger {
+	if os.Getenv("SLUICE_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
 
 func testConfig(dir string) conf.Broker {
 	c := conf.DefaultBroker()

@@ -44,7 +44,7 @@ func (b *Broker) collectHA(ch chan<- prometheus.Metric) {
 	counter := func(d *prometheus.Desc, v int64) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v))
 	}
-	if m := b.repl.master; m != nil {
+	if m := b.repl.master.Load(); m != nil {
 		st := m.Status()
 		for _, s := range st.Slaves {
 			gauge(descHASlaveLag, float64(s.LagBytes), s.Addr)
@@ -55,7 +55,7 @@ func (b *Broker) collectHA(ch chan<- prometheus.Metric) {
 		counter(descHASyncTO, st.SyncTimeouts)
 		counter(descHANoSlave, st.SyncNoSlave)
 	}
-	if s := b.repl.slave; s != nil {
+	if s := b.repl.slave.Load(); s != nil {
 		st := s.Status()
 		gauge(descHALag, float64(max(st.MasterEnd-st.Offset, 0)))
 		counter(descHAApplied, st.BytesApplied)

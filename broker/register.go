@@ -70,7 +70,7 @@ func (b *Broker) registerAll() {
 	}
 	h := protocol.RegisterBrokerRequestHeader{
 		BrokerName: b.cfg.BrokerName, BrokerAddr: b.addr, ClusterName: b.cfg.ClusterName,
-		HAServerAddr: b.repl.haAddr, BrokerID: b.cfg.BrokerID, BodyCrc32: int32(crc32.ChecksumIEEE(body) & 0x7FFFFFFF),
+		HAServerAddr: b.repl.haAddr, BrokerID: b.registrationID(), BodyCrc32: int32(crc32.ChecksumIEEE(body) & 0x7FFFFFFF),
 	}
 	var wg sync.WaitGroup
 	for _, a := range addrs {
@@ -98,7 +98,7 @@ func (b *Broker) unregisterAll(ctx context.Context) {
 	b.regMu.Lock()
 	defer b.regMu.Unlock()
 	h := protocol.UnregisterBrokerRequestHeader{BrokerName: b.cfg.BrokerName, BrokerAddr: b.addr,
-		ClusterName: b.cfg.ClusterName, BrokerID: b.cfg.BrokerID}
+		ClusterName: b.cfg.ClusterName, BrokerID: b.registrationID()}
 	for _, a := range b.namesrvAddrs() {
 		if _, err := b.nsc.Invoke(ctx, a, remoting.NewRequest(protocol.UnregisterBroker, protocol.Ext(&h), nil)); err != nil {
 			b.logger.Debug("broker: unregister", "namesrv", a, "err", err)

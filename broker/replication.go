@@ -25,9 +25,9 @@ import (
 // master's log, found through the nameservers' registration answers, and
 // its metadata every Options.MetaSyncInterval.
 type replication struct {
-	master *ha.Master // masters
-	slave  *ha.Slave  // slaves
-	haAddr string     // advertised HA address (masters)
+	master atomic.Pointer[ha.Master] // masters
+	slave  atomic.Pointer[ha.Slave]  // slaves
+	haAddr string                    // advertised HA address (masters)
 	// From the last registration answer (slaves).
 	masterAddr atomic.Pointer[string]
 	masterHA   atomic.Pointer[string]
@@ -45,64 +45,54 @@ func loadStr(p *atomic.Pointer[string]) string {
 // startReplication starts the HA side of the broker's role.
 func (b *Broker) startReplication() error {
 	if b.cfg.IsSlave() {
-		b.repl.slave = ha.NewSlave(b.store, ha.SlaveOptions{
+		s := ha.NewSlave(b.store, ha.SlaveOptions{
 			Master: func() string { return loadStr(&b.repl.masterHA) },
 			Logger: b.logger,
 		})
-		b.repl.slave.Start()
+		s.Start()
+		b.repl.slave.Store(s)
 		b.wg.Add(1)
 		go b.metaSyncLoop()
 		return nil
 	}
-	listen := b.cfg.HA.Listen
-	if listen == "" {
-		// NB: the listen port + 1, as Java's 10912; a broker on a port
-		// picked at run time (port 0) gets one picked too.
-		host, port, err := net.SplitHostPort(b.cfg.Listen)
-		if err != nil {
-			return err
-		}
-		p, _ := strconv.Atoi(port)
-		if p != 0 {
-			p++
-		}
-		listen = net.JoinHostPort(host, strconv.Itoa(p))
-	}
-	ln, err := net.Listen("tcp", listen)
+	ln, haAddr, err := b.listenHA()
 	if err != nil {
-		return fmt.Errorf("broker: ha listen %s (ha.listen; default the listen port + 1): %w", listen, err)
+		return err
 	}
-	b.repl.haAddr = b.cfg.HA.Advertise
-	if b.repl.haAddr == "" {
-		b.repl.haAddr = advertised(ln.Addr(), b.logger, "ha.advertise")
-	}
-	b.repl.master = ha.NewMaster(b.store.Log(), ha.MasterOptions{
+	b.repl.haAddr = haAddr
+	m := ha.NewMaster(b.store.Log(), ha.MasterOptions{
 		SyncTimeout: b.cfg.HA.SyncTimeout,
 		MaxLag:      b.cfg.HA.MaxLag,
 		Logger:      b.logger,
 		OnSyncWait:  b.metrics.observeSyncWait,
 	})
-	b.repl.master.Serve(ln)
+	m.Serve(ln)
+	b.repl.master.Store(m)
 	if b.cfg.Role == conf.RoleSyncMaster {
-		b.store.SetReplicaGate(b.repl.master)
+		b.store.SetReplicaGate(m)
 	}
 	return nil
 }
 
 // stopReplication stops the HA side; held sends are answered.
 func (b *Broker) stopReplication() {
-	if b.repl.master != nil {
+	if m := b.repl.master.Swap(nil); m != nil {
 		b.store.SetReplicaGate(nil)
-		b.repl.master.Close()
+		m.Close()
 	}
-	if b.repl.slave != nil {
-		b.repl.slave.Close()
+	if s := b.repl.slave.Swap(nil); s != nil {
+		s.Close()
 	}
 }
 
 // isSlave reports whether the broker is a slave now: its loops that store
 // messages (delays, transaction checks) idle.
-func (b *Broker) isSlave() bool { return b.cfg.IsSlave() }
+func (b *Broker) isSlave() bool {
+	if b.ctl != nil {
+		return b.ctl.role.Load() != roleMaster
+	}
+	return b.cfg.IsSlave()
+}
 
 // learnMaster records the master's addresses from a registration answer.
 func (b *Broker) learnMaster(resp *remoting.Command) {
@@ -138,7 +128,7 @@ func (b *Broker) metaSyncLoop() {
 			return
 		case <-t.C:
 		}
-		if addr := loadStr(&b.repl.masterAddr); addr != "" {
+		if addr := loadStr(&b.repl.masterAddr); addr != "" && b.isSlave() {
 			if err := b.syncMeta(addr); err != nil {
 				msg := err.Error()
 				if old := b.repl.metaErr.Swap(&msg); old == nil || *old != msg {
@@ -293,7 +283,8 @@ func coldReadDefault() int64 {
 // replicationStatus is the HA part of brokerStatus.
 func (b *Broker) replicationStatus() map[string]string {
 	out := map[string]string{"brokerRole": b.cfg.Role, "brokerId": strconv.FormatInt(b.cfg.BrokerID, 10)}
-	if m := b.repl.master; m != nil {
+	b.controllerStatus(out)
+	if m := b.repl.master.Load(); m != nil {
 		st := m.Status()
 		out["haListen"] = b.repl.haAddr
 		out["haSlaves"] = strconv.Itoa(len(st.Slaves))
@@ -316,7 +307,7 @@ func (b *Broker) replicationStatus() map[string]string {
 		}
 		out["haState"] = state
 	}
-	if s := b.repl.slave; s != nil {
+	if s := b.repl.slave.Load(); s != nil {
 		st := s.Status()
 		out["haMaster"] = st.Master
 		out["haLocalAddr"] = st.LocalAddr

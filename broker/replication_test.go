@@ -59,9 +59,9 @@ func TestReplication_SyncMasterGroup(t *testing.T) {
 	require.NotEmpty(t, h.MsgID)
 
 	slave := startBroker(t, sc, Options{MetaSyncInterval: 50 * time.Millisecond})
-	require.Eventually(t, func() bool { return len(master.repl.master.Status().Slaves) == 1 }, 10*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return len(master.repl.master.Load().Status().Slaves) == 1 }, 10*time.Second, time.Millisecond)
 	// NB: a slave counts once it acknowledged the master's end.
-	require.Eventually(t, func() bool { return master.repl.master.Status().Acked == int64(master.Store().Log().Next()) },
+	require.Eventually(t, func() bool { return master.repl.master.Load().Status().Acked == int64(master.Store().Log().Next()) },
 		10*time.Second, time.Millisecond)
 	bodies := seq("m", 100)
 	for _, body := range bodies {
@@ -147,14 +147,14 @@ func TestReplication_AsyncMasterSlaveRestarts(t *testing.T) {
 	// Caught up, the lag the master reports is zero, in its status and
 	// its metrics.
 	require.Eventually(t, func() bool {
-		st := master.repl.master.Status()
+		st := master.repl.master.Load().Status()
 		return len(st.Slaves) == 1 && st.Slaves[0].LagBytes == 0 && st.Slaves[0].LagSeconds == 0
 	}, 10*time.Second, time.Millisecond)
 	get := scrape(t, master.MetricsAddr())
 	sent, ok := get("sluice_ha_bytes_sent_total", nil)
 	require.True(t, ok)
 	require.GreaterOrEqual(t, sent, float64(master.Store().Log().Next()), "the restarts re-sent nothing lost")
-	slaveAddr := master.repl.master.Status().Slaves[0].Addr
+	slaveAddr := master.repl.master.Load().Status().Slaves[0].Addr
 	lag, ok := get("sluice_ha_slave_lag_bytes", map[string]string{"slave": slaveAddr})
 	require.True(t, ok)
 	require.Equal(t, 0.0, lag)
@@ -174,7 +174,7 @@ func TestReplication_ReplaceLostMaster(t *testing.T) {
 	c := newClient(t, remoting.SerializeJSON)
 	var acked []string
 	require.Eventually(t, func() bool {
-		st := master.repl.master.Status()
+		st := master.repl.master.Load().Status()
 		return len(st.Slaves) == 1 && st.Slaves[0].Acked == int64(master.Store().Log().Next())
 	}, 10*time.Second, time.Millisecond)
 	for _, body := range seq("a", 50) {
@@ -223,7 +223,7 @@ func TestReplication_AdvertisedAddresses(t *testing.T) {
 	mustSend(t, c, master.Addr(), "t", 0, "hello", nil)
 	slave := startBroker(t, sc, Options{})
 	require.Eventually(t, func() bool { return slave.Store().Log().Next() == master.Store().Log().Next() }, 10*time.Second, time.Millisecond)
-	require.Equal(t, master.repl.haAddr, slave.repl.slave.Status().Master)
+	require.Equal(t, master.repl.haAddr, slave.repl.slave.Load().Status().Master)
 	require.Equal(t, master.Addr(), loadStr(&slave.repl.masterAddr))
 	require.Eventually(t, func() bool {
 		r := route(t, c, ns.Addr(), "t")

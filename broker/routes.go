@@ -33,6 +33,7 @@ func (b *Broker) routes() {
 	s.Handle(protocol.GetAllTopicConfig, b.handleAllTopics)
 	s.Handle(protocol.GetAllConsumerOffset, b.handleAllConsumerOffsets)
 	s.Handle(protocol.GetAllDelayOffset, b.handleAllDelayOffsets)
+	s.Handle(protocol.GetBrokerEpochCache, b.handleEpochCache)
 	s.Handle(protocol.ViewMessageByID, b.handleViewMessage)
 	s.Handle(protocol.QueryMessage, b.handleQueryMessage)
 	s.Handle(protocol.GetBrokerRuntimeInfo, b.handleRuntimeInfo)

@@ -125,6 +125,11 @@ func (b *Broker) send(ctx context.Context, w remoting.ResponseWriter, req *remot
 		}
 		cfg = c
 	}
+	if b.isSlave() {
+		// NB: before anything that could create a topic on a replica.
+		reply(w, req, protocol.ServiceNotAvailable, fmt.Sprintf("broker %s is a slave, not its group's master now: send to the master", b.cfg.BrokerName))
+		return true
+	}
 	if systemTopics[h.Topic] {
 		reply(w, req, protocol.NoPermission, fmt.Sprintf("sending to the system topic %s is not allowed", h.Topic))
 		return true

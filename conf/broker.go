@@ -47,6 +47,10 @@ type Broker struct {
 	Advertise string `mapstructure:"advertise"`
 	// HA configures replication between a master and its slaves.
 	HA HA `mapstructure:"ha"`
+	// Controller lists the controllers as "host:port;host:port" (their
+	// remoting addresses): controller mode, where the broker's role is
+	// elected (Role and a non-zero BrokerID are then ignored). Empty: off.
+	Controller string `mapstructure:"controller"`
 	// SlaveReadEnable lets a master suggest a slave to consumers that read
 	// far behind the log's end (cold reads), as RocketMQ's slaveReadEnable.
 	SlaveReadEnable bool `mapstructure:"slave_read_enable"`
@@ -120,10 +124,24 @@ type HA struct {
 	// MaxLag is how far (bytes) a slave may be behind and still count for
 	// SYNC_MASTER sends (RocketMQ's haSlaveFallbehindMax).
 	MaxLag int64 `mapstructure:"max_lag"`
+	// MaxCatchupLag (controller mode): a slave that has not caught up with
+	// the master for this long leaves the SyncStateSet (1s..1h).
+	MaxCatchupLag time.Duration `mapstructure:"max_catchup_lag"`
+	// AllAckInSyncStateSet (controller mode): a send is acknowledged once
+	// every replica of the SyncStateSet has it; otherwise once
+	// min_in_sync_replicas do.
+	AllAckInSyncStateSet bool `mapstructure:"all_ack_in_sync_state_set"`
+	// MinInSyncReplicas (controller mode): fewer replicas (the master
+	// included) in the SyncStateSet answers sends IN_SYNC_REPLICAS_NOT_ENOUGH.
+	MinInSyncReplicas int `mapstructure:"min_in_sync_replicas"`
 }
 
-// IsSlave reports whether the broker is a slave.
-func (b Broker) IsSlave() bool { return b.Role == RoleSlave }
+// ControllerMode reports whether the broker's role is elected.
+func (b Broker) ControllerMode() bool { return b.Controller != "" }
+
+// IsSlave reports whether the broker is configured as a slave (outside
+// controller mode).
+func (b Broker) IsSlave() bool { return b.Role == RoleSlave && !b.ControllerMode() }
 
 // Store configures the message store. Sizes are bytes.
 type Store struct {
@@ -257,7 +275,8 @@ func DefaultBroker() Broker {
 			ConsumeQueueEntries: 300_000,
 			SendQueueSize:       10_000,
 		},
-		HA:              HA{SyncTimeout: 5 * time.Second, MaxLag: 256 << 20},
+		HA: HA{SyncTimeout: 5 * time.Second, MaxLag: 256 << 20, MaxCatchupLag: 15 * time.Second,
+			AllAckInSyncStateSet: true, MinInSyncReplicas: 1},
 		Remoting:        defaultRemoting(),
 		LongPoll:        LongPoll{Enabled: true, MaxSuspend: 30 * time.Second, ShortPollWait: time.Second},
 		Filter:          Filter{PropertyEnabled: true},

@@ -142,13 +142,22 @@ func (b Broker) Validate() error {
 	c.name("broker_name", b.BrokerName)
 	c.name("cluster_name", b.ClusterName)
 	idOK := c.passes(func() { c.intRange("broker_id", b.BrokerID, 0, math.MaxInt64) })
+	if b.ControllerMode() {
+		for i, a := range strings.Split(b.Controller, ";") {
+			if problem := addrProblem(strings.TrimSpace(a), false); problem != "" {
+				c.fail("controller", strconv.Quote(b.Controller), "entry "+strconv.Itoa(i+1)+" "+strconv.Quote(a)+": "+problem+
+					`; want "host:port;host:port", the controllers' remoting addresses`)
+			}
+		}
+		idOK = false // NB: the role is elected; broker_id is only a wish
+	}
 	switch b.Role {
 	case RoleAsyncMaster, RoleSyncMaster:
 		if idOK && b.BrokerID != 0 {
 			c.fail("broker_id", strconv.FormatInt(b.BrokerID, 10), "must be 0 for a master (role "+b.Role+")")
 		}
 	case RoleSlave:
-		if b.BrokerID == 0 {
+		if b.BrokerID == 0 && !b.ControllerMode() {
 			c.fail("broker_id", "0", "must be > 0 for a slave (role SLAVE)")
 		}
 	default:
@@ -165,6 +174,8 @@ func (b Broker) Validate() error {
 	}
 	c.durRange("ha.sync_timeout", b.HA.SyncTimeout, time.Millisecond, 10*time.Minute)
 	c.sizeRange("ha.max_lag", b.HA.MaxLag, 1<<20, 1<<40)
+	c.durRange("ha.max_catchup_lag", b.HA.MaxCatchupLag, time.Second, time.Hour)
+	c.intRange("ha.min_in_sync_replicas", int64(b.HA.MinInSyncReplicas), 1, 16)
 	c.addr("listen", b.Listen, true)
 	if b.NamesrvAddr != "" {
 		for i, a := range strings.Split(b.NamesrvAddr, ";") {

@@ -89,6 +89,22 @@ func (f *EpochFile) Append(epoch int32, start int64) error {
 	return nil
 }
 
+// Replace makes es the list (a slave takes its master's history, whose
+// bytes it copies).
+func (f *EpochFile) Replace(es []EpochEntry) error {
+	if err := checkEntries(es); err != nil {
+		return fmt.Errorf("ha: epochs: %w", err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	next := append([]EpochEntry(nil), es...)
+	if err := statefile.Save(f.path, next); err != nil {
+		return err
+	}
+	f.entries = next
+	return nil
+}
+
 // TruncateAfter drops the epochs that start at or past end (the log was
 // cut there) and saves the file.
 func (f *EpochFile) TruncateAfter(end int64) error {

@@ -351,7 +351,7 @@ func TestGate_ControllerMode(t *testing.T) {
 	m := startMaster(t, master, MasterOptions{SyncTimeout: 5 * time.Second,
 		Epoch:   func() int32 { return 5 },
 		OnStale: func(e int32) { stale.Store(e) },
-		InSync:  func() ([]int64, int) { return *inSync.Load(), 2 }})
+		InSync:  func() ([]int64, int, int) { ids := *inSync.Load(); return ids, len(ids), 2 }})
 	end := int64(master.Next())
 	hold := func() chan store.PutResult {
 		ch := make(chan store.PutResult, 1)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/sluicemq/sluice/broker/store"
@@ -46,14 +47,14 @@ func (m *Master) hello(s *slaveConn) bool {
 		m.opts.Logger.Warn("ha: a slave without the controller-mode hello (a 4.x slave?); dropped", "slave", s.addr)
 		return false
 	}
-	s.id = int64(binary.BigEndian.Uint64(b[4:12]))
+	s.id.Store(int64(binary.BigEndian.Uint64(b[4:12])))
 	slaveEpoch := int32(binary.BigEndian.Uint32(b[12:16]))
 	own := m.opts.Epoch()
 	status := uint32(0)
 	if slaveEpoch > own {
 		status = 1
 		m.opts.Logger.Error("ha: a slave follows a newer epoch: this master was replaced", "slave", s.addr,
-			"slave_id", s.id, "slave_epoch", slaveEpoch, "epoch", own)
+			"slave_id", s.id.Load(), "slave_epoch", slaveEpoch, "epoch", own)
 		if m.opts.OnStale != nil {
 			m.opts.OnStale(slaveEpoch)
 		}
@@ -99,7 +100,7 @@ func (m *Master) AckedBy(id int64) int64 {
 	defer m.mu.Unlock()
 	best := int64(-1)
 	for s := range m.slaves {
-		if s.id == id {
+		if s.id.Load() == id {
 			best = max(best, s.acked.Load())
 		}
 	}
@@ -107,25 +108,32 @@ func (m *Master) AckedBy(id int64) int64 {
 }
 
 // ackedNeeded is the offset below which every held put is acknowledged as
-// its mode requires: by any slave (4.x), or by every slave of the
-// SyncStateSet (controller mode).
+// its mode requires: by any slave (4.x), or by as many slaves of the
+// SyncStateSet as InSync says (controller mode).
 func (m *Master) ackedNeeded() int64 {
 	if m.opts.InSync == nil {
 		return m.acked.Load()
 	}
-	ids, _ := m.opts.InSync()
-	need := int64(math.MaxInt64)
-	for _, id := range ids {
-		need = min(need, m.AckedBy(id))
+	ids, need, _ := m.opts.InSync()
+	if need <= 0 {
+		return math.MaxInt64
 	}
-	return need
+	if need > len(ids) {
+		return -1
+	}
+	acks := make([]int64, len(ids))
+	for i, id := range ids {
+		acks[i] = m.AckedBy(id)
+	}
+	slices.Sort(acks)
+	return acks[len(acks)-need] // NB: the need-th highest
 }
 
 // holdInSync is Hold in controller mode: a put waits for every slave of
 // the SyncStateSet; with fewer replicas in it than the minimum, it is
 // answered at once.
 func (m *Master) holdInSync(end int64, res store.PutResult, done func(store.PutResult)) {
-	ids, minReplicas := m.opts.InSync()
+	ids, _, minReplicas := m.opts.InSync()
 	if 1+len(ids) < minReplicas {
 		m.syncNoSlave.Add(1)
 		res.Status = store.PutInSyncReplicasNotEnough

@@ -42,9 +42,10 @@ type MasterOptions struct {
 	// master's: this master was replaced and must stop acknowledging.
 	OnStale func(slaveEpoch int32)
 	// InSync, in controller mode, returns the slaves (broker ids) of the
-	// SyncStateSet, each of which must have a held put's bytes, and the
-	// replicas (the master included) a put needs at least.
-	InSync func() (ids []int64, minReplicas int)
+	// SyncStateSet, how many of them must have a held put's bytes (all of
+	// them with all_ack_in_sync_state_set), and the replicas (the master
+	// included) the set must hold at least.
+	InSync func() (ids []int64, need, minReplicas int)
 	Logger *slog.Logger
 }
 
@@ -109,7 +110,7 @@ type heldPut struct {
 
 // slaveConn is one connected slave.
 type slaveConn struct {
-	id        int64 // broker id from the hello (controller mode); -1 without
+	id        atomic.Int64 // broker id from the hello (controller mode); -1 without
 	addr      string
 	conn      net.Conn
 	since     time.Time
@@ -136,13 +137,21 @@ func NewMaster(log *commitlog.Log, opts MasterOptions) *Master {
 // Serve accepts slaves on ln until Close.
 func (m *Master) Serve(ln net.Listener) {
 	m.ln = ln
-	m.wg.Add(3)
+	m.Start()
+	m.wg.Add(1)
 	go m.acceptLoop()
+}
+
+// Start starts the master without a listener of its own: its owner hands
+// it slaves' connections with Accept (controller mode, where the HA port
+// outlives each term as master).
+func (m *Master) Start() {
+	m.wg.Add(2)
 	go m.gateLoop()
 	go m.sampleLoop()
 }
 
-// Addr returns the address the master listens on.
+// Addr returns the address the master listens on (Serve).
 func (m *Master) Addr() net.Addr { return m.ln.Addr() }
 
 // Close stops accepting, drops every slave and answers every held put.
@@ -178,23 +187,32 @@ func (m *Master) acceptLoop() {
 			m.opts.Logger.Error("ha: accept failed; no new slaves", "err", err)
 			return
 		}
-		s := &slaveConn{id: -1, addr: c.RemoteAddr().String(), conn: c, since: time.Now(),
-			reported: make(chan struct{}), closed: make(chan struct{})}
-		s.acked.Store(-1)
-		m.mu.Lock()
-		select {
-		case <-m.quit:
-			m.mu.Unlock()
-			c.Close()
+		if !m.Accept(c) {
 			return
-		default:
 		}
-		m.slaves[s] = struct{}{}
-		m.mu.Unlock()
-		m.wg.Add(2)
-		go m.readReports(s)
-		go m.sendLoop(s)
 	}
+}
+
+// Accept serves a slave's connection; false (and the connection closed)
+// once the master is closed.
+func (m *Master) Accept(c net.Conn) bool {
+	s := &slaveConn{addr: c.RemoteAddr().String(), conn: c, since: time.Now(),
+		reported: make(chan struct{}), closed: make(chan struct{})}
+	s.id.Store(-1)
+	s.acked.Store(-1)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	select {
+	case <-m.quit:
+		c.Close()
+		return false
+	default:
+	}
+	m.slaves[s] = struct{}{}
+	m.wg.Add(2)
+	go m.readReports(s)
+	go m.sendLoop(s)
+	return true
 }
 
 // readReports reads a slave's offset reports until the connection ends.
@@ -367,6 +385,9 @@ func (m *Master) slaveAvailable() bool {
 	return false
 }
 
+// Kick makes held puts be looked at again (the SyncStateSet changed).
+func (m *Master) Kick() { m.kickGate() }
+
 func (m *Master) kickGate() {
 	select {
 	case m.wake <- struct{}{}:
@@ -444,6 +465,7 @@ func (m *Master) observe(d time.Duration, st store.PutStatus) {
 
 // SlaveStatus is what the master knows of one connected slave.
 type SlaveStatus struct {
+	ID         int64     `json:"brokerId"` // from the hello; -1 without (4.x)
 	Addr       string    `json:"addr"`
 	Since      time.Time `json:"since"`
 	Acked      int64     `json:"acked"`      // -1 before its first report
@@ -476,7 +498,7 @@ func (m *Master) Status() MasterStatus {
 	m.mu.Lock()
 	for s := range m.slaves {
 		a := s.acked.Load()
-		ss := SlaveStatus{Addr: s.addr, Since: s.since, Acked: a, LagBytes: -1, LagSeconds: -1}
+		ss := SlaveStatus{ID: s.id.Load(), Addr: s.addr, Since: s.since, Acked: a, LagBytes: -1, LagSeconds: -1}
 		if a >= 0 {
 			ss.LagBytes = max(next-a, 0)
 			ss.LagSeconds = m.hist.lag(a, next, now).Seconds()

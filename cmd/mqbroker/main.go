@@ -61,6 +61,8 @@ Flags override the config file, which overrides the environment
   --broker-id N               0 for a master, > 0 for a slave
   --ha-listen HOST:PORT       where a master accepts slaves (default: listen port + 1)
   --ha-advertise IP:PORT      HA address slaves are told (default: from --ha-listen)
+  --controller "IP:PORT;..."  controller mode: the role is elected by these controllers
+                              (their remoting addresses); --role is then ignored
   -h, --help                  show this help
 `
 
@@ -85,6 +87,7 @@ func run(args []string, stdout, stderr io.Writer, ready chan<- [2]string) int {
 	brokerID := fs.Int64("broker-id", 0, "")
 	haListen := fs.String("ha-listen", "", "")
 	haAdvertise := fs.String("ha-advertise", "", "")
+	ctl := fs.String("controller", "", "")
 	if code, ok := cli.Parse(fs, args, usage, stdout, stderr); !ok {
 		return code
 	}
@@ -124,6 +127,8 @@ func run(args []string, stdout, stderr io.Writer, ready chan<- [2]string) int {
 			cfg.HA.Listen = *haListen
 		case "ha-advertise":
 			cfg.HA.Advertise = *haAdvertise
+		case "controller":
+			cfg.Controller = *ctl
 		}
 	})
 	if err := cfg.Validate(); err != nil {
@@ -176,7 +181,30 @@ func run(args []string, stdout, stderr io.Writer, ready chan<- [2]string) int {
 		ready <- [2]string{b.Addr(), cfg.NamesrvAddr}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	<-ctx.Done()
+	// NB: in controller mode the broker may ask to be opened again on its
+	// store (a log cut to follow a new master).
+	for serving := true; serving; {
+		select {
+		case <-ctx.Done():
+			serving = false
+		case why := <-b.Restart():
+			logger.Warn("mqbroker: restarting the broker", "why", why)
+			if err := b.Close(); err != nil {
+				logger.Warn("mqbroker: close before restart", "err", err)
+			}
+			if b, err = broker.New(cfg, broker.Options{Logger: logger}); err == nil {
+				if err = b.Start(); err != nil {
+					b.Close()
+				}
+			}
+			if err != nil {
+				stop()
+				closeNS()
+				fmt.Fprintf(stderr, "mqbroker: restart: %s\n", cli.OneLine(err))
+				return exitError
+			}
+		}
+	}
 	stop()
 	logger.Info("mqbroker: shutting down")
 	err = b.Close()

@@ -1,0 +1,605 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicemq/sluice/broker/ha"
+	"github.com/sluicemq/sluice/internal/protocol"
+	"github.com/sluicemq/sluice/internal/remoting"
+	"github.com/sluicemq/sluice/internal/statefile"
+	"github.com/sluicemq/sluice/nameserver/controller"
+)
+
+// Controller mode (RocketMQ 5's, issue 18): the broker registers with the
+// controllers, heartbeats to them, and takes the role they give it, in
+// place: a slave made master stops copying, continues the queues from its
+// log and starts an epoch at its end; a master made slave (or one that
+// restarts after a new master was elected) first finds the point up to
+// which its log agrees with the new master's (their epoch histories) and,
+// when it holds more, restarts on its store cut there (Restart), so that
+// replicas never diverge. A master that no controller leader has heard
+// from for masterLease stops acknowledging (fenced); so does one a slave
+// of a newer epoch meets. The master keeps the SyncStateSet: a slave not
+// caught up for ha.max_catchup_lag leaves it, one caught up joins it, and
+// a send is acknowledged once the set's replicas have it.
+
+// Roles in controller mode.
+const (
+	roleNone   int32 = iota // not known yet, or fenced: no sends, no copying
+	roleMaster              // elected master
+	roleSlave               // copying the elected master
+)
+
+const (
+	// ctlBeat is how often the broker heartbeats to the controllers.
+	ctlBeat = 300 * time.Millisecond
+	// masterLease is how long a master goes on acknowledging without a
+	// controller leader hearing it; below the controllers' master
+	// timeout (3 s), so that it stops before a successor is elected.
+	masterLease = 2 * time.Second
+	// beatTimeout is the silence after which the controllers may replace
+	// this broker as master, told with every heartbeat: a second past the
+	// lease, so a master cut off stops before a successor starts.
+	beatTimeout = masterLease + time.Second
+)
+
+// ctlMode is the broker's controller-mode state.
+type ctlMode struct {
+	client *controller.Client
+	epochs *ha.EpochFile
+	haLn   net.Listener
+
+	mu       sync.Mutex // serialises role changes
+	id       atomic.Int64
+	role     atomic.Int32
+	epoch    atomic.Int32 // the master epoch led or followed
+	masterID atomic.Int64
+	syncSet  atomic.Pointer[syncState]
+	// Master-side SyncStateSet upkeep, under mu.
+	caughtUp map[int64]time.Time // when each slave last had the end
+	prevEnd  int64               // the log's end at the previous upkeep
+	since    time.Time           // when this term as master began
+
+	leaderAck  atomic.Int64 // unix nanos of the last heartbeat a leader took
+	notify     chan controller.Role
+	restarting bool // a cut was asked for (Restart); under mu
+}
+
+type syncState struct {
+	ids   []int64
+	epoch int32
+}
+
+// restart asks the broker's owner to close it and open it again (Restart).
+func (b *Broker) restart(reason string) {
+	select {
+	case b.restartCh <- reason:
+	default:
+	}
+}
+
+// Restart receives, in controller mode, the reason the broker must be
+// closed and opened again on its store (a log cut to the point its new
+// master agrees with); mqbroker does so.
+func (b *Broker) Restart() <-chan string { return b.restartCh }
+
+// cutMarker is the file asking the next open to cut the log.
+func cutMarker(dir string) string { return filepath.Join(dir, "cut") }
+
+type cutRequest struct {
+	At int64 `msgpack:"at"`
+}
+
+// pendingCut reads a cut request left by a previous run.
+func pendingCut(dir string) (int64, bool, error) {
+	var c cutRequest
+	if err := statefile.Load(cutMarker(dir), &c); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return 0, false, nil
+		}
+		return 0, false, err
+	}
+	return c.At, true, nil
+}
+
+// openController prepares controller mode in New: the epoch file (cut
+// with the log when a cut was pending).
+func (b *Broker) openController(cut int64, cutting bool) error {
+	epochs, err := ha.OpenEpochFile(filepath.Join(b.cfg.Store.Dir, "epoch"))
+	if err != nil {
+		return err
+	}
+	if cutting {
+		if err := epochs.TruncateAfter(cut); err != nil {
+			return err
+		}
+		if err := os.Remove(cutMarker(b.cfg.Store.Dir)); err != nil {
+			return fmt.Errorf("broker: remove the cut request: %w", err)
+		}
+		b.logger.Warn("broker: the log was cut to agree with the new master", "at", cut)
+	}
+	b.ctl = &ctlMode{epochs: epochs, caughtUp: map[int64]time.Time{}, notify: make(chan controller.Role, 16)}
+	b.ctl.id.Store(b.cfg.BrokerID)
+	if b.cfg.BrokerID == 0 {
+		b.ctl.id.Store(controller.NoMaster)
+		if id, err := os.ReadFile(filepath.Join(b.cfg.Store.Dir, "config", "broker-id")); err == nil {
+			if n, err := strconv.ParseInt(string(id), 10, 64); err == nil {
+				b.ctl.id.Store(n)
+			}
+		}
+	}
+	return b.store.SetReplica(true) // NB: no sends until elected
+}
+
+// startController binds the HA port and starts talking to the controllers.
+func (b *Broker) startController() error {
+	ln, haAddr, err := b.listenHA()
+	if err != nil {
+		return err
+	}
+	b.ctl.haLn, b.repl.haAddr = ln, haAddr
+	c, err := controller.NewClient(controller.ClientConfig{Addrs: controller.ParseAddrs(b.cfg.Controller), Logger: b.logger,
+		OnRoleChange: func(r controller.Role) {
+			select {
+			case b.ctl.notify <- r:
+			default:
+			}
+		}})
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	b.ctl.client = c
+	b.wg.Add(3)
+	go b.controllerLoop()
+	go b.haAcceptLoop()
+	go b.metaSyncLoop()
+	return nil
+}
+
+// stopController stops the HA side and the controller client.
+func (b *Broker) stopController() {
+	if b.ctl.haLn != nil {
+		b.ctl.haLn.Close()
+	}
+	b.stopReplication()
+	if b.ctl.client != nil {
+		b.ctl.client.Close()
+	}
+}
+
+// haAcceptLoop hands slaves' connections to the master of the moment.
+func (b *Broker) haAcceptLoop() {
+	defer b.wg.Done()
+	for {
+		c, err := b.ctl.haLn.Accept()
+		if err != nil {
+			select {
+			case <-b.quit:
+			default:
+				b.logger.Error("broker: ha accept failed; no new slaves", "err", err)
+			}
+			return
+		}
+		if m := b.repl.master.Load(); m == nil || !m.Accept(c) {
+			c.Close() // NB: not master now; the slave retries
+		}
+	}
+}
+
+// controllerLoop registers, then heartbeats and applies the role the
+// controllers answer or push.
+func (b *Broker) controllerLoop() {
+	defer b.wg.Done()
+	t := time.NewTicker(ctlBeat)
+	defer t.Stop()
+	registered, failing := false, ""
+	for {
+		select {
+		case <-b.quit:
+			return
+		case r := <-b.ctl.notify:
+			b.applyRole(r)
+			continue
+		case <-t.C:
+		}
+		var err error
+		if !registered {
+			registered, err = b.registerController()
+		} else {
+			err = b.beat()
+		}
+		if err != nil && err.Error() != failing {
+			b.logger.Warn("broker: controller", "err", err)
+		}
+		failing = ""
+		if err != nil {
+			failing = err.Error()
+		}
+		b.checkLease()
+		if b.ctl.role.Load() == roleMaster {
+			b.keepSyncStateSet()
+		}
+	}
+}
+
+func (b *Broker) ctlContext() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), 2*time.Second)
+}
+
+// registerController joins the broker's group at the controllers.
+func (b *Broker) registerController() (bool, error) {
+	ctx, cancel := b.ctlContext()
+	defer cancel()
+	r, err := b.ctl.client.Register(ctx, controller.Registration{Cluster: b.cfg.ClusterName, Name: b.cfg.BrokerName,
+		ID: b.ctl.id.Load(), Addr: b.addr, HAAddr: b.repl.haAddr})
+	if err != nil {
+		return false, fmt.Errorf("register: %w", err)
+	}
+	if r.BrokerID != controller.NoMaster && r.BrokerID != b.ctl.id.Load() {
+		b.ctl.id.Store(r.BrokerID)
+		dir := filepath.Join(b.cfg.Store.Dir, "config")
+		if err := os.WriteFile(filepath.Join(dir, "broker-id"), []byte(strconv.FormatInt(r.BrokerID, 10)), 0o644); err != nil {
+			b.logger.Warn("broker: save the broker id", "err", err)
+		}
+	}
+	b.logger.Info("broker: registered with the controllers", "id", b.ctl.id.Load(), "master", r.MasterID, "epoch", r.MasterEpoch)
+	b.ctl.leaderAck.Store(time.Now().UnixNano())
+	b.applyRole(r)
+	return true, nil
+}
+
+// beat sends one heartbeat and applies the role it learns.
+func (b *Broker) beat() error {
+	ctx, cancel := b.ctlContext()
+	defer cancel()
+	ack, err := b.ctl.client.Heartbeat(ctx, controller.Heartbeat{Cluster: b.cfg.ClusterName, Name: b.cfg.BrokerName,
+		ID: b.ctl.id.Load(), Addr: b.addr, Epoch: b.ctl.epoch.Load(), MaxOffset: int64(b.store.Log().Next()),
+		Timeout: beatTimeout})
+	if err != nil {
+		return fmt.Errorf("heartbeat: %w", err)
+	}
+	if ack.LeaderAck {
+		b.ctl.leaderAck.Store(time.Now().UnixNano())
+	}
+	if ack.Known {
+		b.applyRole(ack.Role)
+	}
+	return nil
+}
+
+// checkLease fences a master no controller leader has heard for
+// masterLease: another may be elected, so it stops acknowledging.
+func (b *Broker) checkLease() {
+	if b.ctl.role.Load() != roleMaster {
+		return
+	}
+	if since := time.Since(time.Unix(0, b.ctl.leaderAck.Load())); since > masterLease {
+		b.fence(fmt.Sprintf("no controller leader heard this master for %v", since.Round(time.Millisecond)))
+	}
+}
+
+// fence stops a master from acknowledging (and from taking sends) until
+// the controllers give it a role again.
+func (b *Broker) fence(why string) {
+	b.ctl.mu.Lock()
+	defer b.ctl.mu.Unlock()
+	if b.ctl.role.Load() != roleMaster {
+		return
+	}
+	b.logger.Error("broker: master fenced: it stops acknowledging", "why", why, "epoch", b.ctl.epoch.Load())
+	b.stopMasterLocked()
+	b.ctl.role.Store(roleNone)
+}
+
+// applyRole takes the role the controllers give.
+func (b *Broker) applyRole(r controller.Role) {
+	b.ctl.mu.Lock()
+	defer b.ctl.mu.Unlock()
+	if b.ctl.restarting {
+		return // NB: waiting to be opened again, cut
+	}
+	me := b.ctl.id.Load()
+	switch {
+	case r.MasterID == controller.NoMaster:
+		if b.ctl.role.Load() == roleMaster {
+			b.logger.Error("broker: the controllers have no master for this group; this master stops acknowledging")
+			b.stopMasterLocked()
+			b.ctl.role.Store(roleNone)
+		}
+	case r.MasterID == me:
+		if b.ctl.role.Load() != roleMaster || b.ctl.epoch.Load() != r.MasterEpoch {
+			b.becomeMasterLocked(r)
+		}
+		// NB: a role without a set (a heartbeat's) leaves the set alone.
+		if ss := b.ctl.syncSet.Load(); len(r.SyncStateSet) > 0 && (ss == nil || r.SyncStateSetEpoch > ss.epoch) {
+			b.ctl.syncSet.Store(&syncState{ids: slices.Clone(r.SyncStateSet), epoch: r.SyncStateSetEpoch})
+			if m := b.repl.master.Load(); m != nil {
+				m.Kick()
+			}
+		}
+	case r.MasterHAAddr != "" && r.MasterEpoch >= b.ctl.epoch.Load():
+		if b.ctl.role.Load() != roleSlave || b.ctl.epoch.Load() != r.MasterEpoch || b.ctl.masterID.Load() != r.MasterID {
+			b.becomeSlaveLocked(r)
+		}
+	}
+}
+
+// becomeMasterLocked makes the broker the master of epoch r.MasterEpoch.
+func (b *Broker) becomeMasterLocked(r controller.Role) {
+	if s := b.repl.slave.Swap(nil); s != nil {
+		s.Close()
+	}
+	b.stopMasterLocked() // NB: a new epoch of a master ends its old term
+	if err := b.store.SetReplica(false); err != nil {
+		b.logger.Error("broker: cannot become master", "err", err)
+		return
+	}
+	end := int64(b.store.Log().Next())
+	if last := b.ctl.epochs.Last(); last.Epoch != r.MasterEpoch {
+		if err := b.ctl.epochs.Append(r.MasterEpoch, end); err != nil {
+			b.logger.Error("broker: cannot start the epoch; not taking sends", "err", err)
+			_ = b.store.SetReplica(true)
+			return
+		}
+	}
+	m := ha.NewMaster(b.store.Log(), ha.MasterOptions{
+		SyncTimeout: b.cfg.HA.SyncTimeout,
+		MaxLag:      b.cfg.HA.MaxLag,
+		Logger:      b.logger,
+		OnSyncWait:  b.metrics.observeSyncWait,
+		Epoch:       func() int32 { return b.ctl.epoch.Load() },
+		OnStale:     func(e int32) { go b.fence(fmt.Sprintf("a slave follows epoch %d", e)) },
+		InSync:      b.inSync,
+	})
+	b.ctl.epoch.Store(r.MasterEpoch)
+	b.ctl.masterID.Store(r.MasterID)
+	b.ctl.since, b.ctl.prevEnd = time.Now(), end
+	clear(b.ctl.caughtUp)
+	b.ctl.syncSet.Store(&syncState{ids: slices.Clone(r.SyncStateSet), epoch: r.SyncStateSetEpoch})
+	b.ctl.leaderAck.Store(time.Now().UnixNano())
+	m.Start()
+	b.repl.master.Store(m)
+	b.store.SetReplicaGate(m)
+	b.ctl.role.Store(roleMaster)
+	b.logger.Info("broker: became master", "epoch", r.MasterEpoch, "start", end, "sync_state_set", r.SyncStateSet)
+	go b.registerAll()
+}
+
+// stopMasterLocked ends a term as master: held sends are answered, puts
+// refused.
+func (b *Broker) stopMasterLocked() {
+	_ = b.store.SetReplica(true)
+	if m := b.repl.master.Swap(nil); m != nil {
+		b.store.SetReplicaGate(nil)
+		m.Close()
+	}
+}
+
+// becomeSlaveLocked makes the broker a slave of r's master, first cutting
+// what its log holds past the point the two agree on.
+func (b *Broker) becomeSlaveLocked(r controller.Role) {
+	b.stopMasterLocked()
+	if s := b.repl.slave.Swap(nil); s != nil {
+		s.Close()
+	}
+	b.ctl.role.Store(roleNone)
+	cp, masterEpochs, err := b.agreedPoint(r.MasterAddr)
+	if err != nil {
+		b.logger.Warn("broker: compare epochs with the new master; trying again", "master", r.MasterAddr, "err", err)
+		return
+	}
+	if own := b.store.ReplicaOffset(); own > cp {
+		b.logger.Warn("broker: this log holds what the new master does not; restarting to cut it",
+			"end", own, "agreed", cp, "master", r.MasterAddr, "epoch", r.MasterEpoch)
+		if err := statefile.Save(cutMarker(b.cfg.Store.Dir), cutRequest{At: cp}); err != nil {
+			b.logger.Error("broker: save the cut request", "err", err)
+			return
+		}
+		b.ctl.restarting = true
+		b.restart(fmt.Sprintf("cut the log at %d to follow master %d (epoch %d)", cp, r.MasterID, r.MasterEpoch))
+		return
+	}
+	// NB: the slave's history becomes its master's, whose bytes it copies.
+	if err := b.ctl.epochs.Replace(masterEpochs); err != nil {
+		b.logger.Error("broker: take the master's epochs", "err", err)
+		return
+	}
+	id, epoch, haAddr := b.ctl.id.Load(), r.MasterEpoch, r.MasterHAAddr
+	s := ha.NewSlave(b.store, ha.SlaveOptions{
+		Master: func() string { return haAddr },
+		Hello:  func() (int64, int32) { return id, epoch },
+		Logger: b.logger,
+	})
+	b.ctl.epoch.Store(r.MasterEpoch)
+	b.ctl.masterID.Store(r.MasterID)
+	b.repl.masterAddr.Store(&r.MasterAddr)
+	b.repl.masterHA.Store(&r.MasterHAAddr)
+	s.Start()
+	b.repl.slave.Store(s)
+	b.ctl.role.Store(roleSlave)
+	b.logger.Info("broker: following master", "master", r.MasterID, "addr", r.MasterAddr, "epoch", r.MasterEpoch, "from", b.store.ReplicaOffset())
+	go b.registerAll()
+}
+
+// agreedPoint asks the master for its epochs and end and returns the
+// offset up to which this log agrees with it, and the master's epochs.
+func (b *Broker) agreedPoint(masterAddr string) (int64, []ha.EpochEntry, error) {
+	ctx, cancel := b.ctlContext()
+	defer cancel()
+	resp, err := b.nsc.Invoke(ctx, masterAddr, remoting.NewRequest(protocol.GetBrokerEpochCache, nil, nil))
+	if err != nil {
+		return 0, nil, err
+	}
+	if resp.Code != protocol.Success {
+		return 0, nil, fmt.Errorf("GET_BROKER_EPOCH_CACHE: code %d: %s", resp.Code, resp.Remark)
+	}
+	var c EpochCache
+	if err := remoting.DecodeBody(resp.SerializeType, resp.Body, &c); err != nil {
+		return 0, nil, err
+	}
+	return ha.ConsistentPoint(b.ctl.epochs.Entries(), b.store.ReplicaOffset(), c.Epochs, c.MaxOffset), c.Epochs, nil
+}
+
+// EpochCache is the body of GET_BROKER_EPOCH_CACHE (1007): a broker's
+// epochs and its log's end.
+type EpochCache struct {
+	BrokerName string          `json:"brokerName" msgpack:"brokerName"`
+	BrokerID   int64           `json:"brokerId" msgpack:"brokerId"`
+	Epochs     []ha.EpochEntry `json:"epochList" msgpack:"epochList"`
+	MaxOffset  int64           `json:"maxOffset" msgpack:"maxOffset"`
+}
+
+// handleEpochCache serves GET_BROKER_EPOCH_CACHE.
+func (b *Broker) handleEpochCache(_ context.Context, w remoting.ResponseWriter, req *remoting.Command) {
+	if b.ctl == nil {
+		reply(w, req, protocol.SystemError, fmt.Sprintf("broker %s is not in controller mode: it has no epochs", b.cfg.BrokerName))
+		return
+	}
+	b.replyBody(w, req, EpochCache{BrokerName: b.cfg.BrokerName, BrokerID: b.ctl.id.Load(),
+		Epochs: b.ctl.epochs.Entries(), MaxOffset: int64(b.store.Log().Next())})
+}
+
+// inSync is the master's gate rule: the SyncStateSet's slaves, how many
+// must have a send, and the least replicas the set must hold.
+func (b *Broker) inSync() (ids []int64, need, minReplicas int) {
+	me := b.ctl.id.Load()
+	if ss := b.ctl.syncSet.Load(); ss != nil {
+		for _, id := range ss.ids {
+			if id != me {
+				ids = append(ids, id)
+			}
+		}
+	}
+	minReplicas = b.cfg.HA.MinInSyncReplicas
+	need = len(ids)
+	if !b.cfg.HA.AllAckInSyncStateSet {
+		need = min(len(ids), max(minReplicas-1, 0))
+	}
+	return ids, need, minReplicas
+}
+
+// keepSyncStateSet shrinks the SyncStateSet of slaves not caught up for
+// ha.max_catchup_lag and grows it with slaves that caught up.
+func (b *Broker) keepSyncStateSet() {
+	b.ctl.mu.Lock()
+	m := b.repl.master.Load()
+	ss := b.ctl.syncSet.Load()
+	if m == nil || ss == nil || b.ctl.role.Load() != roleMaster {
+		b.ctl.mu.Unlock()
+		return
+	}
+	me, now, end := b.ctl.id.Load(), time.Now(), int64(b.store.Log().Next())
+	connected := map[int64]bool{}
+	for _, s := range m.Status().Slaves {
+		if s.ID >= 0 && s.Acked >= 0 {
+			connected[s.ID] = true
+			if s.Acked >= b.ctl.prevEnd {
+				b.ctl.caughtUp[s.ID] = now
+			}
+		}
+	}
+	next := []int64{me}
+	for _, id := range ss.ids {
+		if id == me {
+			continue
+		}
+		last, ok := b.ctl.caughtUp[id]
+		if !ok {
+			last = b.ctl.since
+		}
+		if now.Sub(last) < b.cfg.HA.MaxCatchupLag {
+			next = append(next, id)
+		}
+	}
+	for id := range connected {
+		if !slices.Contains(next, id) && b.ctl.caughtUp[id].Equal(now) {
+			next = append(next, id)
+		}
+	}
+	b.ctl.prevEnd = end
+	slices.Sort(next)
+	cur := slices.Sorted(slices.Values(ss.ids))
+	epoch := b.ctl.epoch.Load()
+	b.ctl.mu.Unlock()
+	if slices.Equal(next, cur) {
+		return
+	}
+	ctx, cancel := b.ctlContext()
+	defer cancel()
+	newEpoch, err := b.ctl.client.AlterSyncStateSet(ctx, b.cfg.BrokerName, me, epoch, next, ss.epoch)
+	if err != nil {
+		b.logger.Warn("broker: alter the SyncStateSet", "from", cur, "to", next, "err", err)
+		return
+	}
+	b.logger.Info("broker: SyncStateSet changed", "from", cur, "to", next, "epoch", newEpoch)
+	b.ctl.syncSet.CompareAndSwap(ss, &syncState{ids: next, epoch: newEpoch})
+	m.Kick()
+}
+
+// registrationID is the broker id the nameservers are told: 0 for the
+// master (clients send to id 0), the broker's own otherwise.
+func (b *Broker) registrationID() int64 {
+	if b.ctl == nil {
+		return b.cfg.BrokerID
+	}
+	if b.ctl.role.Load() == roleMaster {
+		return 0
+	}
+	return max(b.ctl.id.Load(), 1)
+}
+
+// controllerStatus is the controller-mode part of brokerStatus.
+func (b *Broker) controllerStatus(out map[string]string) {
+	if b.ctl == nil {
+		return
+	}
+	role := map[int32]string{roleNone: "NONE", roleMaster: "MASTER", roleSlave: "SLAVE"}[b.ctl.role.Load()]
+	out["brokerRole"] = role
+	out["brokerId"] = strconv.FormatInt(b.ctl.id.Load(), 10)
+	out["controllerEpoch"] = strconv.FormatInt(int64(b.ctl.epoch.Load()), 10)
+	out["controllerMasterId"] = strconv.FormatInt(b.ctl.masterID.Load(), 10)
+	if ss := b.ctl.syncSet.Load(); ss != nil && role == "MASTER" {
+		out["syncStateSet"] = fmt.Sprint(ss.ids)
+		out["syncStateSetEpoch"] = strconv.FormatInt(int64(ss.epoch), 10)
+	}
+}
+
+// listenHA binds the HA port (ha.listen, else the listen port + 1) and
+// returns it with its advertised address.
+func (b *Broker) listenHA() (net.Listener, string, error) {
+	listen := b.cfg.HA.Listen
+	if listen == "" {
+		// NB: the listen port + 1, as Java's 10912; a broker on a port
+		// picked at run time (port 0) gets one picked too.
+		host, port, err := net.SplitHostPort(b.cfg.Listen)
+		if err != nil {
+			return nil, "", err
+		}
+		p, _ := strconv.Atoi(port)
+		if p != 0 {
+			p++
+		}
+		listen = net.JoinHostPort(host, strconv.Itoa(p))
+	}
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return nil, "", fmt.Errorf("broker: ha listen %s (ha.listen; default the listen port + 1): %w", listen, err)
+	}
+	addr := b.cfg.HA.Advertise
+	if addr == "" {
+		addr = advertised(ln.Addr(), b.logger, "ha.advertise")
+	}
+	return ln, addr, nil
+}
