@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicemq/sluice/client"
 	"github.com/sluicemq/sluice/conf"
 	"github.com/sluicemq/sluice/internal/protocol"
 	"github.com/sluicemq/sluice/internal/remoting"
@@ -255,4 +256,38 @@ func TestControllerMode_DivergentTailIsCut(t *testing.T) {
 	mustSend(t, c, nm.Addr(), "t", 0, "after", nil)
 	require.Eventually(t, func() bool { return old.get().Store().Log().Next() == nm.Store().Log().Next() }, 20*time.Second, time.Millisecond)
 	requireSameLog(t, nm.Store().Log(), old.get().Store().Log())
+}
+
+// TestControllerMode_ClientFollowsNewMaster: Sluice's producer goes on
+// sending through a failover: once the new master registers, its route
+// refresh (at once on a failed or refused send) finds it.
+func TestControllerMode_ClientFollowsNewMaster(t *testing.T) {
+	ns := startNamesrv(t, "127.0.0.1:0")
+	ctl := startController(t)
+	var bs []*Broker
+	for range 2 {
+		bs = append(bs, startBroker(t, ctlConfig(t.TempDir(), ns.Addr(), ctl.Addr()), Options{}))
+	}
+	m := waitGroup(t, bs...)
+	require.Eventually(t, func() bool { ss := m.ctl.syncSet.Load(); return ss != nil && len(ss.ids) == 2 }, 20*time.Second, 10*time.Millisecond)
+	p, err := client.NewProducer(client.WithNameServers(ns.Addr()), client.WithGroup("pg"), client.WithSendTimeout(3*time.Second))
+	require.NoError(t, err)
+	require.NoError(t, p.Start())
+	defer p.Close()
+	send := func() error {
+		_, err := p.Send(t.Context(), &client.Message{Topic: "t", Body: []byte("x")})
+		return err
+	}
+	require.Eventually(t, func() bool { return send() == nil }, 20*time.Second, 10*time.Millisecond)
+	killed := time.Now()
+	require.NoError(t, m.Close())
+	var other *Broker
+	for _, b := range bs {
+		if b != m {
+			other = b
+		}
+	}
+	require.Eventually(t, func() bool { return send() == nil }, 20*time.Second, time.Millisecond)
+	t.Logf("producing again %v after the master's death", time.Since(killed).Round(time.Millisecond))
+	require.Equal(t, roleMaster, roleOf(other))
 }

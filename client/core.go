@@ -170,10 +170,12 @@ func kick(ch chan struct{}) {
 	}
 }
 
-// connFailed is told about a transport failure to addr: routes are
-// refreshed at once, since the broker may be gone.
+// connFailed is told about a transport failure to addr, or a broker that
+// is not available (a master that became a slave): routes are refreshed
+// at once, since the broker may be gone or replaced.
 func (c *core) connFailed(addr string, err error) {
-	if isConnError(err) {
+	var be *BrokerError
+	if isConnError(err) || (errors.As(err, &be) && be.Code == CodeServiceNotAvailable) {
 		c.log.Debug("client: connection failure, refreshing routes", "addr", addr, "err", err)
 		kick(c.routeKick)
 	}

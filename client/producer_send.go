@@ -226,6 +226,11 @@ func (p *Producer) failed(ctx context.Context, st *sendState, o *outgoing, q Mes
 		return 0, err
 	case errors.As(err, &be):
 		st.refresh = be.Code == CodeTopicNotExist
+		if be.Code == CodeServiceNotAvailable {
+			// NB: a broker that stopped being its group's master (a
+			// failover): the route names the new one within a second.
+			p.core.connFailed(addr, err)
+		}
 	default:
 		p.core.connFailed(addr, err)
 		o.noReuse.Store(true) // NB: see outgoing.noReuse
