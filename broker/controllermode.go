@@ -396,6 +396,11 @@ func (b *Broker) becomeSlaveLocked(r controller.Role) {
 	}
 	b.ctl.role.Store(roleNone)
 	cp, masterEpochs, err := b.agreedPoint(r.MasterAddr)
+	if err == nil && (len(masterEpochs) == 0 || masterEpochs[len(masterEpochs)-1].Epoch != r.MasterEpoch) {
+		// NB: the master has not started its epoch yet; its history
+		// would lack it, and this replica's with it.
+		err = fmt.Errorf("the master has not started epoch %d yet", r.MasterEpoch)
+	}
 	if err != nil {
 		b.logger.Warn("broker: compare epochs with the new master; trying again", "master", r.MasterAddr, "err", err)
 		return

@@ -207,7 +207,10 @@ func (p *Producer) failed(ctx context.Context, st *sendState, o *outgoing, q Mes
 	if ctx.Err() != nil || !time.Now().Before(st.deadline) {
 		// NB: the caller's deadline cut this attempt short; that is no
 		// fault of the broker's. Report what the earlier attempts were
-		// answered (a busy broker) before the deadline.
+		// answered (a busy broker) before the deadline. A broker that
+		// answered nothing may be gone (a master stopped and replaced):
+		// the routes are refreshed all the same, for the next send.
+		p.core.connFailed(addr, err)
 		if st.lastErr != nil {
 			return 0, fmt.Errorf("%w (gave up: %w)", st.lastErr, err)
 		}

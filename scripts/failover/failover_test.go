@@ -1,0 +1,538 @@
+// Package failover is the fault-injection harness of controller mode
+// (issue 18): three mqcontroller processes, a broker group of three
+// mqbroker processes and an mqnamesrv, a producer recording every
+// acknowledgement, and faults injected one at a time at random moments:
+// kill -9 of the master, kill -9 of the controller leader, SIGSTOP of the
+// master past the controllers' timeout (then SIGCONT). After each fault
+// heals, every replica's log must be a byte-for-byte copy of the master's
+// and every acknowledged message must be in it where its answer said.
+//
+//	go test ./scripts/failover/                               # 3 rounds (CI)
+//	SLUICE_FAILOVER_ROUNDS=100 go test -timeout 2h -v ./scripts/failover/
+//	scripts/failover.sh 300                                   # the same, longer
+package failover
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicemq/sluice/client"
+	"github.com/sluicemq/sluice/internal/message"
+	"github.com/sluicemq/sluice/internal/protocol"
+	"github.com/sluicemq/sluice/internal/remoting"
+	"github.com/sluicemq/sluice/nameserver/controller"
+)
+
+const (
+	patience = 90 * time.Second
+	segSize  = 4 << 20
+)
+
+// proc is one server process, restartable with the same arguments.
+type proc struct {
+	name, bin string
+	args      []string
+	env       []string
+	logPath   string
+	readyRE   *regexp.Regexp
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+func (p *proc) start(t *testing.T) {
+	t.Helper()
+	f, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	require.NoError(t, err)
+	cmd := exec.Command(p.bin, p.args...)
+	cmd.Env = append(cleanEnv(), p.env...)
+	pr, pw, err := os.Pipe()
+	require.NoError(t, err)
+	cmd.Stdout, cmd.Stderr = pw, pw
+	require.NoError(t, cmd.Start())
+	pw.Close()
+	done := make(chan struct{})
+	ready := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer f.Close()
+		sc := bufio.NewScanner(pr)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		once := sync.Once{}
+		for sc.Scan() {
+			fmt.Fprintln(f, sc.Text())
+			if p.readyRE.MatchString(sc.Text()) {
+				once.Do(func() { close(ready) })
+			}
+		}
+		_ = cmd.Wait()
+	}()
+	p.mu.Lock()
+	p.cmd, p.done = cmd, done
+	p.mu.Unlock()
+	select {
+	case <-ready:
+	case <-done:
+		t.Fatalf("%s exited before it was ready; log %s:\n%s", p.name, p.logPath, tail(p.logPath))
+	case <-time.After(patience):
+		t.Fatalf("%s not ready after %v; log %s", p.name, patience, p.logPath)
+	}
+}
+
+func (p *proc) signal(sig syscall.Signal) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd != nil {
+		_ = p.cmd.Process.Signal(sig)
+	}
+}
+
+// kill is kill -9, waiting for the exit.
+func (p *proc) kill() {
+	p.signal(syscall.SIGCONT)
+	p.signal(syscall.SIGKILL)
+	p.mu.Lock()
+	done := p.done
+	p.mu.Unlock()
+	if done != nil {
+		<-done
+	}
+}
+
+func tail(path string) string {
+	b, _ := os.ReadFile(path)
+	lines := strings.Split(string(b), "\n")
+	return strings.Join(lines[max(len(lines)-40, 0):], "\n")
+}
+
+func cleanEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "SLUICE_") && !strings.HasPrefix(kv, "NAMESRV_ADDR=") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// freeAddr returns a loopback address whose port was free a moment ago
+// (the processes restart on the same addresses; a port taken in between
+// fails the test loudly).
+func freeAddr(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func build(t *testing.T, dir string) {
+	out, err := exec.Command("go", "build", "-o", dir+string(filepath.Separator),
+		"github.com/sluicemq/sluice/cmd/mqbroker", "github.com/sluicemq/sluice/cmd/mqcontroller",
+		"github.com/sluicemq/sluice/cmd/mqnamesrv").CombinedOutput()
+	require.NoError(t, err, "go build: %s", out)
+}
+
+// cluster is the processes under test.
+type cluster struct {
+	t           *testing.T
+	controllers []*proc
+	ctlAddrs    []string
+	brokers     []*proc
+	brokerAddrs []string
+	storeDirs   []string
+	nsAddr      string
+	rc          *remoting.Client
+	ctl         *controller.Client
+}
+
+func startCluster(t *testing.T) *cluster {
+	work := t.TempDir()
+	bin := filepath.Join(work, "bin")
+	build(t, bin)
+	c := &cluster{t: t, rc: remoting.NewClient(remoting.ClientOptions{SerializeType: remoting.SerializeJSON})}
+	t.Cleanup(func() { c.rc.Close() })
+	var peers []string
+	for i := range 3 {
+		peers = append(peers, fmt.Sprintf("n%d=%s", i, freeAddr(t)))
+		c.ctlAddrs = append(c.ctlAddrs, freeAddr(t))
+	}
+	for i := range 3 {
+		p := &proc{name: fmt.Sprintf("controller-n%d", i), bin: filepath.Join(bin, "mqcontroller"),
+			args: []string{"--listen", c.ctlAddrs[i], "--controller-id", fmt.Sprintf("n%d", i),
+				"--controller-peers", strings.Join(peers, ";"), "--controller-dir", filepath.Join(work, fmt.Sprintf("ctl%d", i))},
+			logPath: filepath.Join(work, fmt.Sprintf("ctl%d.log", i)), readyRE: regexp.MustCompile(`mqcontroller: listening`)}
+		p.start(t)
+		t.Cleanup(p.kill)
+		c.controllers = append(c.controllers, p)
+	}
+	ns := &proc{name: "mqnamesrv", bin: filepath.Join(bin, "mqnamesrv"), args: []string{"--listen", freeAddr(t)},
+		logPath: filepath.Join(work, "ns.log"), readyRE: regexp.MustCompile(`mqnamesrv: listening`)}
+	ns.start(t)
+	t.Cleanup(ns.kill)
+	nsAddr := ns.args[1]
+	c.nsAddr = nsAddr
+	for i := range 3 {
+		addr := freeAddr(t)
+		dir := filepath.Join(work, fmt.Sprintf("broker%d", i))
+		p := &proc{name: fmt.Sprintf("broker%d", i), bin: filepath.Join(bin, "mqbroker"),
+			args: []string{"-n", nsAddr, "--listen", addr, "--ha-listen", freeAddr(t), "--store-dir", dir,
+				"--broker-name", "g", "--controller", strings.Join(c.ctlAddrs, ";")},
+			env: []string{"SLUICE_STORE_SEGMENT_SIZE=" + strconv.Itoa(segSize), "SLUICE_STORE_MAX_MESSAGE_SIZE=65536",
+				"SLUICE_STORE_PREALLOCATE=false", "SLUICE_REGISTER_INTERVAL=500ms", "SLUICE_HA_SYNC_TIMEOUT=2s"},
+			logPath: filepath.Join(work, fmt.Sprintf("broker%d.log", i)), readyRE: regexp.MustCompile(`serving on`)}
+		p.start(t)
+		t.Cleanup(p.kill)
+		c.brokers = append(c.brokers, p)
+		c.brokerAddrs = append(c.brokerAddrs, addr)
+		c.storeDirs = append(c.storeDirs, dir)
+	}
+	var err error
+	c.ctl, err = controller.NewClient(controller.ClientConfig{Addrs: c.ctlAddrs, Timeout: time.Second})
+	require.NoError(t, err)
+	t.Cleanup(func() { c.ctl.Close() })
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, p := range append(c.controllers, c.brokers...) {
+				t.Logf("---- %s (%s)\n%s", p.name, p.logPath, tail(p.logPath))
+			}
+		}
+	})
+	return c
+}
+
+// runtime is a broker's GET_BROKER_RUNTIME_INFO (nil if unreachable).
+func (c *cluster) runtime(i int) map[string]string {
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	resp, err := c.rc.Invoke(ctx, c.brokerAddrs[i], remoting.NewRequest(protocol.GetBrokerRuntimeInfo, nil, nil))
+	if err != nil || resp.Code != protocol.Success {
+		return nil
+	}
+	var kv protocol.KVTable
+	if remoting.DecodeBody(resp.SerializeType, resp.Body, &kv) != nil {
+		return nil
+	}
+	return kv.Table
+}
+
+// healthy waits until one broker is master and the two others follow its
+// epoch, and returns the master's index and epoch.
+func (c *cluster) healthy() (int, int) {
+	master, epoch := -1, -1
+	require.Eventually(c.t, func() bool {
+		master, epoch = -1, -1
+		var slaves []int
+		for i := range c.brokers {
+			rt := c.runtime(i)
+			if rt == nil {
+				return false
+			}
+			e, _ := strconv.Atoi(rt["controllerEpoch"])
+			switch rt["brokerRole"] {
+			case "MASTER":
+				// NB: every replica in sync, so that any can take over.
+				if master >= 0 || len(strings.Fields(strings.Trim(rt["syncStateSet"], "[]"))) != 3 {
+					return false
+				}
+				master, epoch = i, e
+			case "SLAVE":
+				if rt["haState"] != "replicating" {
+					return false
+				}
+				slaves = append(slaves, e)
+			default:
+				return false
+			}
+		}
+		return master >= 0 && len(slaves) == 2 && slaves[0] == epoch && slaves[1] == epoch
+	}, patience, 20*time.Millisecond, "a master and two slaves of its epoch, all three in sync")
+	return master, epoch
+}
+
+// newMaster waits until a broker other than old is master of an epoch past
+// oldEpoch.
+func (c *cluster) newMaster(old, oldEpoch int) int {
+	idx := -1
+	require.Eventually(c.t, func() bool {
+		for i := range c.brokers {
+			if i == old {
+				continue
+			}
+			if rt := c.runtime(i); rt != nil && rt["brokerRole"] == "MASTER" {
+				if e, _ := strconv.Atoi(rt["controllerEpoch"]); e > oldEpoch {
+					idx = i
+					return true
+				}
+			}
+		}
+		return false
+	}, patience, 10*time.Millisecond, "a new master")
+	return idx
+}
+
+// ctlLeader returns the index of the controller leader.
+func (c *cluster) ctlLeader() int {
+	idx := -1
+	require.Eventually(c.t, func() bool {
+		for i, a := range c.ctlAddrs {
+			ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+			md, err := c.ctl.Metadata(ctx, a)
+			cancel()
+			if err == nil && md.IsLeader {
+				idx = i
+				return true
+			}
+		}
+		return false
+	}, patience, 20*time.Millisecond, "a controller leader")
+	return idx
+}
+
+// readLog reads a broker's commitlog bytes in [0, end) from its files.
+func readLog(t *testing.T, dir string, end int64) []byte {
+	out := make([]byte, end)
+	files, err := filepath.Glob(filepath.Join(dir, "commitlog", "[0-9]*"))
+	require.NoError(t, err)
+	for _, f := range files {
+		base, err := strconv.ParseInt(filepath.Base(f), 10, 64)
+		require.NoError(t, err)
+		if base >= end {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		copy(out[base:end], b)
+	}
+	return out
+}
+
+// producer sends without pause, recording what is acknowledged.
+type producer struct {
+	p      *client.Producer
+	mu     sync.Mutex
+	acks   []ack
+	last   atomic.Int64 // unix nanos of the last acknowledgement
+	paused  atomic.Bool
+	seq     atomic.Int64
+	lastErr atomic.Value // string: the last send error, for reports
+	stop   chan struct{}
+	done   chan struct{}
+}
+
+type ack struct {
+	id   string
+	pos  int64
+	host string // the broker that acknowledged
+	at   time.Time
+}
+
+func startProducer(t *testing.T, nsAddr string) *producer {
+	p, err := client.NewProducer(client.WithNameServers(nsAddr), client.WithGroup("failover"),
+		client.WithSendTimeout(3*time.Second))
+	require.NoError(t, err)
+	require.NoError(t, p.Start())
+	pr := &producer{p: p, stop: make(chan struct{}), done: make(chan struct{})}
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-pr.stop:
+					return
+				default:
+				}
+				if pr.paused.Load() {
+					time.Sleep(5 * time.Millisecond) // NB: a pause, not a wait for a condition
+					continue
+				}
+				id := fmt.Sprintf("m-%d", pr.seq.Add(1))
+				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+				res, err := p.Send(ctx, &client.Message{Topic: "orders", Body: []byte(id)})
+				cancel()
+				if err != nil || res.Status != client.SendOK {
+					if err != nil {
+						pr.lastErr.Store(fmt.Sprintf("%v: %v", time.Now().Format("15:04:05.000"), err))
+					}
+					continue
+				}
+				host, pos, perr := message.ParseOffsetMsgID(res.OffsetMsgID)
+				if perr != nil {
+					t.Errorf("offset msg id %q: %v", res.OffsetMsgID, perr)
+					return
+				}
+				pr.mu.Lock()
+				pr.acks = append(pr.acks, ack{id, pos, host.String(), time.Now()})
+				pr.mu.Unlock()
+				pr.last.Store(time.Now().UnixNano())
+			}
+		}()
+	}
+	go func() { wg.Wait(); close(pr.done) }()
+	t.Cleanup(func() { close(pr.stop); <-pr.done; p.Close() })
+	return pr
+}
+
+// ackedBy waits for an acknowledgement from the broker at addr ("" for
+// any) after at and returns how long after at it came.
+func (pr *producer) ackedBy(t *testing.T, addr string, at time.Time) time.Duration {
+	var d time.Duration
+	require.Eventually(t, func() bool {
+		pr.mu.Lock()
+		defer pr.mu.Unlock()
+		for i := len(pr.acks) - 1; i >= 0 && pr.acks[i].at.After(at); i-- {
+			if a := pr.acks[i]; addr == "" || a.host == addr {
+				d = a.at.Sub(at)
+				return true
+			}
+		}
+		return false
+	}, patience, time.Millisecond, "an acknowledged send after the fault")
+	if d > 5*time.Second {
+		t.Logf("slow: the last send error was %v", pr.lastErr.Load())
+	}
+	return d
+}
+
+// check pauses the producer, waits for the replicas to equal the master,
+// and verifies every acknowledgement against the master's log.
+func (c *cluster) check(pr *producer) {
+	t := c.t
+	pr.paused.Store(true)
+	defer pr.paused.Store(false)
+	time.Sleep(200 * time.Millisecond) // NB: lets the senders in flight finish; the checks below wait for conditions
+	master, _ := c.healthy()
+	var end int64
+	require.Eventually(t, func() bool {
+		rt := c.runtime(master)
+		if rt == nil {
+			return false
+		}
+		end, _ = strconv.ParseInt(rt["commitLogMaxOffset"], 10, 64)
+		for i := range c.brokers {
+			if i == master {
+				continue
+			}
+			r := c.runtime(i)
+			if r == nil || r["commitLogMaxOffset"] != rt["commitLogMaxOffset"] {
+				return false
+			}
+		}
+		return true
+	}, patience, 20*time.Millisecond, "replicas equal to the master")
+	mlog := readLog(t, c.storeDirs[master], end)
+	for i := range c.brokers {
+		if i != master {
+			require.True(t, bytes.Equal(mlog, readLog(t, c.storeDirs[i], end)), "broker%d's log differs from the master's (broker%d)", i, master)
+		}
+	}
+	pr.mu.Lock()
+	acks := slices.Clone(pr.acks)
+	pr.mu.Unlock()
+	for _, a := range acks {
+		require.Less(t, a.pos, end, "acknowledged %s at %d, past the log's end", a.id, a.pos)
+		r, err := message.Decode(mlog[a.pos:])
+		require.NoError(t, err, "acknowledged %s at %d", a.id, a.pos)
+		require.Equal(t, a.id, string(r.Body), "the record at %d", a.pos)
+	}
+}
+
+func rounds(t *testing.T) int {
+	if v := os.Getenv("SLUICE_FAILOVER_ROUNDS"); v != "" {
+		n, err := strconv.Atoi(v)
+		require.NoError(t, err)
+		return n
+	}
+	return 3
+}
+
+func TestFailover_Faults(t *testing.T) {
+	c := startCluster(t)
+	master, epoch := c.healthy()
+	pr := startProducer(t, c.nsAddr)
+	r := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
+	pr.ackedBy(t, "", time.Now())
+	type figure struct {
+		fault            string
+		newMaster, acked time.Duration
+	}
+	var figs []figure
+	for round := range rounds(t) {
+		time.Sleep(time.Duration(100+r.IntN(400)) * time.Millisecond) // NB: a random moment mid-stream
+		faults := []string{"kill -9 master", "kill -9 controller leader", "SIGSTOP master"}
+		if only := os.Getenv("SLUICE_FAILOVER_FAULT"); only != "" {
+			faults = []string{only}
+		}
+		fault := faults[round%len(faults)]
+		at := time.Now()
+		f := figure{fault: fault}
+		switch fault {
+		case "kill -9 master":
+			c.brokers[master].kill()
+			nm := c.newMaster(master, epoch)
+			f.newMaster = time.Since(at)
+			f.acked = pr.ackedBy(t, c.brokerAddrs[nm], at)
+			c.brokers[master].start(t)
+			master = nm
+		case "kill -9 controller leader":
+			l := c.ctlLeader()
+			c.controllers[l].kill()
+			f.acked = pr.ackedBy(t, "", at)
+			c.controllers[l].start(t)
+		case "SIGSTOP master":
+			c.brokers[master].signal(syscall.SIGSTOP)
+			nm := c.newMaster(master, epoch)
+			f.newMaster = time.Since(at)
+			f.acked = pr.ackedBy(t, c.brokerAddrs[nm], at)
+			c.brokers[master].signal(syscall.SIGCONT)
+			master = nm
+		}
+		if f.newMaster > 10*time.Second || f.acked > 10*time.Second {
+			for _, p := range c.brokers {
+				t.Logf("---- slow round: %s (%s)\n%s", p.name, p.logPath, tail(p.logPath))
+			}
+		}
+		c.check(pr)
+		master, epoch = c.healthy()
+		figs = append(figs, f)
+		t.Logf("round %d: %s: new master after %v, acknowledged send after %v", round, fault,
+			f.newMaster.Round(time.Millisecond), f.acked.Round(time.Millisecond))
+	}
+	pr.mu.Lock()
+	n := len(pr.acks)
+	pr.mu.Unlock()
+	var nm, ac []time.Duration
+	for _, f := range figs {
+		if f.newMaster > 0 {
+			nm = append(nm, f.newMaster)
+		}
+		ac = append(ac, f.acked)
+	}
+	slices.Sort(nm)
+	slices.Sort(ac)
+	if len(nm) > 0 {
+		t.Logf("%d faults, %d acknowledged messages, 0 lost; new master p50 %v max %v; acknowledged send p50 %v max %v",
+			len(figs), n, nm[len(nm)/2].Round(time.Millisecond), nm[len(nm)-1].Round(time.Millisecond),
+			ac[len(ac)/2].Round(time.Millisecond), ac[len(ac)-1].Round(time.Millisecond))
+	}
+}
