@@ -327,15 +327,15 @@ func readLog(t *testing.T, dir string, end int64) []byte {
 
 // producer sends without pause, recording what is acknowledged.
 type producer struct {
-	p      *client.Producer
-	mu     sync.Mutex
-	acks   []ack
-	last   atomic.Int64 // unix nanos of the last acknowledgement
+	p       *client.Producer
+	mu      sync.Mutex
+	acks    []ack
+	last    atomic.Int64 // unix nanos of the last acknowledgement
 	paused  atomic.Bool
 	seq     atomic.Int64
 	lastErr atomic.Value // string: the last send error, for reports
-	stop   chan struct{}
-	done   chan struct{}
+	stop    chan struct{}
+	done    chan struct{}
 }
 
 type ack struct {
