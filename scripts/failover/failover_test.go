@@ -332,6 +332,7 @@ type producer struct {
 	acks    []ack
 	last    atomic.Int64 // unix nanos of the last acknowledgement
 	paused  atomic.Bool
+	flying  atomic.Int64 // sends in progress
 	seq     atomic.Int64
 	lastErr atomic.Value // string: the last send error, for reports
 	stop    chan struct{}
@@ -366,31 +367,45 @@ func startProducer(t *testing.T, nsAddr string) *producer {
 					time.Sleep(5 * time.Millisecond) // NB: a pause, not a wait for a condition
 					continue
 				}
-				id := fmt.Sprintf("m-%d", pr.seq.Add(1))
-				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-				res, err := p.Send(ctx, &client.Message{Topic: "orders", Body: []byte(id)})
-				cancel()
-				if err != nil || res.Status != client.SendOK {
-					if err != nil {
-						pr.lastErr.Store(fmt.Sprintf("%v: %v", time.Now().Format("15:04:05.000"), err))
-					}
-					continue
-				}
-				host, pos, perr := message.ParseOffsetMsgID(res.OffsetMsgID)
-				if perr != nil {
-					t.Errorf("offset msg id %q: %v", res.OffsetMsgID, perr)
+				if err := pr.sendOne(p); err != nil {
+					t.Error(err)
 					return
 				}
-				pr.mu.Lock()
-				pr.acks = append(pr.acks, ack{id, pos, host.String(), time.Now()})
-				pr.mu.Unlock()
-				pr.last.Store(time.Now().UnixNano())
 			}
 		}()
 	}
 	go func() { wg.Wait(); close(pr.done) }()
 	t.Cleanup(func() { close(pr.stop); <-pr.done; p.Close() })
 	return pr
+}
+
+// sendOne sends one message and records its acknowledgement. A pause
+// that starts meanwhile waits for it (flying).
+func (pr *producer) sendOne(p *client.Producer) error {
+	pr.flying.Add(1)
+	defer pr.flying.Add(-1)
+	if pr.paused.Load() { // NB: check() waits for flying == 0 after pausing
+		return nil
+	}
+	id := fmt.Sprintf("m-%d", pr.seq.Add(1))
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	res, err := p.Send(ctx, &client.Message{Topic: "orders", Body: []byte(id)})
+	if err != nil || res.Status != client.SendOK {
+		if err != nil {
+			pr.lastErr.Store(fmt.Sprintf("%v: %v", time.Now().Format("15:04:05.000"), err))
+		}
+		return nil
+	}
+	host, pos, err := message.ParseOffsetMsgID(res.OffsetMsgID)
+	if err != nil {
+		return fmt.Errorf("offset msg id %q: %w", res.OffsetMsgID, err)
+	}
+	pr.mu.Lock()
+	pr.acks = append(pr.acks, ack{id, pos, host.String(), time.Now()})
+	pr.mu.Unlock()
+	pr.last.Store(time.Now().UnixNano())
+	return nil
 }
 
 // ackedBy waits for an acknowledgement from the broker at addr ("" for
@@ -420,7 +435,7 @@ func (c *cluster) check(pr *producer) {
 	t := c.t
 	pr.paused.Store(true)
 	defer pr.paused.Store(false)
-	time.Sleep(200 * time.Millisecond) // NB: lets the senders in flight finish; the checks below wait for conditions
+	require.Eventually(t, func() bool { return pr.flying.Load() == 0 }, patience, time.Millisecond, "the sends in flight")
 	master, _ := c.healthy()
 	var end int64
 	require.Eventually(t, func() bool {
