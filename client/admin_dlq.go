@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -17,14 +18,23 @@ var resendStrip = []string{message.PropDelay, message.PropRealTopic, message.Pro
 	message.PropCluster, message.PropMinOffset, message.PropMaxOffset, message.PropTranMsg,
 	message.PropTranPreparedQueueOffset}
 
+// ErrMessageNotFound matches the error of a lookup that found no message.
+var ErrMessageNotFound = errors.New("client: message not found")
+
+// notFoundError is a lookup that found no message; it says where it looked.
+type notFoundError struct{ msg string }
+
+func (e *notFoundError) Error() string        { return e.msg }
+func (e *notFoundError) Is(target error) bool { return target == ErrMessageNotFound }
+
 // MessagePlace is where a message is stored.
 type MessagePlace struct {
-	Topic       string
-	BrokerName  string
-	BrokerAddr  string
-	QueueID     int32
-	QueueOffset int64
-	OffsetMsgID string
+	Topic       string `json:"topic"`
+	BrokerName  string `json:"brokerName"`
+	BrokerAddr  string `json:"brokerAddr"`
+	QueueID     int32  `json:"queueId"`
+	QueueOffset int64  `json:"queueOffset"`
+	OffsetMsgID string `json:"offsetMsgId"`
 }
 
 // DLQResend is what ResendDLQ did.
@@ -124,7 +134,7 @@ func (a *Admin) findDLQCopy(ctx context.Context, dlq, id string, r TopicRoute) (
 		}
 	}
 	if best == nil {
-		return dlqCopy{}, fmt.Errorf("no message with id %s in %s (asked %s)", id, dlq, strings.Join(asked, ", "))
+		return dlqCopy{}, &notFoundError{msg: fmt.Sprintf("no message with id %s in %s (asked %s)", id, dlq, strings.Join(asked, ", "))}
 	}
 	return *best, nil
 }

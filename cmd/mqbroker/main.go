@@ -28,6 +28,7 @@ import (
 	"github.com/sluicemq/sluice/broker"
 	"github.com/sluicemq/sluice/conf"
 	"github.com/sluicemq/sluice/internal/cli"
+	"github.com/sluicemq/sluice/internal/console"
 	"github.com/sluicemq/sluice/nameserver"
 )
 
@@ -54,6 +55,9 @@ Flags override the config file, which overrides the environment
   --broker-name NAME          broker name (default broker-a)
   --cluster NAME              cluster name (default DefaultCluster)
   --metrics-listen HOST:PORT  serve Prometheus metrics at http://HOST:PORT/metrics (off by default)
+  --console-listen HOST:PORT  serve the web console there, or "off" (default 127.0.0.1:8080
+                              with the embedded nameserver, off otherwise)
+  --console-read-only         the console hides every write
   -h, --help                  show this help
 `
 
@@ -73,6 +77,8 @@ func run(args []string, stdout, stderr io.Writer, ready chan<- [2]string) int {
 	brokerName := fs.String("broker-name", "", "")
 	cluster := fs.String("cluster", "", "")
 	metrics := fs.String("metrics-listen", "", "")
+	consoleListen := fs.String("console-listen", "", "")
+	consoleRO := fs.Bool("console-read-only", false, "")
 	if code, ok := cli.Parse(fs, args, usage, stdout, stderr); !ok {
 		return code
 	}
@@ -102,6 +108,10 @@ func run(args []string, stdout, stderr io.Writer, ready chan<- [2]string) int {
 			cfg.ClusterName = *cluster
 		case "metrics-listen":
 			cfg.MetricsListen = *metrics
+		case "console-listen":
+			cfg.Console.Listen = *consoleListen
+		case "console-read-only":
+			cfg.Console.ReadOnly = *consoleRO
 		}
 	})
 	if err := cfg.Validate(); err != nil {
@@ -113,6 +123,7 @@ func run(args []string, stdout, stderr io.Writer, ready chan<- [2]string) int {
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
 
+	consoleAddr := cfg.ConsoleAddr() // NB: before the embedded nameserver's address fills NamesrvAddr
 	var ns *nameserver.Server
 	if cfg.EmbedNamesrv() {
 		if ns, err = nameserver.New(cfg.EmbeddedNamesrv, logger); err == nil {
@@ -150,6 +161,13 @@ func run(args []string, stdout, stderr io.Writer, ready chan<- [2]string) int {
 	if a := b.MetricsAddr(); a != "" {
 		logger.Info("mqbroker: metrics", "url", "http://"+a+"/metrics")
 	}
+	con, err := console.Launch(consoleAddr, cfg.Console.Listen == "", cfg.NamesrvAddr, cfg.Console.ReadOnly, logger, stdout)
+	if err != nil {
+		b.Close()
+		closeNS()
+		fmt.Fprintf(stderr, "mqbroker: console: %s\n", cli.OneLine(err))
+		return exitError
+	}
 	if ready != nil {
 		ready <- [2]string{b.Addr(), cfg.NamesrvAddr}
 	}
@@ -157,6 +175,7 @@ func run(args []string, stdout, stderr io.Writer, ready chan<- [2]string) int {
 	<-ctx.Done()
 	stop()
 	logger.Info("mqbroker: shutting down")
+	_ = con.Close()
 	err = b.Close()
 	closeNS()
 	if err != nil {

@@ -24,6 +24,7 @@ import (
 
 	"github.com/sluicemq/sluice/conf"
 	"github.com/sluicemq/sluice/internal/cli"
+	"github.com/sluicemq/sluice/internal/console"
 	"github.com/sluicemq/sluice/nameserver"
 )
 
@@ -47,6 +48,8 @@ defaults.
                               port 0 picks a free port)
   --metrics-listen HOST:PORT  serve Prometheus metrics at
                               http://HOST:PORT/metrics (off by default)
+  --console-listen HOST:PORT  serve the web console there (off by default)
+  --console-read-only         the console hides every write
   -h, --help                  show this help
 
 Exit status: 0 after a clean shutdown, 1 for an invalid config file or
@@ -64,6 +67,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	configPath := fs.String("c", "", "")
 	listen := fs.String("listen", "", "")
 	metricsListen := fs.String("metrics-listen", "", "")
+	consoleListen := fs.String("console-listen", "", "")
+	consoleRO := fs.Bool("console-read-only", false, "")
 	if code, ok := cli.Parse(fs, args, usage, stdout, stderr); !ok {
 		return code
 	}
@@ -79,6 +84,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 			cfg.Listen = *listen
 		case "metrics-listen":
 			cfg.MetricsListen = *metricsListen
+		case "console-listen":
+			cfg.Console.Listen = *consoleListen
+		case "console-read-only":
+			cfg.Console.ReadOnly = *consoleRO
 		}
 	})
 	// NB: LoadNameserver validated file and environment, so a failure now
@@ -103,11 +112,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if a := ns.MetricsAddr(); a != "" {
 		logger.Info("mqnamesrv: metrics", "url", "http://"+a+"/metrics")
 	}
+	con, err := console.Launch(cfg.ConsoleAddr(), false, ns.Addr(), cfg.Console.ReadOnly, logger, stdout)
+	if err != nil {
+		_ = ns.Close()
+		fmt.Fprintf(stderr, "mqnamesrv: console: %s\n", cli.OneLine(err))
+		return exitError
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	<-ctx.Done()
 	stop()
 	logger.Info("mqnamesrv: shutting down")
+	_ = con.Close()
 	if err := ns.Close(); err != nil {
 		fmt.Fprintf(stderr, "mqnamesrv: %s\n", cli.OneLine(err))
 		return exitError

@@ -1,0 +1,229 @@
+package console
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/sluicemq/sluice/client"
+	"github.com/sluicemq/sluice/internal/protocol"
+)
+
+// groupRow is one group in GET /api/groups.
+type groupRow struct {
+	Group  string `json:"group"`
+	System bool   `json:"system"`
+	// From the sampler's last point: -1 before the first, or when the
+	// group has no committed offset.
+	Lag         int64   `json:"lag"`
+	LagMs       int64   `json:"lagMs"`
+	ConsumeRate float64 `json:"consumeRate"`
+}
+
+// systemGroup reports whether group is one a broker or tool uses itself.
+func systemGroup(group string) bool {
+	return group == toolsGroup || strings.HasSuffix(group, "_GROUP") && strings.ToUpper(group) == group ||
+		strings.HasPrefix(group, "CID_RMQ_SYS_")
+}
+
+// groupNames returns the groups every master has a subscription group
+// config for, sorted.
+func (s *Server) groupNames(ctx context.Context, ci client.ClusterInfo) ([]string, error) {
+	set := map[string]bool{}
+	var errs []error
+	for _, b := range masters(ci) {
+		gs, err := s.admin.SubscriptionGroups(ctx, b.addr)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, g := range gs {
+			set[g] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(set)), errors.Join(errs...)
+}
+
+func (s *Server) getGroups(r *http.Request) (any, error) {
+	ci, err := s.admin.ClusterInfo(r.Context())
+	if err != nil {
+		return nil, err
+	}
+	names, err := s.groupNames(r.Context(), ci)
+	if len(names) == 0 && err != nil {
+		return nil, err
+	}
+	out := make([]groupRow, 0, len(names))
+	for _, g := range names {
+		row := groupRow{Group: g, System: systemGroup(g), Lag: -1, LagMs: -1}
+		if p, ok := s.hist.last(groupKey(g)); ok {
+			row.Lag, row.LagMs, row.ConsumeRate = p.Lag, p.LagMs, p.ConsumeRate
+		}
+		out = append(out, row)
+	}
+	return out, nil
+}
+
+// progressRow is one queue of GET /api/groups/{group}.
+type progressRow struct {
+	Topic          string `json:"topic"`
+	BrokerName     string `json:"brokerName"`
+	QueueID        int    `json:"queueId"`
+	BrokerOffset   int64  `json:"brokerOffset"`
+	ConsumerOffset int64  `json:"consumerOffset"` // -1: none committed
+	Lag            int64  `json:"lag"`            // -1: unknown
+	LagMs          int64  `json:"lagMs"`          // -1: unknown
+}
+
+// memberView is one live client of a group.
+type memberView struct {
+	ClientID        string            `json:"clientId"`
+	ClientAddr      string            `json:"clientAddr"`
+	Language        string            `json:"language"`
+	Version         string            `json:"version"`
+	Subscriptions   map[string]string `json:"subscriptions"`
+	ExpressionTypes map[string]string `json:"expressionTypes"`
+	Brokers         []string          `json:"brokers"`
+}
+
+// groupView is GET /api/groups/{group}.
+type groupView struct {
+	Group        string        `json:"group"`
+	ConsumeType  string        `json:"consumeType,omitempty"`
+	MessageModel string        `json:"messageModel,omitempty"`
+	ConsumeFrom  string        `json:"consumeFromWhere,omitempty"`
+	Online       bool          `json:"online"` // some member is connected
+	Members      []memberView  `json:"members"`
+	Topics       []string      `json:"topics"`
+	Queues       []progressRow `json:"queues"`
+	Lag          int64         `json:"lag"`   // sum of the known lags
+	LagMs        int64         `json:"lagMs"` // the largest known; -1 when none is
+	UnknownLag   int           `json:"unknownLag"`
+	History      []Point       `json:"history"` // the group's lag and rates, last hour
+}
+
+func (s *Server) getGroup(r *http.Request) (any, error) {
+	g := r.PathValue("group")
+	cp, err := s.admin.ConsumeStats(r.Context(), g, "")
+	if err != nil {
+		return nil, err
+	}
+	out := groupView{Group: g, Members: []memberView{}, Topics: []string{}, Queues: []progressRow{}, Lag: cp.Lag,
+		LagMs: cp.LagTime.Milliseconds(), UnknownLag: cp.UnknownLag, History: emptyIfNil(s.hist.points(groupKey(g)))}
+	if cp.LagTime < 0 {
+		out.LagMs = -1
+	}
+	for _, q := range cp.Queues {
+		row := progressRow{Topic: q.Queue.Topic, BrokerName: q.Queue.BrokerName, QueueID: q.Queue.QueueID,
+			BrokerOffset: q.BrokerOffset, ConsumerOffset: q.ConsumerOffset, Lag: q.Lag, LagMs: q.LagTime.Milliseconds()}
+		if q.LagTime < 0 {
+			row.LagMs = -1
+		}
+		out.Queues = append(out.Queues, row)
+		if !slices.Contains(out.Topics, row.Topic) {
+			out.Topics = append(out.Topics, row.Topic)
+		}
+	}
+	ci, err := s.admin.ClusterInfo(r.Context())
+	if err != nil {
+		return nil, err
+	}
+	byID := map[string]*memberView{}
+	for _, b := range masters(ci) {
+		cc, err := s.admin.ConsumerConnections(r.Context(), b.addr, g)
+		if errors.Is(err, &client.BrokerError{Code: client.Code(protocol.ConsumerNotOnline)}) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		out.ConsumeType, out.MessageModel, out.ConsumeFrom = cc.ConsumeType, cc.MessageModel, cc.ConsumeFromWhere
+		for _, m := range cc.Members {
+			v := byID[m.ClientID]
+			if v == nil {
+				v = &memberView{ClientID: m.ClientID, ClientAddr: m.ClientAddr, Language: m.Language,
+					Version: protocol.VersionName(m.Version), Subscriptions: map[string]string{}, ExpressionTypes: map[string]string{}}
+				byID[m.ClientID] = v
+			}
+			maps.Copy(v.Subscriptions, m.Subscriptions)
+			maps.Copy(v.ExpressionTypes, m.ExpressionTypes)
+			v.Brokers = append(v.Brokers, b.name)
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(byID)) {
+		out.Members = append(out.Members, *byID[id])
+	}
+	out.Online = len(out.Members) > 0
+	if !out.Online && len(out.Queues) == 0 {
+		names, err := s.groupNames(r.Context(), ci)
+		if err == nil && !slices.Contains(names, g) {
+			return nil, &httpError{status: http.StatusNotFound, msg: "no broker knows consumer group " + g}
+		}
+	}
+	return out, nil
+}
+
+// resetForm is the body of POST /api/groups/{group}/reset.
+type resetForm struct {
+	Topic string `json:"topic"`
+	Time  string `json:"time"` // RFC 3339 or unix milliseconds
+}
+
+// resetRow is one queue's new offset.
+type resetRow struct {
+	BrokerName string `json:"brokerName"`
+	QueueID    int    `json:"queueId"`
+	Offset     int64  `json:"offset"`
+}
+
+func (s *Server) postReset(r *http.Request) (any, error) {
+	g := r.PathValue("group")
+	var f resetForm
+	if err := decodeJSON(r, &f); err != nil {
+		return nil, err
+	}
+	if f.Topic == "" || f.Time == "" {
+		return nil, badRequest("topic and time are required")
+	}
+	t, err := parseTime("time", f.Time)
+	if err != nil {
+		return nil, err
+	}
+	offs, err := s.admin.ResetOffsetByTime(r.Context(), g, f.Topic, t)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]resetRow, 0, len(offs))
+	for q, off := range offs {
+		out = append(out, resetRow{BrokerName: q.BrokerName, QueueID: q.QueueID, Offset: off})
+	}
+	slices.SortFunc(out, func(x, y resetRow) int {
+		if c := strings.Compare(x.BrokerName, y.BrokerName); c != 0 {
+			return c
+		}
+		return x.QueueID - y.QueueID
+	})
+	return map[string]any{"group": g, "topic": f.Topic, "time": t.UnixMilli(), "offsets": out}, nil
+}
+
+// liveView is GET /api/live: a topic's flow through a group.
+type liveView struct {
+	Topic    string  `json:"topic"`
+	Group    string  `json:"group"`
+	EveryMs  int64   `json:"everyMs"`
+	Points   []Point `json:"points"`
+	Sampling bool    `json:"sampling"` // false until the sampler has seen the pair
+}
+
+func (s *Server) getLive(r *http.Request) (any, error) {
+	q := r.URL.Query()
+	topic, g := q.Get("topic"), q.Get("group")
+	if topic == "" || g == "" {
+		return nil, badRequest("topic and group are required")
+	}
+	pts := s.hist.points(flowKey(g, topic))
+	return liveView{Topic: topic, Group: g, EveryMs: s.opts.SampleEvery.Milliseconds(), Points: emptyIfNil(pts), Sampling: pts != nil}, nil
+}
