@@ -156,6 +156,10 @@ func run(args []string, stdout, stderr io.Writer, ready chan<- [2]string) int {
 		fmt.Fprintf(stderr, "mqbroker: %s\n", cli.OneLine(err))
 		return exitError
 	}
+	// NB: signals are caught from here, before the first line a caller
+	// waits for, and through the console's start.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
 	fmt.Fprintf(stdout, "Sluice broker %s serving on %s (nameserver %s, store %s, flush %s)\n",
 		cfg.BrokerName, b.Addr(), cfg.NamesrvAddr, cfg.Store.Dir, cfg.Store.Flush)
 	if a := b.MetricsAddr(); a != "" {
@@ -171,7 +175,6 @@ func run(args []string, stdout, stderr io.Writer, ready chan<- [2]string) int {
 	if ready != nil {
 		ready <- [2]string{b.Addr(), cfg.NamesrvAddr}
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	<-ctx.Done()
 	stop()
 	logger.Info("mqbroker: shutting down")

@@ -108,15 +108,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "mqnamesrv: %s\n", cli.OneLine(err))
 		return exitError
 	}
-	logger.Info("mqnamesrv: listening", "addr", ns.Addr())
-	if a := ns.MetricsAddr(); a != "" {
-		logger.Info("mqnamesrv: metrics", "url", "http://"+a+"/metrics")
-	}
 	con, err := console.Launch(cfg.ConsoleAddr(), false, ns.Addr(), cfg.Console.ReadOnly, logger, stdout)
 	if err != nil {
 		_ = ns.Close()
 		fmt.Fprintf(stderr, "mqnamesrv: console: %s\n", cli.OneLine(err))
 		return exitError
+	}
+	logger.Info("mqnamesrv: listening", "addr", ns.Addr())
+	if a := ns.MetricsAddr(); a != "" {
+		logger.Info("mqnamesrv: metrics", "url", "http://"+a+"/metrics")
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)

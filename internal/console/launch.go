@@ -11,8 +11,12 @@ import (
 // the nameservers in nameServers ("ip:port;ip:port"), and prints its
 // address on stdout. When listen is only the default (byDefault), failing
 // to bind is a warning and Launch returns nil, nil: the quickstart keeps
-// running when port 8080 is taken. Close the result (nil is fine).
+// running when port 8080 is taken. An empty listen starts nothing. Close
+// the result (nil is fine).
 func Launch(listen string, byDefault bool, nameServers string, readOnly bool, logger *slog.Logger, stdout io.Writer) (*Server, error) {
+	if listen == "" {
+		return nil, nil
+	}
 	var ns []string
 	for _, a := range strings.Split(nameServers, ";") {
 		if a = strings.TrimSpace(a); a != "" {
