@@ -2,8 +2,8 @@ package main
 
 import (
 	"bufio"
-	"io"
 	"encoding/json"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"

@@ -108,6 +108,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "mqnamesrv: %s\n", cli.OneLine(err))
 		return exitError
 	}
+	// NB: signals are caught from here, before the line callers wait for.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
 	con, err := console.Launch(cfg.ConsoleAddr(), false, ns.Addr(), cfg.Console.ReadOnly, logger, stdout)
 	if err != nil {
 		_ = ns.Close()
@@ -119,7 +122,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 		logger.Info("mqnamesrv: metrics", "url", "http://"+a+"/metrics")
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	<-ctx.Done()
 	stop()
 	logger.Info("mqnamesrv: shutting down")
