@@ -71,7 +71,12 @@
     return encodeURIComponent(s);
   }
 
+  let renderStart = 0; // performance.now() when the current page began rendering
+
+  // ready marks the page shown, with the milliseconds its render took
+  // (requests and DOM) in data-render-ms.
   function ready(page) {
+    view.dataset.renderMs = String(Math.round(performance.now() - renderStart));
     view.dataset.ready = page;
   }
 
@@ -454,6 +459,7 @@
     generation++;
     clearTimeout(timer);
     delete view.dataset.ready;
+    renderStart = performance.now();
     const hash = location.hash.replace(/^#\/?/, "") || "overview";
     const [path, query] = hash.split("?");
     const params = new URLSearchParams(query || "");
