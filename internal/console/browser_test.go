@@ -157,11 +157,13 @@ func (b *browser) waitReady(t testing.TB, page string) int {
 }
 
 // goTo shows the console route (e.g. "topics" or "group/g1") and waits
-// until page has rendered; it returns the render's milliseconds.
+// until page has rendered; it returns the render's milliseconds. Going to
+// the route shown renders it again.
 func (b *browser) goTo(t testing.TB, route, page string) int {
 	t.Helper()
 	b.run(t, chromedp.Evaluate[chromedp.Void](`document.getElementById("view").removeAttribute("data-ready");
-		location.hash = `+strconv.Quote("#/"+route)))
+		if (location.hash === `+strconv.Quote("#/"+route)+`) window.dispatchEvent(new HashChangeEvent("hashchange"));
+		else location.hash = `+strconv.Quote("#/"+route)))
 	return b.waitReady(t, page)
 }
 
