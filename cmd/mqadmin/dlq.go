@@ -8,21 +8,6 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// msgEnd is where a resent message went, or where it was found.
-type msgEnd struct {
-	Topic       string `json:"topic"`
-	BrokerName  string `json:"brokerName"`
-	BrokerAddr  string `json:"brokerAddr"`
-	QueueID     int32  `json:"queueId"`
-	QueueOffset int64  `json:"queueOffset"`
-	OffsetMsgID string `json:"offsetMsgId"`
-}
-
-func endOf(p client.MessagePlace) msgEnd {
-	return msgEnd{Topic: p.Topic, BrokerName: p.BrokerName, BrokerAddr: p.BrokerAddr, QueueID: p.QueueID,
-		QueueOffset: p.QueueOffset, OffsetMsgID: p.OffsetMsgID}
-}
-
 func resendDLQCmd(a *app) *cobra.Command {
 	var group, id string
 	cmd := &cobra.Command{
@@ -49,7 +34,7 @@ message id of its copy in the DLQ. The DLQ copy stays where it is.`,
 		if err != nil {
 			return err
 		}
-		from, to := endOf(res.From), endOf(res.To)
+		from, to := res.From, res.To
 		if a.json {
 			return a.printJSON(map[string]any{"group": group, "msgId": res.MsgID, "originalTopic": res.OriginalTopic,
 				"previousReconsumeTimes": res.ReconsumeTimes, "from": from, "to": to})

@@ -22,18 +22,8 @@ var consoleRE = regexp.MustCompile(`^Sluice console on http://(\S+)/( \(read-onl
 // is a usage error naming the flag's key.
 func TestMQBroker_Console(t *testing.T) {
 	bin := buildBinary(t)
-	cmd := exec.Command(bin, "--listen", "127.0.0.1:0", "--store-dir", t.TempDir(), "--console-listen", "127.0.0.1:0",
-		"--console-read-only")
-	cmd.Env = append(os.Environ(), "SLUICE_EMBEDDED_NAMESRV_LISTEN=127.0.0.1:0")
-	stdout, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	rd := bufio.NewReader(stdout)
+	_, rd, _ := startQuickstart(t, bin, "--console-listen", "127.0.0.1:0", "--console-read-only")
 	line, err := rd.ReadString('\n')
-	require.NoError(t, err)
-	require.Regexp(t, servingRE, line)
-	line, err = rd.ReadString('\n')
 	require.NoError(t, err)
 	m := consoleRE.FindStringSubmatch(line[:len(line)-1])
 	require.NotNil(t, m, line)
@@ -57,7 +47,23 @@ func TestMQBroker_Console(t *testing.T) {
 // TestMQBroker_ConsoleOff: with --console-listen off the quickstart prints
 // no console line.
 func TestMQBroker_ConsoleOff(t *testing.T) {
-	cmd := exec.Command(buildBinary(t), "--listen", "127.0.0.1:0", "--store-dir", t.TempDir(), "--console-listen", "off")
+	cmd, rd, stderr := startQuickstart(t, buildBinary(t), "--console-listen", "off")
+	// Once it has stopped, everything it printed is there to read.
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	errs, err := io.ReadAll(stderr)
+	require.NoError(t, err)
+	require.Contains(t, string(errs), "mqbroker: stopped")
+	rest, err := io.ReadAll(rd)
+	require.NoError(t, err)
+	require.Empty(t, string(rest))
+}
+
+// startQuickstart runs bin with an embedded nameserver on free ports and
+// args, reads the broker's first line and returns the process with the
+// rest of its stdout and its stderr.
+func startQuickstart(t *testing.T, bin string, args ...string) (*exec.Cmd, *bufio.Reader, io.Reader) {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"--listen", "127.0.0.1:0", "--store-dir", t.TempDir()}, args...)...)
 	cmd.Env = append(os.Environ(), "SLUICE_EMBEDDED_NAMESRV_LISTEN=127.0.0.1:0")
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
@@ -69,12 +75,5 @@ func TestMQBroker_ConsoleOff(t *testing.T) {
 	line, err := rd.ReadString('\n')
 	require.NoError(t, err)
 	require.Regexp(t, servingRE, line)
-	// Once it has stopped, everything it printed is there to read.
-	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
-	errs, err := io.ReadAll(stderr)
-	require.NoError(t, err)
-	require.Contains(t, string(errs), "mqbroker: stopped")
-	rest, err := io.ReadAll(rd)
-	require.NoError(t, err)
-	require.Empty(t, string(rest))
+	return cmd, rd, stderr
 }

@@ -180,22 +180,9 @@ func TestAPI_LagAndDLQ(t *testing.T) {
 	var dv dlqView
 	require.Equal(t, 200, e.do(t, "GET", "/api/dlq/audit", nil, &dv))
 	require.Empty(t, dv.Messages)
-	var fails, redelivered atomic.Int64
-	e.consumer(t, "audit", "orders", newGate(), func(m *client.Message) client.ConsumeResult {
-		if string(m.Body) != "poison" {
-			return client.ConsumeSuccess
-		}
-		if fails.Add(1) == 1 {
-			return client.ConsumeRetryLater
-		}
-		redelivered.Add(1)
-		return client.ConsumeSuccess
-	}, client.WithMaxReconsumeTimes(0))
-	r, err := p.Send(ctx, &client.Message{Topic: "orders", Body: []byte("poison")})
-	require.NoError(t, err)
-	require.Eventually(t, func() bool {
-		return e.do(t, "GET", "/api/dlq/audit", nil, &dv) == 200 && len(dv.Messages) == 1
-	}, 15*time.Second, 20*time.Millisecond)
+	redelivered, r := e.poison(t, p, "audit", "orders")
+	require.Equal(t, 200, e.do(t, "GET", "/api/dlq/audit", nil, &dv))
+	require.Len(t, dv.Messages, 1)
 	require.Equal(t, "poison", string(dv.Messages[0].Body))
 	require.Equal(t, "%DLQ%audit", dv.Messages[0].Topic)
 	require.Contains(t, e.fails(t, 404, "POST", "/api/dlq/audit/resend", resendForm{MsgID: "AC1100010001000000000000000AFFFF"}), "no message with id")

@@ -271,23 +271,7 @@ func TestBrowser(t *testing.T) {
 	})
 
 	t.Run("resend from DLQ", func(t *testing.T) {
-		var fails, again atomic.Int64
-		e.consumer(t, "audit", "orders", newGate(), func(m *client.Message) client.ConsumeResult {
-			if string(m.Body) != "poison" {
-				return client.ConsumeSuccess
-			}
-			if fails.Add(1) == 1 {
-				return client.ConsumeRetryLater
-			}
-			again.Add(1)
-			return client.ConsumeSuccess
-		}, client.WithMaxReconsumeTimes(0))
-		_, err := p.Send(ctx, &client.Message{Topic: "orders", Body: []byte("poison")})
-		require.NoError(t, err)
-		var dv dlqView
-		require.Eventually(t, func() bool {
-			return e.do(t, "GET", "/api/dlq/audit", nil, &dv) == 200 && len(dv.Messages) == 1
-		}, 15*time.Second, 20*time.Millisecond, "poison in the DLQ")
+		again, _ := e.poison(t, p, "audit", "orders")
 		b.goTo(t, "messages?dlq=audit", "messages")
 		require.Equal(t, "poison", eval[string](t, b, `document.querySelector("pre.body").textContent`))
 		require.Zero(t, again.Load())

@@ -27,6 +27,18 @@
 // lag chart, the live peak-shaving chart and the rates come from it. It
 // is owned by Server: Start launches it and Close waits for it.
 //
+// # Goroutines and locks
+//
+//	| goroutine        | owner (starts / waits) | wakes on                        | stops on      |
+//	|------------------|------------------------|---------------------------------|---------------|
+//	| serve            | Server (Start / Close) | a connection                    | Close         |
+//	| HTTP handlers    | net/http               | a request                       | it returns    |
+//	| sampleLoop       | Server (Start / Close) | SampleEvery ticker              | Close         |
+//	| client loops     | client.Admin, the pull consumer (routes, heartbeats) | their intervals | Close |
+//
+// Server.mu (the last sample's time and error) and history.mu (the series)
+// are leaves: no request is made while either is held.
+//
 // # Access control
 //
 // Options.Wrap wraps the whole handler: it is where the login, session

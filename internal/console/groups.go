@@ -48,12 +48,8 @@ func (s *Server) groupNames(ctx context.Context, ci client.ClusterInfo) ([]strin
 }
 
 func (s *Server) getGroups(r *http.Request) (any, error) {
-	ci, err := s.admin.ClusterInfo(r.Context())
+	_, names, err := fromMasters(r.Context(), s, s.groupNames)
 	if err != nil {
-		return nil, err
-	}
-	names, err := s.groupNames(r.Context(), ci)
-	if len(names) == 0 && err != nil {
 		return nil, err
 	}
 	out := make([]groupRow, 0, len(names))

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -202,4 +203,30 @@ func (e *env) consumer(t testing.TB, group, topic string, g *gate, fn func(*clie
 	require.NoError(t, c.Start())
 	t.Cleanup(func() { g.release(); c.Close() })
 	return c
+}
+
+// poison sends a message "poison" to topic, which a new consumer of group
+// fails once and, allowed no retry, sends to the group's DLQ; it returns
+// once the DLQ holds it, with the count of its later deliveries (each
+// consumed) and its send result.
+func (e *env) poison(t testing.TB, p *client.Producer, group, topic string) (*atomic.Int64, client.SendResult) {
+	t.Helper()
+	var fails, again atomic.Int64
+	e.consumer(t, group, topic, newGate(), func(m *client.Message) client.ConsumeResult {
+		if string(m.Body) != "poison" {
+			return client.ConsumeSuccess
+		}
+		if fails.Add(1) == 1 {
+			return client.ConsumeRetryLater
+		}
+		again.Add(1)
+		return client.ConsumeSuccess
+	}, client.WithMaxReconsumeTimes(0))
+	r, err := p.Send(context.Background(), &client.Message{Topic: topic, Body: []byte("poison")})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		var dv dlqView
+		return e.do(t, "GET", "/api/dlq/"+group, nil, &dv) == 200 && len(dv.Messages) == 1
+	}, 15*time.Second, 20*time.Millisecond, "poison in the DLQ of %s", group)
+	return &again, r
 }

@@ -121,13 +121,25 @@ func systemTopic(topic string) bool {
 		strings.HasSuffix(topic, "_REPLY_TOPIC")
 }
 
-func (s *Server) getTopics(r *http.Request) (any, error) {
-	ci, err := s.admin.ClusterInfo(r.Context())
+// fromMasters asks the nameservers for the cluster, then list for what its
+// masters hold. Masters that failed are an error only when no other
+// answered: the pages show what the others hold.
+func fromMasters[T any](ctx context.Context, s *Server, list func(context.Context, client.ClusterInfo) ([]T, error)) (
+	client.ClusterInfo, []T, error) {
+	ci, err := s.admin.ClusterInfo(ctx)
 	if err != nil {
-		return nil, err
+		return ci, nil, err
 	}
-	cfgs, err := s.topicConfigs(r.Context(), ci)
-	if len(cfgs) == 0 && err != nil {
+	items, err := list(ctx, ci)
+	if len(items) == 0 && err != nil {
+		return ci, nil, err
+	}
+	return ci, items, nil
+}
+
+func (s *Server) getTopics(r *http.Request) (any, error) {
+	ci, cfgs, err := fromMasters(r.Context(), s, s.topicConfigs)
+	if err != nil {
 		return nil, err
 	}
 	out := make([]topicRow, 0, len(cfgs))
