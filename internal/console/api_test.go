@@ -71,6 +71,7 @@ func TestAPI_ReadOnly(t *testing.T) {
 	require.Contains(t, e.fails(t, 403, "DELETE", "/api/topics/TBW102", nil), "read-only")
 	require.Contains(t, e.fails(t, 403, "POST", "/api/groups/g/reset", resetForm{Topic: "t", Time: "0"}), "read-only")
 	require.Contains(t, e.fails(t, 403, "POST", "/api/dlq/g/resend", resendForm{MsgID: "x"}), "read-only")
+	require.Contains(t, e.fails(t, 403, "POST", "/api/messages/consume", consumeForm{OffsetMsgID: "x", Group: "g"}), "read-only")
 	l, err := e.admin.TopicList(context.Background())
 	require.NoError(t, err)
 	require.NotContains(t, l, "orders")
@@ -165,10 +166,34 @@ func TestAPI_LagAndDLQ(t *testing.T) {
 	require.Equal(t, 200, e.do(t, "GET", "/api/groups", nil, &rows))
 	require.Contains(t, rows, groupRow{Group: "billing", Lag: 10, LagMs: rows[slices.IndexFunc(rows, func(r groupRow) bool { return r.Group == "billing" })].LagMs,
 		ConsumeRate: rows[slices.IndexFunc(rows, func(r groupRow) bool { return r.Group == "billing" })].ConsumeRate})
+	var st []memberStatus
+	require.Equal(t, 200, e.do(t, "GET", "/api/groups/billing/status", nil, &st))
+	require.Len(t, st, 1)
+	require.Equal(t, gv.Members[0].ClientID, st[0].ClientID)
+	require.Empty(t, st[0].Error)
+	require.Equal(t, 3, st[0].Queues, "the 2 queues of orders and the one of its retry topic")
+	require.Contains(t, e.fails(t, 404, "GET", "/api/groups/nobody/status", nil), "no live client")
 	g.release()
 	require.Eventually(t, func() bool {
 		return e.do(t, "GET", "/api/groups/billing", nil, &gv) == 200 && gv.Lag == 0 && gv.History[len(gv.History)-1].Lag == 0
 	}, 10*time.Second, 20*time.Millisecond)
+
+	// One message consumed again by the group's member, on request.
+	var first []msgView
+	require.Equal(t, 200, e.do(t, "GET", "/api/messages?topic=orders&max=1&begin=1", nil, &first))
+	require.Len(t, first, 1)
+	before := delivered.Load()
+	var cr struct {
+		ClientID      string `json:"clientId"`
+		ConsumeResult string `json:"consumeResult"`
+	}
+	require.Equal(t, 200, e.do(t, "POST", "/api/messages/consume", consumeForm{OffsetMsgID: first[0].OffsetMsgID, Group: "billing"}, &cr))
+	require.Equal(t, "CR_SUCCESS", cr.ConsumeResult)
+	require.Equal(t, gv.Members[0].ClientID, cr.ClientID)
+	require.Equal(t, before+1, delivered.Load())
+	require.Contains(t, e.fails(t, 400, "POST", "/api/messages/consume", consumeForm{OffsetMsgID: "xyz", Group: "billing"}), "not an offset message id")
+	require.Contains(t, e.fails(t, 400, "POST", "/api/messages/consume", consumeForm{Group: "billing"}), "required")
+	require.Contains(t, e.fails(t, 404, "POST", "/api/messages/consume", consumeForm{OffsetMsgID: first[0].OffsetMsgID, Group: "nobody"}), "no live client")
 	var lv liveView
 	require.Equal(t, 200, e.do(t, "GET", "/api/live?topic=orders&group=billing", nil, &lv))
 	require.True(t, lv.Sampling)

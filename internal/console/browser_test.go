@@ -254,6 +254,9 @@ func TestBrowser(t *testing.T) {
 		held.release()
 		b.poll(t, `document.getElementById("lag-chart").dataset.lastlag === "0"`)
 		require.Equal(t, "0", eval[string](t, b, `document.getElementById("group-lag").textContent`))
+		b.run(t, chromedp.Click(chromedp.ID("status-load")))
+		b.poll(t, `document.querySelectorAll("#status tbody tr").length === 1`)
+		require.Equal(t, "CONSUME_PASSIVELY", eval[string](t, b, `document.querySelector("#status tbody td:nth-child(3)").textContent`))
 		b.requireClean(t)
 	})
 

@@ -12,8 +12,9 @@
 //	page           API it reads                      writes (hidden when read-only)
 //	overview       GET /api/cluster                  -
 //	topics         GET /api/topics, /api/topics/{t}  POST /api/topics, DELETE /api/topics/{t}
-//	groups         GET /api/groups, /api/groups/{g}  POST /api/groups/{g}/reset
-//	messages       GET /api/messages, /api/dlq/{g}   POST /api/dlq/{g}/resend
+//	groups         GET /api/groups, /api/groups/{g}, POST /api/groups/{g}/reset
+//	               /api/groups/{g}/status
+//	messages       GET /api/messages, /api/dlq/{g}   POST /api/dlq/{g}/resend, /api/messages/consume
 //	live           GET /api/live?topic=&group=       -
 //
 // Every answer is JSON; a failure is {"error": "..."} with a 4xx status for

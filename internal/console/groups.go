@@ -127,30 +127,18 @@ func (s *Server) getGroup(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	byID := map[string]*memberView{}
-	for _, b := range masters(ci) {
-		cc, err := s.admin.ConsumerConnections(r.Context(), b.addr, g)
-		if errors.Is(err, &client.BrokerError{Code: client.Code(protocol.ConsumerNotOnline)}) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		out.ConsumeType, out.MessageModel, out.ConsumeFrom = cc.ConsumeType, cc.MessageModel, cc.ConsumeFromWhere
-		for _, m := range cc.Members {
-			v := byID[m.ClientID]
-			if v == nil {
-				v = &memberView{ClientID: m.ClientID, ClientAddr: m.ClientAddr, Language: m.Language,
-					Version: protocol.VersionName(m.Version), Subscriptions: map[string]string{}, ExpressionTypes: map[string]string{}}
-				byID[m.ClientID] = v
-			}
-			maps.Copy(v.Subscriptions, m.Subscriptions)
-			maps.Copy(v.ExpressionTypes, m.ExpressionTypes)
+	meta, ms, err := s.members(r.Context(), ci, g)
+	if err != nil {
+		return nil, err
+	}
+	out.ConsumeType, out.MessageModel, out.ConsumeFrom = meta.ConsumeType, meta.MessageModel, meta.ConsumeFromWhere
+	for _, m := range ms {
+		v := memberView{ClientID: m.ClientID, ClientAddr: m.ClientAddr, Language: m.Language,
+			Version: protocol.VersionName(m.Version), Subscriptions: m.Subscriptions, ExpressionTypes: m.ExpressionTypes}
+		for _, b := range m.brokers {
 			v.Brokers = append(v.Brokers, b.name)
 		}
-	}
-	for _, id := range slices.Sorted(maps.Keys(byID)) {
-		out.Members = append(out.Members, *byID[id])
+		out.Members = append(out.Members, v)
 	}
 	out.Online = len(out.Members) > 0
 	if !out.Online && len(out.Queues) == 0 {
@@ -222,4 +210,102 @@ func (s *Server) getLive(r *http.Request) (any, error) {
 	}
 	pts := s.hist.points(flowKey(g, topic))
 	return liveView{Topic: topic, Group: g, EveryMs: s.opts.SampleEvery.Milliseconds(), Points: emptyIfNil(pts), Sampling: pts != nil}, nil
+}
+
+// memberStatus is one member's running info in GET /api/groups/{group}/status.
+type memberStatus struct {
+	ClientID     string  `json:"clientId"`
+	Broker       string  `json:"broker"` // the broker that relayed the request
+	ConsumeType  string  `json:"consumeType,omitempty"`
+	Queues       int     `json:"queues"`
+	CachedMsgs   int     `json:"cachedMsgs"`
+	PullTPS      float64 `json:"pullTps"`
+	ConsumeOK    float64 `json:"consumeOkTps"`
+	ConsumeFail  float64 `json:"consumeFailedTps"`
+	FailedInHour int64   `json:"failedInHour"`
+	Error        string  `json:"error,omitempty"`
+}
+
+// memberAt is a live member of a group and the masters it is registered
+// with.
+type memberAt struct {
+	client.ConsumerMember
+	brokers []brokerRef
+}
+
+// members returns the live members of group, their subscriptions merged
+// over the masters, sorted by client id; and the group's consume type,
+// model and start as the last master answering says.
+func (s *Server) members(ctx context.Context, ci client.ClusterInfo, group string) (client.GroupConnections, []memberAt, error) {
+	var meta client.GroupConnections
+	byID := map[string]*memberAt{}
+	for _, b := range masters(ci) {
+		cc, err := s.admin.ConsumerConnections(ctx, b.addr, group)
+		if errors.Is(err, &client.BrokerError{Code: client.Code(protocol.ConsumerNotOnline)}) {
+			continue
+		}
+		if err != nil {
+			return meta, nil, err
+		}
+		meta = client.GroupConnections{ConsumeType: cc.ConsumeType, MessageModel: cc.MessageModel, ConsumeFromWhere: cc.ConsumeFromWhere}
+		for _, m := range cc.Members {
+			v := byID[m.ClientID]
+			if v == nil {
+				v = &memberAt{ConsumerMember: m}
+				byID[m.ClientID] = v
+			} else {
+				maps.Copy(v.Subscriptions, m.Subscriptions)
+				maps.Copy(v.ExpressionTypes, m.ExpressionTypes)
+			}
+			v.brokers = append(v.brokers, b)
+		}
+	}
+	out := make([]memberAt, 0, len(byID))
+	for _, id := range slices.Sorted(maps.Keys(byID)) {
+		out = append(out, *byID[id])
+	}
+	return meta, out, nil
+}
+
+// liveMembers is members of a group that must have one.
+func (s *Server) liveMembers(ctx context.Context, group string) ([]memberAt, error) {
+	ci, err := s.admin.ClusterInfo(ctx)
+	if err != nil {
+		return nil, err
+	}
+	_, ms, err := s.members(ctx, ci, group)
+	if err == nil && len(ms) == 0 {
+		err = &httpError{status: http.StatusNotFound, msg: "consumer group " + group + " has no live client on any broker"}
+	}
+	return ms, err
+}
+
+func (s *Server) getGroupStatus(r *http.Request) (any, error) {
+	g := r.PathValue("group")
+	ms, err := s.liveMembers(r.Context(), g)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]memberStatus, 0, len(ms))
+	for _, m := range ms {
+		st := memberStatus{ClientID: m.ClientID, Broker: m.brokers[0].name}
+		info, err := s.admin.ConsumerRunningInfo(r.Context(), m.brokers[0].addr, g, m.ClientID, false)
+		if err != nil {
+			st.Error = err.Error()
+			out = append(out, st)
+			continue
+		}
+		st.ConsumeType, st.Queues = info.Properties[protocol.PropConsumeType], len(info.MQTable)
+		for _, q := range info.MQTable {
+			st.CachedMsgs += q.CachedMsgCount
+		}
+		for _, cs := range info.StatusTable {
+			st.PullTPS += cs.PullTPS
+			st.ConsumeOK += cs.ConsumeOKTPS
+			st.ConsumeFail += cs.ConsumeFailedTPS
+			st.FailedInHour += cs.ConsumeFailedMsgs
+		}
+		out = append(out, st)
+	}
+	return out, nil
 }

@@ -302,3 +302,38 @@ func (s *Server) postResend(r *http.Request) (any, error) {
 	return map[string]any{"group": g, "msgId": res.MsgID, "originalTopic": res.OriginalTopic,
 		"from": res.From, "to": res.To}, nil
 }
+
+// consumeForm is the body of POST /api/messages/consume.
+type consumeForm struct {
+	OffsetMsgID string `json:"offsetMsgId"`
+	Group       string `json:"group"`
+	ClientID    string `json:"clientId"` // "" picks the group's first live member
+}
+
+// postConsume has one member of a group consume a message again
+// (CONSUME_MESSAGE_DIRECTLY), whatever its topic's offsets say.
+func (s *Server) postConsume(r *http.Request) (any, error) {
+	var f consumeForm
+	if err := decodeJSON(r, &f); err != nil {
+		return nil, err
+	}
+	if f.OffsetMsgID == "" || f.Group == "" {
+		return nil, badRequest("offsetMsgId and group are required")
+	}
+	if _, _, err := message.ParseOffsetMsgID(f.OffsetMsgID); err != nil {
+		return nil, badRequest("offsetMsgId %q is not an offset message id: %v", f.OffsetMsgID, err)
+	}
+	if f.ClientID == "" {
+		ms, err := s.liveMembers(r.Context(), f.Group)
+		if err != nil {
+			return nil, err
+		}
+		f.ClientID = ms[0].ClientID
+	}
+	res, err := s.admin.ConsumeDirectly(r.Context(), f.OffsetMsgID, f.Group, f.ClientID)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"offsetMsgId": f.OffsetMsgID, "group": f.Group, "clientId": f.ClientID,
+		"consumeResult": res.ConsumeResult.String(), "remark": res.Remark, "spentTimeMillis": res.SpentTimeMills}, nil
+}

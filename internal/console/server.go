@@ -179,10 +179,12 @@ func (s *Server) routes() *http.ServeMux {
 	write("DELETE /api/topics/{topic}", s.deleteTopic)
 	read("/api/groups", s.getGroups)
 	read("/api/groups/{group}", s.getGroup)
+	read("/api/groups/{group}/status", s.getGroupStatus)
 	write("POST /api/groups/{group}/reset", s.postReset)
 	read("/api/messages", s.getMessages)
 	read("/api/dlq/{group}", s.getDLQ)
 	write("POST /api/dlq/{group}/resend", s.postResend)
+	write("POST /api/messages/consume", s.postConsume)
 	read("/api/live", s.getLive)
 	mux.Handle("/api/", s.api(func(r *http.Request) (any, error) {
 		return nil, &httpError{status: http.StatusNotFound, msg: "no API " + r.Method + " " + r.URL.Path + " (see the README's console section)"}

@@ -252,8 +252,21 @@
         '<h2>Lag over the last hour</h2><div class="card"><canvas class="chart" id="lag-chart"></canvas></div>' +
         "<h2>Members</h2>" + table(["Client id", "Address", "Client", "Subscriptions"], members) +
         "<h2>Lag per queue</h2>" + table(["Topic", "Broker", "#Queue", "#Broker offset", "#Consumer offset", "#Lag (messages)", "#Lag (time)"], queues) +
+        '<h2>Running status</h2><p><button id="status-load">Ask the members</button></p><div id="status"></div>' +
         "<p>" + g.topics.map((t) => link("live?topic=" + enc(t) + "&group=" + enc(name), "live chart of " + t)).join(" · ") +
         " · " + link("messages?dlq=" + enc(name), "dead-letter queue") + "</p>";
+      document.getElementById("status-load").addEventListener("click", async () => {
+        try {
+          const st = await get("/api/groups/" + enc(name) + "/status");
+          document.getElementById("status").innerHTML = table(["Client id", "Via broker", "Consume type", "#Queues", "#Cached",
+            "#Pull/s", "#OK/s", "#Failed/s", "#Failed (hour)", "Error"], st.map((m) => tr([esc(m.clientId), esc(m.broker),
+            esc(m.consumeType || "-"), m.queues, m.cachedMsgs, window.fmtNum(m.pullTps), window.fmtNum(m.consumeOkTps),
+            window.fmtNum(m.consumeFailedTps), m.failedInHour, '<span class="bad">' + esc(m.error || "") + "</span>"])));
+          generation++; // NB: keep the answer on screen: stop refreshing the page
+        } catch (err) {
+          say("running status: " + err.message);
+        }
+      });
       const topicSel = document.getElementById("reset-topic");
       if (topicSel && !topicSel.options.length) {
         topicSel.innerHTML = g.topics.map((t) => "<option>" + esc(t) + "</option>").join("");
@@ -329,6 +342,8 @@
         "<div><b>" + esc(m.msgId) + "</b> <span class=muted>" + esc(m.topic) + " · " + esc(m.brokerName) + " queue " + m.queueId +
         " offset " + m.queueOffset + " · stored " + esc(fmtTime(m.storeTime)) + " · reconsumed " + m.reconsumeTimes + "</span>" +
         (dlqGroup && !config.readOnly ? ' <button class="resend" data-id="' + esc(m.msgId) + '">Resend to ' + esc(dlqGroup) + "</button>" : "") +
+        (!dlqGroup && !config.readOnly ? '<form class="inline again" data-id="' + esc(m.offsetMsgId) + '"><label>Consume again by group' +
+          '<input class="again-group" required></label><button>Consume again</button></form>' : "") +
         "</div><details><summary>properties (" + props.length + ")</summary>" + table(["Name", "Value"], props) + "</details>" +
         '<label class="muted">body as <select class="bodyfmt"><option value="text">text</option><option value="json">JSON</option>' +
         '<option value="hex">hex</option></select></label><pre class="body"></pre></div>';
@@ -336,6 +351,17 @@
   }
 
   function wireMessages(msgs) {
+    view.querySelectorAll("form.again").forEach((f) =>
+      f.addEventListener("submit", async (e) => {
+        e.preventDefault();
+        const group = f.querySelector(".again-group").value.trim();
+        try {
+          const r = await api("POST", "/api/messages/consume", { offsetMsgId: f.dataset.id, group: group });
+          say("consumed again by " + r.clientId + " of " + group + ": " + r.consumeResult + " in " + r.spentTimeMillis + " ms", true);
+        } catch (err) {
+          say("consume again: " + err.message);
+        }
+      }));
     view.querySelectorAll(".msgcard").forEach((card) => {
       const bytes = bytesOf(msgs[+card.dataset.msg].body);
       const pre = card.querySelector("pre.body");
