@@ -215,3 +215,20 @@ func TestAPI_LagAndDLQ(t *testing.T) {
 	require.Equal(t, 200, e.do(t, "POST", "/api/dlq/audit/resend", resendForm{MsgID: r.MsgID}, nil))
 	require.Eventually(t, func() bool { return redelivered.Load() == 1 }, 15*time.Second, 10*time.Millisecond)
 }
+
+// TestNew_BadOptions: a listen address that is not host:port and a
+// missing nameserver are errors that say so; a taken port fails Start.
+func TestNew_BadOptions(t *testing.T) {
+	_, err := New(Options{Listen: "8080", NameServers: []string{"127.0.0.1:1"}})
+	require.ErrorContains(t, err, `listen address "8080" is not host:port`)
+	_, err = New(Options{Listen: "127.0.0.1:0"})
+	require.ErrorContains(t, err, "no nameserver")
+	s, err := New(Options{Listen: "127.0.0.1:0", NameServers: []string{"127.0.0.1:1"}, SampleEvery: time.Hour})
+	require.NoError(t, err)
+	require.NoError(t, s.Start())
+	defer s.Close()
+	s2, err := New(Options{Listen: s.Addr(), NameServers: []string{"127.0.0.1:1"}})
+	require.NoError(t, err)
+	require.ErrorContains(t, s2.Start(), "address already in use")
+	require.NoError(t, s2.Close())
+}

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -23,7 +22,8 @@ var assets embed.FS
 
 // Options configure a Server.
 type Options struct {
-	// Listen is ip:port to serve on (port 0 picks a free one).
+	// Listen is host:port to serve on (port 0 picks a free one; an empty
+	// host, every interface).
 	Listen string
 	// NameServers are the nameservers the console asks (ip:port).
 	NameServers []string
@@ -67,8 +67,8 @@ type Server struct {
 
 // New checks opts and returns a Server that is not yet serving.
 func New(opts Options) (*Server, error) {
-	if _, err := netip.ParseAddrPort(opts.Listen); err != nil {
-		return nil, fmt.Errorf("console: listen address %q is not ip:port (e.g. 127.0.0.1:8080)", opts.Listen)
+	if _, port, err := net.SplitHostPort(opts.Listen); err != nil || port == "" {
+		return nil, fmt.Errorf("console: listen address %q is not host:port (e.g. 127.0.0.1:8080)", opts.Listen)
 	}
 	if len(opts.NameServers) == 0 {
 		return nil, errors.New("console: no nameserver to ask")
