@@ -194,6 +194,18 @@ func TestAPI_LagAndDLQ(t *testing.T) {
 	require.Contains(t, e.fails(t, 400, "POST", "/api/messages/consume", consumeForm{OffsetMsgID: "xyz", Group: "billing"}), "not an offset message id")
 	require.Contains(t, e.fails(t, 400, "POST", "/api/messages/consume", consumeForm{Group: "billing"}), "required")
 	require.Contains(t, e.fails(t, 404, "POST", "/api/messages/consume", consumeForm{OffsetMsgID: first[0].OffsetMsgID, Group: "nobody"}), "no live client")
+
+	// Reset to a time after every message: each queue's offset is its end.
+	var rs struct {
+		Offsets []resetRow `json:"offsets"`
+	}
+	later := strconv.FormatInt(time.Now().Add(time.Hour).UnixMilli(), 10)
+	require.Equal(t, 200, e.do(t, "POST", "/api/groups/billing/reset", resetForm{Topic: "orders", Time: later}, &rs))
+	require.Len(t, rs.Offsets, 2)
+	require.Equal(t, []int{0, 1}, []int{rs.Offsets[0].QueueID, rs.Offsets[1].QueueID})
+	require.Equal(t, int64(11), rs.Offsets[0].Offset+rs.Offsets[1].Offset)
+	require.Contains(t, e.fails(t, 400, "POST", "/api/groups/billing/reset", resetForm{Topic: "orders", Time: "soon"}), "not a time")
+	require.Contains(t, e.fails(t, 400, "POST", "/api/groups/billing/reset", resetForm{Time: later}), "required")
 	var lv liveView
 	require.Equal(t, 200, e.do(t, "GET", "/api/live?topic=orders&group=billing", nil, &lv))
 	require.True(t, lv.Sampling)

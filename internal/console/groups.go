@@ -1,6 +1,7 @@
 package console
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"maps"
@@ -180,16 +181,13 @@ func (s *Server) postReset(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]resetRow, 0, len(offs))
-	for q, off := range offs {
-		out = append(out, resetRow{BrokerName: q.BrokerName, QueueID: q.QueueID, Offset: off})
+	byQueue := func(x, y client.MessageQueue) int {
+		return cmp.Or(strings.Compare(x.BrokerName, y.BrokerName), cmp.Compare(x.QueueID, y.QueueID))
 	}
-	slices.SortFunc(out, func(x, y resetRow) int {
-		if c := strings.Compare(x.BrokerName, y.BrokerName); c != 0 {
-			return c
-		}
-		return x.QueueID - y.QueueID
-	})
+	out := make([]resetRow, 0, len(offs))
+	for _, q := range slices.SortedFunc(maps.Keys(offs), byQueue) {
+		out = append(out, resetRow{BrokerName: q.BrokerName, QueueID: q.QueueID, Offset: offs[q]})
+	}
 	return map[string]any{"group": g, "topic": f.Topic, "time": t.UnixMilli(), "offsets": out}, nil
 }
 
