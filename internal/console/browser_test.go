@@ -148,7 +148,7 @@ func (b *browser) notice(t testing.TB) string {
 // its render took in the browser.
 func (b *browser) waitReady(t testing.TB, page string) int {
 	t.Helper()
-	b.poll(t, `document.getElementById("view").dataset.ready !== undefined`)
+	b.poll(t, `document.getElementById("view") !== null && document.getElementById("view").dataset.ready !== undefined`)
 	got := eval[string](t, b, `document.getElementById("view").dataset.ready`)
 	require.Equal(t, page, got, "page %s did not render; notice: %s", page, b.notice(t))
 	ms, err := strconv.Atoi(eval[string](t, b, `document.getElementById("view").dataset.renderMs`))
@@ -270,6 +270,7 @@ func TestBrowser(t *testing.T) {
 		b.run(t, chromedp.SetValue(chromedp.CSS("select.bodyfmt"), "hex"),
 			chromedp.Evaluate[chromedp.Void](`document.querySelector("select.bodyfmt").dispatchEvent(new Event("change"))`))
 		require.Contains(t, eval[string](t, b, `document.querySelector("pre.body").textContent`), "7b 22 6f 72 64 65 72 22")
+		require.Equal(t, 1, eval[int](t, b, `document.querySelectorAll("#view form.again").length`), "writes are offered")
 		b.requireClean(t)
 	})
 
@@ -282,6 +283,26 @@ func TestBrowser(t *testing.T) {
 		b.poll(t, `document.getElementById("notice").textContent.startsWith("message ")`)
 		require.Eventually(t, func() bool { return again.Load() == 1 }, 15*time.Second, 10*time.Millisecond, "consumed again")
 		b.requireClean(t)
+	})
+
+	t.Run("read-only", func(t *testing.T) {
+		ro, err := New(Options{Listen: "127.0.0.1:0", NameServers: []string{e.ns}, ReadOnly: true, SampleEvery: sampleEvery, Logger: quiet()})
+		require.NoError(t, err)
+		require.NoError(t, ro.Start())
+		defer func() { require.NoError(t, ro.Close()) }()
+		b.run(t, chromedp.Navigate("http://"+ro.Addr()+"/#/topics"))
+		b.waitReady(t, "topics")
+		require.Equal(t, "read-only", eval[string](t, b, `document.getElementById("mode").textContent`))
+		for _, route := range [][2]string{{"topics", "topics"}, {"group/billing", "group"}, {"messages?topic=orders&key=order-42", "messages"},
+			{"messages?dlq=audit", "messages"}} {
+			b.goTo(t, route[0], route[1])
+			require.Zero(t, eval[int](t, b, `document.querySelectorAll("#view form#topic-form, #view form#reset-form, #view form.again, #view button.resend, #view button[data-delete]").length`),
+				route[0])
+		}
+		require.Equal(t, 1, eval[int](t, b, `document.querySelectorAll(".msgcard").length`), "the DLQ is still shown")
+		b.requireClean(t)
+		b.run(t, chromedp.Navigate(e.url+"/"))
+		b.waitReady(t, "overview")
 	})
 
 	t.Run("screenshots", func(t *testing.T) {
