@@ -2,10 +2,11 @@ package console
 
 import (
 	"context"
+	"errors"
 	"strconv"
+	"time"
 
 	"github.com/sluicemq/sluice/client"
-	"time"
 )
 
 // sampleLoop samples the cluster every SampleEvery until Close.
@@ -26,7 +27,8 @@ func (s *Server) sampleLoop() {
 // sample takes one point of every series: the cluster's and each topic's
 // totals, and each group's progress on each topic it consumes. A failed
 // request skips what it would have sampled; the series it feeds keep
-// their earlier points.
+// their earlier points. Series of topics and groups not seen for three
+// samples are dropped.
 func (s *Server) sample(ctx context.Context) {
 	now := s.now().UnixMilli()
 	ci, err := s.admin.ClusterInfo(ctx)
@@ -34,32 +36,40 @@ func (s *Server) sample(ctx context.Context) {
 		s.setSampleErr(err)
 		return
 	}
+	err = errors.Join(s.sampleBrokers(ctx, ci, now), s.sampleTopics(ctx, ci, now), s.sampleGroups(ctx, ci, now))
+	s.hist.forget(now - 3*s.opts.SampleEvery.Milliseconds())
+	s.setSampleErr(err)
+}
+
+// sampleBrokers adds the masters' summed put and get totals to the
+// cluster's series, when every master answered (a missing one would show
+// as a fall and a jump of the rates).
+func (s *Server) sampleBrokers(ctx context.Context, ci client.ClusterInfo, now int64) error {
 	total := Point{T: now, Lag: -1, LagMs: -1}
-	var errs []string
 	for _, addr := range ci.MasterAddrs("") {
 		rt, err := s.admin.BrokerRuntimeInfo(ctx, addr)
 		if err != nil {
-			errs = append(errs, err.Error())
-			continue
+			return err
 		}
 		total.Produced += atoi(rt["putMessageTotal"])
 		total.Consumed += atoi(rt["getMessageTotal"])
 	}
 	s.hist.add(clusterKey, total)
+	return nil
+}
 
+// sampleTopics adds each topic's stored and produced totals to its series.
+func (s *Server) sampleTopics(ctx context.Context, ci client.ClusterInfo, now int64) error {
 	topics, err := s.topicConfigs(ctx, ci)
-	if err != nil {
-		errs = append(errs, err.Error())
-	}
 	for _, t := range topics {
 		p := Point{T: now, Lag: -1, LagMs: -1}
-		ok := false
+		ok := true
 		for _, b := range t.brokers {
-			qs, err := s.admin.TopicStats(ctx, b.addr, b.name, t.Topic)
-			if err != nil {
-				continue
+			qs, qerr := s.admin.TopicStats(ctx, b.addr, b.name, t.Topic)
+			if qerr != nil {
+				ok = false
+				break
 			}
-			ok = true
 			for _, q := range qs {
 				p.Produced += q.MaxOffset
 				p.Stored += q.MaxOffset - q.MinOffset
@@ -69,14 +79,16 @@ func (s *Server) sample(ctx context.Context) {
 			s.hist.add(topicKey(t.Topic), p)
 		}
 	}
+	return err
+}
 
+// sampleGroups adds each group's progress to its series, and to the
+// series of its flow through each topic it consumes.
+func (s *Server) sampleGroups(ctx context.Context, ci client.ClusterInfo, now int64) error {
 	groups, err := s.groupNames(ctx, ci)
-	if err != nil {
-		errs = append(errs, err.Error())
-	}
 	for _, g := range groups {
-		cp, err := s.admin.ConsumeStats(ctx, g, "")
-		if err != nil {
+		cp, cerr := s.admin.ConsumeStats(ctx, g, "")
+		if cerr != nil {
 			continue
 		}
 		flows := map[string]*flow{}
@@ -95,13 +107,7 @@ func (s *Server) sample(ctx context.Context) {
 		}
 		s.hist.add(groupKey(g), all.point())
 	}
-	// Series of topics and groups gone for three samples are dropped.
-	s.hist.forget(now - 3*s.opts.SampleEvery.Milliseconds())
-	if len(errs) > 0 {
-		s.setSampleErr(errorString(errs[0]))
-	} else {
-		s.setSampleErr(nil)
-	}
+	return err
 }
 
 // flow sums a group's progress over queues.
@@ -128,10 +134,6 @@ func (f *flow) point() Point {
 	}
 	return p
 }
-
-type errorString string
-
-func (e errorString) Error() string { return string(e) }
 
 func atoi(s string) int64 {
 	v, _ := strconv.ParseInt(s, 10, 64)
