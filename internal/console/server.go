@@ -102,7 +102,10 @@ func New(opts Options) (*Server, error) {
 	if opts.Wrap != nil {
 		h = opts.Wrap(h)
 	}
-	s.http = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(opts.Logger.Handler(), slog.LevelWarn)}
+	// NB: net/http's own lines (bad requests, semicolons in queries) are
+	// a peer's doing: Debug, like the failed requests.
+	s.http = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute,
+		ErrorLog: slog.NewLogLogger(opts.Logger.Handler(), slog.LevelDebug)}
 	return s, nil
 }
 
