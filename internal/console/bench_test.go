@@ -17,7 +17,8 @@ import (
 // with a committed offset and one message of lag). API/* is one request
 // answered (ms/op); Page/* is a page shown in headless Chromium, from the
 // route change to the rendered view, requests and DOM included (ms/op and
-// the browser's own render-ms). Run it with
+// the browser's own render-ms); Sample is one round of the sampler. Run it
+// with
 //
 //	go test -run '^$' -bench Console -benchtime 20x ./internal/console
 func BenchmarkConsole(b *testing.B) {
@@ -59,6 +60,14 @@ func BenchmarkConsole(b *testing.B) {
 			b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/op")
 		})
 	}
+	// One round of the sampler: the cost the console adds every
+	// SampleEvery (5 s by default) at this scale.
+	b.Run("Sample", func(b *testing.B) {
+		for b.Loop() {
+			e.con.sample(ctx)
+		}
+		b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/op")
+	})
 	chromiumPath(b)
 	br := newBrowser(b, e.url)
 	for _, r := range [][2]string{{"overview", "overview"}, {"topics", "topics"}, {"topics?system=1", "topics"},
