@@ -244,3 +244,30 @@ func TestNew_BadOptions(t *testing.T) {
 	require.ErrorContains(t, s2.Start(), "address already in use")
 	require.NoError(t, s2.Close())
 }
+
+// TestAPI_Cluster: the overview's API lists the broker with its role and
+// runtime values (version, disk use and watermarks, totals), and the rates
+// sampled from its totals.
+func TestAPI_Cluster(t *testing.T) {
+	e := startEnv(t, Options{})
+	e.createTopic(t, "orders", 1)
+	p := e.producer(t)
+	for range 3 {
+		_, err := p.Send(context.Background(), &client.Message{Topic: "orders", Body: []byte("x")})
+		require.NoError(t, err)
+	}
+	var c clusterView
+	require.Eventually(t, func() bool {
+		return e.do(t, "GET", "/api/cluster", nil, &c) == 200 && len(c.Rates) > 0 && c.Rates[len(c.Rates)-1].Produced >= 3
+	}, 10*time.Second, 20*time.Millisecond)
+	require.Len(t, c.Brokers, 1)
+	b := c.Brokers[0]
+	require.Equal(t, brokerView{Cluster: "DefaultCluster", BrokerName: "broker-a", BrokerID: 0, Role: "MASTER", Addr: e.broker,
+		Runtime: b.Runtime}, b)
+	require.Equal(t, "V4_9_8", b.Runtime["brokerVersionDesc"])
+	require.Equal(t, "3", b.Runtime["putMessageTotal"])
+	for _, k := range []string{"commitLogDiskRatio", "diskHighWatermark", "diskFullWatermark"} {
+		require.Contains(t, b.Runtime, k)
+	}
+	require.Empty(t, c.SampleErr)
+}

@@ -120,7 +120,7 @@
       const status = b.error ? '<span class="bad">' + esc(b.error) + "</span>"
         : rt.sendsRefused === "true" ? '<span class="bad">refusing sends: ' + esc(rt.sendsRefusedReason || "") + "</span>"
           : '<span class="ok">serving</span>';
-      return tr([esc(b.cluster), esc(b.brokerName), b.brokerId, esc(b.role), esc(b.addr), esc(rt.version || "Sluice"),
+      return tr([esc(b.cluster), esc(b.brokerName), b.brokerId, esc(b.role), esc(b.addr), esc("Sluice " + (rt.brokerVersionDesc || "")),
         disk, marks, esc(rt.replicationLag || "-"), esc(rt.putMessageTotal || "-"), esc(rt.getMessageTotal || "-"), status]);
     });
     const last = c.rates.length ? c.rates[c.rates.length - 1] : null;
