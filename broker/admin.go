@@ -126,6 +126,8 @@ func (b *Broker) handleRuntimeInfo(_ context.Context, w remoting.ResponseWriter,
 		"brokerName":          b.cfg.BrokerName,
 		"clusterName":         b.cfg.ClusterName,
 		"brokerAddr":          b.addr,
+		"brokerVersionDesc":   protocol.VersionName(protocol.CurrentVersion), // RocketMQ's keys
+		"brokerVersion":       strconv.Itoa(int(protocol.CurrentVersion)),
 		"flushMode":           b.cfg.Store.Flush,
 		"commitLogMinOffset":  strconv.FormatInt(int64(l.Min()), 10),
 		"commitLogMaxOffset":  strconv.FormatInt(int64(l.Next()), 10),

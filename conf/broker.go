@@ -63,6 +63,8 @@ type Broker struct {
 	// MetricsListen is the host:port of the metrics HTTP endpoint; empty
 	// disables it.
 	MetricsListen string `mapstructure:"metrics_listen"`
+	// Console configures the web console (console.listen, console.read_only).
+	Console Console `mapstructure:"console"`
 	// RegisterInterval is how often the broker registers with every
 	// nameserver. With an embedded nameserver it must be below its
 	// broker_expiry.

@@ -11,6 +11,8 @@ type Nameserver struct {
 	// MetricsListen is the host:port of the metrics HTTP endpoint; empty
 	// disables it.
 	MetricsListen string `mapstructure:"metrics_listen"`
+	// Console configures the web console (console.listen, console.read_only).
+	Console Console `mapstructure:"console"`
 	// BrokerExpiry drops a broker from routes when it has not registered for
 	// this long (>= 10ms).
 	BrokerExpiry time.Duration `mapstructure:"broker_expiry"`

@@ -189,6 +189,7 @@ func (b Broker) Validate() error {
 	if b.MetricsListen != "" {
 		c.addr("metrics_listen", b.MetricsListen, true)
 	}
+	b.Console.validate(&c, "console.")
 	c.durRange("register_interval", b.RegisterInterval, 10*time.Millisecond, 10*time.Minute)
 	expiry := b.EmbeddedNamesrv.BrokerExpiry
 	if b.EmbedNamesrv() && expiry >= minExpiry && b.RegisterInterval >= expiry {
@@ -306,6 +307,7 @@ func (n Nameserver) validate(c *checker, p string) {
 	if n.MetricsListen != "" {
 		c.addr(p+"metrics_listen", n.MetricsListen, true)
 	}
+	n.Console.validate(c, p+"console.")
 	if sameListener(n.Listen, n.MetricsListen) {
 		c.fail(p+"metrics_listen", strconv.Quote(n.MetricsListen), "must not use the same port as "+p+"listen")
 	}

@@ -67,6 +67,7 @@ func TestBroker_Validate(t *testing.T) {
 		{"namesrv comma list", "namesrv_addr", `"a:1,b:2"`, func(b *Broker) { b.NamesrvAddr = "a:1,b:2" }},
 		{"metrics listen", "metrics_listen", `must be "host:port"`, func(b *Broker) { b.MetricsListen = "9090" }},
 		{"metrics on listen port", "metrics_listen", "same port as listen", func(b *Broker) { b.MetricsListen = ":10911" }},
+		{"console listen", "console.listen", `must be "host:port"`, func(b *Broker) { b.Console.Listen = "8080" }},
 		{"embedded on listen port", "embedded_namesrv.listen", "same port as listen",
 			func(b *Broker) { b.EmbeddedNamesrv.Listen = "127.0.0.1:10911" }},
 		{"register interval", "register_interval", "must be >= 10ms", func(b *Broker) { b.RegisterInterval = 0 }},

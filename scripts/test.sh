@@ -26,6 +26,24 @@ done
 echo "== go vet"
 go vet ./...
 
+# The console's browser tests (internal/console) drive Debian's Chromium
+# headless. When it is missing, root with apt-get installs it (once: later
+# runs find it); otherwise they fail under CI=true and are skipped elsewhere.
+if ! command -v chromium >/dev/null 2>&1; then
+	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+		echo "== installing chromium for the console's browser tests"
+		aptlog=$(mktemp)
+		if ! { DEBIAN_FRONTEND=noninteractive apt-get update -qq &&
+			DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } >"$aptlog" 2>&1; then
+			tail -20 "$aptlog"; rm -f "$aptlog"
+			echo "scripts/test.sh: could not install chromium" >&2; exit 1
+		fi
+		rm -f "$aptlog"
+	else
+		echo "== chromium is missing: the console's browser tests $([ "${CI:-}" = true ] && echo fail || echo are skipped) (apt-get install chromium)"
+	fi
+fi
+
 echo "== go test -race"
 go test -race -count=1 -timeout 12m ./...
 

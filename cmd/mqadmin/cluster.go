@@ -19,14 +19,12 @@ func clusterCommands(a *app) []*cobra.Command {
 
 // runtimeInfo asks a broker for its runtime values (GET_BROKER_RUNTIME_INFO).
 func (a *app) runtimeInfo(ctx context.Context, addr string) (map[string]string, error) {
-	var kv protocol.KVTable
-	if err := a.callDecode(ctx, "broker", addr, protocol.GetBrokerRuntimeInfo, nil, nil, &kv); err != nil {
+	ad, err := a.adminClient()
+	if err != nil {
 		return nil, err
 	}
-	if kv.Table == nil {
-		kv.Table = map[string]string{}
-	}
-	return kv.Table, nil
+	kv, err := ad.BrokerRuntimeInfo(ctx, addr)
+	return kv, brokerErr(addr, protocol.GetBrokerRuntimeInfo, err)
 }
 
 // clusterRow is one broker address in clusterList.

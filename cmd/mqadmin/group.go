@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -215,13 +214,16 @@ func (a *app) consumerConnections(ctx context.Context, group string) (groupConns
 	if err != nil {
 		return groupConns{}, err
 	}
+	ad, err := a.adminClient()
+	if err != nil {
+		return groupConns{}, err
+	}
 	out := groupConns{Group: group, Connections: []connView{}}
 	byID := map[string]*connView{}
 	var offline []error
 	for _, b := range brokers {
-		var cc protocol.ConsumerConnection
-		err := a.callDecode(ctx, "broker", b.Addr, protocol.GetConsumerConnectionList,
-			&protocol.GetConsumerListByGroupRequestHeader{ConsumerGroup: group}, nil, &cc)
+		cc, err := ad.ConsumerConnections(ctx, b.Addr, group)
+		err = brokerErr(b.Addr, protocol.GetConsumerConnectionList, err)
 		if hasCode(err, protocol.ConsumerNotOnline) {
 			offline = append(offline, err)
 			continue
@@ -232,7 +234,7 @@ func (a *app) consumerConnections(ctx context.Context, group string) (groupConns
 		if out.ConsumeType == "" {
 			out.ConsumeType, out.MessageModel, out.ConsumeFromWhere = cc.ConsumeType, cc.MessageModel, cc.ConsumeFromWhere
 		}
-		for _, c := range cc.ConnectionSet {
+		for _, c := range cc.Members {
 			v := byID[c.ClientID]
 			if v == nil {
 				v = &connView{ClientID: c.ClientID, ClientAddr: c.ClientAddr, Language: c.Language, Version: c.Version,
@@ -240,9 +242,7 @@ func (a *app) consumerConnections(ctx context.Context, group string) (groupConns
 				byID[c.ClientID] = v
 			}
 			maps.Copy(v.Subscriptions, c.Subscriptions)
-			for t := range c.Subscriptions {
-				v.ExpressionTypes[t] = cmp.Or(c.ExpressionTypes[t], "TAG")
-			}
+			maps.Copy(v.ExpressionTypes, c.ExpressionTypes)
 			v.Brokers = append(v.Brokers, brokerLabel(b))
 			v.addrs = append(v.addrs, b.Addr)
 		}

@@ -312,3 +312,16 @@ func (a *app) nsErr(err error) error {
 	ns, _ := a.nameServers()
 	return fmt.Errorf("asking nameserver %s: %w", strings.Join(ns, ";"), err)
 }
+
+// brokerErr is err from a client.Admin request to the broker at addr in
+// mqadmin's words: who was asked what, and what it answered.
+func brokerErr(addr string, code int16, err error) error {
+	if err == nil {
+		return nil
+	}
+	var be *client.BrokerError
+	if errors.As(err, &be) {
+		return &serverError{role: "broker", addr: addr, request: code, code: int16(be.Code), remark: be.Remark}
+	}
+	return &serverError{role: "broker", addr: addr, request: code, err: err}
+}

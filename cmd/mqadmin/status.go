@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/sluicemq/sluice/internal/message"
 	"github.com/sluicemq/sluice/internal/protocol"
-	"github.com/sluicemq/sluice/internal/remoting"
 	"github.com/spf13/cobra"
 )
 
@@ -43,14 +41,18 @@ func (a *app) runningInfo(ctx context.Context, group string, c connView, jstack 
 		st.Error = "registered with no broker"
 		return st
 	}
+	ad, err := a.adminClient()
+	if err != nil {
+		st.Error = err.Error()
+		return st
+	}
 	// NB: through the next broker the client is registered with when one
 	// cannot be reached; an answer (even an error) is the client's.
-	var resp *remoting.Command
-	var err error
+	var info protocol.ConsumerRunningInfo
 	for i, addr := range c.addrs {
 		st.Broker = c.Brokers[i]
-		resp, err = a.callRelayed(ctx, "broker", addr, protocol.GetConsumerRunningInfo,
-			&protocol.GetConsumerRunningInfoRequestHeader{ConsumerGroup: group, ClientID: c.ClientID, JstackEnable: jstack}, nil)
+		info, err = ad.ConsumerRunningInfo(ctx, addr, group, c.ClientID, jstack)
+		err = brokerErr(addr, protocol.GetConsumerRunningInfo, err)
 		var se *serverError
 		if !errors.As(err, &se) || se.err == nil {
 			break
@@ -58,11 +60,6 @@ func (a *app) runningInfo(ctx context.Context, group string, c connView, jstack 
 	}
 	if err != nil {
 		st.Error = err.Error()
-		return st
-	}
-	info, err := protocol.DecodeConsumerRunningInfo(resp.Body)
-	if err != nil {
-		st.Error = fmt.Sprintf("client %s answered with a running info mqadmin cannot read: %v", c.ClientID, err)
 		return st
 	}
 	st.Properties, st.SubscriptionSet, st.StatusTable, st.JStack = info.Properties, info.SubscriptionSet, info.StatusTable, info.JStack
@@ -242,14 +239,14 @@ func (a *app) consumeDirectly(ctx context.Context, id, group, clientID string) e
 	if err != nil {
 		return usagef("-i %s is not an offset message id: %v", id, err)
 	}
-	resp, err := a.callRelayed(ctx, "broker", host.String(), protocol.ConsumeMessageDirectly,
-		&protocol.ConsumeMessageDirectlyRequestHeader{ConsumerGroup: group, ClientID: clientID, MsgID: id}, nil)
+	ad, err := a.adminClient()
 	if err != nil {
-		return fmt.Errorf("consume %s directly on client %s of group %s: %w", id, clientID, group, err)
+		return err
 	}
-	var res protocol.ConsumeMessageDirectlyResult
-	if err := json.Unmarshal(resp.Body, &res); err != nil {
-		return fmt.Errorf("client %s answered with a consume result mqadmin cannot read: %w", clientID, err)
+	res, err := ad.ConsumeDirectly(ctx, id, group, clientID)
+	if err != nil {
+		return fmt.Errorf("consume %s directly on client %s of group %s: %w", id, clientID, group,
+			brokerErr(host.String(), protocol.ConsumeMessageDirectly, err))
 	}
 	if a.json {
 		return a.printJSON(map[string]any{"msgId": id, "group": group, "clientId": clientID, "order": res.Order,

@@ -370,19 +370,22 @@ func topicStatusCmd(a *app) *cobra.Command {
 			return err
 		}
 		out := []queueStatView{}
+		ad, err := a.adminClient()
+		if err != nil {
+			return err
+		}
 		for _, b := range brokers {
-			var st protocol.TopicStats
-			if err := a.callDecode(ctx, "broker", b.Addr, protocol.GetTopicStatsInfo,
-				&protocol.TopicRequestHeader{Topic: topic}, nil, &st); err != nil {
-				return err
+			qs, err := ad.TopicStats(ctx, b.Addr, b.Name, topic)
+			if err != nil {
+				return brokerErr(b.Addr, protocol.GetTopicStatsInfo, err)
 			}
-			for _, q := range st.Queues {
-				name := q.BrokerName
-				if name == "" {
-					name = b.Name
+			for _, q := range qs {
+				var last int64
+				if !q.LastUpdate.IsZero() {
+					last = q.LastUpdate.UnixMilli()
 				}
-				out = append(out, queueStatView{BrokerName: name, QueueID: q.QueueID, MinOffset: q.MinOffset,
-					MaxOffset: q.MaxOffset, LastUpdateTimestamp: q.LastUpdateTimestamp, LastUpdateTime: jsonTime(q.LastUpdateTimestamp)})
+				out = append(out, queueStatView{BrokerName: q.Queue.BrokerName, QueueID: int32(q.Queue.QueueID), MinOffset: q.MinOffset,
+					MaxOffset: q.MaxOffset, LastUpdateTimestamp: last, LastUpdateTime: jsonTime(last)})
 			}
 		}
 		slices.SortFunc(out, func(x, y queueStatView) int {

@@ -29,6 +29,7 @@ import (
 	"github.com/sluicemq/sluice/broker"
 	"github.com/sluicemq/sluice/conf"
 	"github.com/sluicemq/sluice/internal/cli"
+	"github.com/sluicemq/sluice/internal/console"
 	"github.com/sluicemq/sluice/nameserver"
 )
 
@@ -63,6 +64,9 @@ Flags override the config file, which overrides the environment
   --ha-advertise IP:PORT      HA address slaves are told (default: from --ha-listen)
   --controller "IP:PORT;..."  controller mode: the role is elected by these controllers
                               (their remoting addresses); --role is then ignored
+  --console-listen HOST:PORT  serve the web console there, or "off" (default 127.0.0.1:8080
+                              with the embedded nameserver, off otherwise)
+  --console-read-only         the console hides every write
   -h, --help                  show this help
 `
 
@@ -88,6 +92,8 @@ func run(args []string, stdout, stderr io.Writer, ready chan<- [2]string) int {
 	haListen := fs.String("ha-listen", "", "")
 	haAdvertise := fs.String("ha-advertise", "", "")
 	ctl := fs.String("controller", "", "")
+	consoleListen := fs.String("console-listen", "", "")
+	consoleRO := fs.Bool("console-read-only", false, "")
 	if code, ok := cli.Parse(fs, args, usage, stdout, stderr); !ok {
 		return code
 	}
@@ -129,6 +135,10 @@ func run(args []string, stdout, stderr io.Writer, ready chan<- [2]string) int {
 			cfg.HA.Advertise = *haAdvertise
 		case "controller":
 			cfg.Controller = *ctl
+		case "console-listen":
+			cfg.Console.Listen = *consoleListen
+		case "console-read-only":
+			cfg.Console.ReadOnly = *consoleRO
 		}
 	})
 	if err := cfg.Validate(); err != nil {
@@ -140,6 +150,7 @@ func run(args []string, stdout, stderr io.Writer, ready chan<- [2]string) int {
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
 
+	consoleAddr := cfg.ConsoleAddr() // NB: before the embedded nameserver's address fills NamesrvAddr
 	var ns *nameserver.Server
 	if cfg.EmbedNamesrv() {
 		if ns, err = nameserver.New(cfg.EmbeddedNamesrv, logger); err == nil {
@@ -172,15 +183,25 @@ func run(args []string, stdout, stderr io.Writer, ready chan<- [2]string) int {
 		fmt.Fprintf(stderr, "mqbroker: %s\n", cli.OneLine(err))
 		return exitError
 	}
+	// NB: signals are caught from here, before the first line a caller
+	// waits for, and through the console's start.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
 	fmt.Fprintf(stdout, "Sluice broker %s serving on %s (nameserver %s, store %s, flush %s, role %s, id %d)\n",
 		cfg.BrokerName, b.Addr(), cfg.NamesrvAddr, cfg.Store.Dir, cfg.Store.Flush, cfg.Role, cfg.BrokerID)
 	if a := b.MetricsAddr(); a != "" {
 		logger.Info("mqbroker: metrics", "url", "http://"+a+"/metrics")
 	}
+	con, err := console.Launch(consoleAddr, cfg.Console.Listen == "", cfg.NamesrvAddr, cfg.Console.ReadOnly, logger, stdout)
+	if err != nil {
+		b.Close()
+		closeNS()
+		fmt.Fprintf(stderr, "mqbroker: console: %s\n", cli.OneLine(err))
+		return exitError
+	}
 	if ready != nil {
 		ready <- [2]string{b.Addr(), cfg.NamesrvAddr}
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	// NB: in controller mode the broker may ask to be opened again on its
 	// store (a log cut to follow a new master).
 	for serving := true; serving; {
@@ -199,6 +220,7 @@ func run(args []string, stdout, stderr io.Writer, ready chan<- [2]string) int {
 			}
 			if err != nil {
 				stop()
+				_ = con.Close()
 				closeNS()
 				fmt.Fprintf(stderr, "mqbroker: restart: %s\n", cli.OneLine(err))
 				return exitError
@@ -207,6 +229,7 @@ func run(args []string, stdout, stderr io.Writer, ready chan<- [2]string) int {
 	}
 	stop()
 	logger.Info("mqbroker: shutting down")
+	_ = con.Close()
 	err = b.Close()
 	closeNS()
 	if err != nil {

@@ -24,6 +24,7 @@ import (
 
 	"github.com/sluicemq/sluice/conf"
 	"github.com/sluicemq/sluice/internal/cli"
+	"github.com/sluicemq/sluice/internal/console"
 	"github.com/sluicemq/sluice/nameserver"
 	"github.com/sluicemq/sluice/nameserver/controller"
 )
@@ -53,7 +54,9 @@ defaults.
   --controller                also run a controller node (controller mode:
                               brokers name this --listen address in
                               mqbroker --controller)
-` + controller.FlagsUsage + `  -h, --help                  show this help
+` + controller.FlagsUsage + `  --console-listen HOST:PORT  serve the web console there (off by default)
+  --console-read-only         the console hides every write
+  -h, --help                  show this help
 
 Exit status: 0 after a clean shutdown, 1 for an invalid config file or
 environment or a server failure, 2 for a bad command line.
@@ -72,6 +75,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	metricsListen := fs.String("metrics-listen", "", "")
 	withController := fs.Bool("controller", false, "")
 	cf := controller.AddFlags(fs)
+	consoleListen := fs.String("console-listen", "", "")
+	consoleRO := fs.Bool("console-read-only", false, "")
 	if code, ok := cli.Parse(fs, args, usage, stdout, stderr); !ok {
 		return code
 	}
@@ -89,6 +94,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 			cfg.MetricsListen = *metricsListen
 		case "controller":
 			cfg.Controller.Enable = *withController
+		case "console-listen":
+			cfg.Console.Listen = *consoleListen
+		case "console-read-only":
+			cfg.Console.ReadOnly = *consoleRO
 		}
 	})
 	cf.Apply(fs, &cfg.Controller)
@@ -122,12 +131,23 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "mqnamesrv: %s\n", cli.OneLine(err))
 		return exitError
 	}
+	// NB: signals are caught from here, before the line callers wait for.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	con, err := console.Launch(cfg.ConsoleAddr(), false, ns.Addr(), cfg.Console.ReadOnly, logger, stdout)
+	if err != nil {
+		if node != nil {
+			_ = node.Close()
+		}
+		_ = ns.Close()
+		fmt.Fprintf(stderr, "mqnamesrv: console: %s\n", cli.OneLine(err))
+		return exitError
+	}
 	logger.Info("mqnamesrv: listening", "addr", ns.Addr())
 	if a := ns.MetricsAddr(); a != "" {
 		logger.Info("mqnamesrv: metrics", "url", "http://"+a+"/metrics")
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	<-ctx.Done()
 	stop()
 	logger.Info("mqnamesrv: shutting down")
@@ -136,6 +156,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			logger.Warn("mqnamesrv: controller close", "err", err)
 		}
 	}
+	_ = con.Close()
 	if err := ns.Close(); err != nil {
 		fmt.Fprintf(stderr, "mqnamesrv: %s\n", cli.OneLine(err))
 		return exitError

@@ -1,0 +1,229 @@
+package console
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sluicemq/sluice/client"
+)
+
+//go:embed assets
+var assets embed.FS
+
+// Options configure a Server.
+type Options struct {
+	// Listen is host:port to serve on (port 0 picks a free one; an empty
+	// host, every interface).
+	Listen string
+	// NameServers are the nameservers the console asks (ip:port).
+	NameServers []string
+	// ReadOnly leaves out every write: the API refuses them (403) and the
+	// pages show no forms or buttons that change anything.
+	ReadOnly bool
+	// SampleEvery is how often the sampler takes a point of every series
+	// (default 5 s); History is how long points are kept (default 1 h).
+	SampleEvery time.Duration
+	History     time.Duration
+	// CallTimeout bounds each request to a nameserver or broker (default 3 s).
+	CallTimeout time.Duration
+	// Wrap, if set, wraps the whole handler: the place for an access
+	// control layer (login, session cookie, CSRF check).
+	Wrap   func(http.Handler) http.Handler
+	Logger *slog.Logger
+}
+
+// Server is a running console. Create it with New, then Start; Close
+// stops it.
+type Server struct {
+	opts  Options
+	admin *client.Admin
+	pull  *client.PullConsumer // reads messages by queue offset; started lazily
+	hist  *history
+	now   func() time.Time
+	http  *http.Server
+	ln    net.Listener
+
+	ctx    context.Context // cancelled by Close; bounds sampling
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // sampleLoop, serve
+
+	pullOnce sync.Once
+	pullErr  error // why pull could not start; written in pullOnce
+
+	mu        sync.Mutex
+	sampleErr string    // guarded by mu: the last sample's first failure
+	sampledAt time.Time // guarded by mu
+}
+
+// New checks opts and returns a Server that is not yet serving.
+func New(opts Options) (*Server, error) {
+	if _, port, err := net.SplitHostPort(opts.Listen); err != nil || port == "" {
+		return nil, fmt.Errorf("console: listen address %q is not host:port (e.g. 127.0.0.1:8080)", opts.Listen)
+	}
+	if len(opts.NameServers) == 0 {
+		return nil, errors.New("console: no nameserver to ask")
+	}
+	if opts.SampleEvery <= 0 {
+		opts.SampleEvery = 5 * time.Second
+	}
+	if opts.History <= 0 {
+		opts.History = time.Hour
+	}
+	if opts.CallTimeout <= 0 {
+		opts.CallTimeout = 3 * time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	copts := []client.Option{client.WithNameServers(opts.NameServers...), client.WithCallTimeout(opts.CallTimeout),
+		client.WithLogger(opts.Logger)}
+	ad, err := client.NewAdmin(copts...)
+	if err != nil {
+		return nil, fmt.Errorf("console: %w", err)
+	}
+	pc, err := client.NewPullConsumer(toolsGroup, copts...)
+	if err != nil {
+		_ = ad.Close()
+		return nil, fmt.Errorf("console: %w", err)
+	}
+	s := &Server{opts: opts, admin: ad, pull: pc, hist: newHistory(opts.History), now: time.Now}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	var h http.Handler = s.routes()
+	if opts.Wrap != nil {
+		h = opts.Wrap(h)
+	}
+	// NB: net/http's own lines (bad requests, semicolons in queries) are
+	// a peer's doing: Debug, like the failed requests.
+	s.http = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute,
+		ErrorLog: slog.NewLogLogger(opts.Logger.Handler(), slog.LevelDebug)}
+	return s, nil
+}
+
+// toolsGroup is the consumer group the console reads messages as, the one
+// mqadmin uses.
+const toolsGroup = "TOOLS_CONSUMER"
+
+// Start listens and serves, and starts the sampler.
+func (s *Server) Start() error {
+	ln, err := net.Listen("tcp", s.opts.Listen)
+	if err != nil {
+		return fmt.Errorf("console: %w", err)
+	}
+	s.ln = ln
+	s.wg.Add(2)
+	go func() {
+		defer s.wg.Done()
+		if err := s.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.opts.Logger.Error("console: serve", "err", err)
+		}
+	}()
+	go s.sampleLoop()
+	return nil
+}
+
+// Addr is the address the console listens on, once started.
+func (s *Server) Addr() string {
+	if s.ln == nil {
+		return ""
+	}
+	return s.ln.Addr().String()
+}
+
+// Close stops serving and sampling and waits for both. Idempotent; a nil
+// Server is closed.
+func (s *Server) Close() error {
+	if s == nil {
+		return nil
+	}
+	s.cancel()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := s.http.Shutdown(ctx)
+	s.wg.Wait()
+	_ = s.pull.Close()
+	_ = s.admin.Close()
+	return err
+}
+
+// puller returns the pull consumer, started on first use.
+func (s *Server) puller() (*client.PullConsumer, error) {
+	s.pullOnce.Do(func() { s.pullErr = s.pull.Start() })
+	return s.pull, s.pullErr
+}
+
+// routes is the console's handler: the API, and the embedded pages.
+func (s *Server) routes() *http.ServeMux {
+	mux := http.NewServeMux()
+	read := func(pattern string, h func(*http.Request) (any, error)) { mux.Handle("GET "+pattern, s.api(h)) }
+	write := func(pattern string, h func(*http.Request) (any, error)) {
+		if s.opts.ReadOnly {
+			mux.Handle(pattern, s.api(func(*http.Request) (any, error) {
+				return nil, &httpError{status: http.StatusForbidden, msg: "the console is read-only (--console-read-only)"}
+			}))
+			return
+		}
+		mux.Handle(pattern, s.api(h))
+	}
+	read("/api/config", s.getConfig)
+	read("/api/cluster", s.getCluster)
+	read("/api/topics", s.getTopics)
+	read("/api/topics/{topic}", s.getTopic)
+	write("POST /api/topics", s.postTopic)
+	write("DELETE /api/topics/{topic}", s.deleteTopic)
+	read("/api/groups", s.getGroups)
+	read("/api/groups/{group}", s.getGroup)
+	read("/api/groups/{group}/status", s.getGroupStatus)
+	write("POST /api/groups/{group}/reset", s.postReset)
+	read("/api/messages", s.getMessages)
+	read("/api/dlq/{group}", s.getDLQ)
+	write("POST /api/dlq/{group}/resend", s.postResend)
+	write("POST /api/messages/consume", s.postConsume)
+	read("/api/live", s.getLive)
+	mux.Handle("/api/", s.api(func(r *http.Request) (any, error) {
+		return nil, &httpError{status: http.StatusNotFound, msg: "no API " + r.Method + " " + r.URL.Path + " (see the README's console section)"}
+	}))
+	static, _ := fs.Sub(assets, "assets")
+	files := http.FileServerFS(static)
+	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+			return
+		}
+		switch r.URL.Path {
+		case "/favicon.ico":
+			r.URL.Path = "/favicon.svg"
+		case "/", "/index.html", "/app.js", "/chart.js", "/style.css", "/favicon.svg":
+		default:
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Cache-Control", "no-cache")
+		files.ServeHTTP(w, r)
+	}))
+	return mux
+}
+
+// masters returns the master addresses of every broker, sorted by broker
+// name.
+func masters(ci client.ClusterInfo) []brokerRef {
+	var out []brokerRef
+	for name, b := range ci.Brokers {
+		if addr, ok := b.Addrs[0]; ok {
+			out = append(out, brokerRef{name: name, addr: addr})
+		}
+	}
+	slices.SortFunc(out, func(x, y brokerRef) int { return strings.Compare(x.name, y.name) })
+	return out
+}
+
+type brokerRef struct{ name, addr string }
