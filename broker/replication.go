@@ -333,6 +333,13 @@ func (b *Broker) replicationStatus() map[string]string {
 			out["haMetaSyncedAt"] = time.UnixMilli(ms).UTC().Format(time.RFC3339)
 		}
 	}
+	// NB: one cell for the console: bytes behind, and seconds when known.
+	if lag, ok := out["haLagBytes"]; ok {
+		out["replicationLag"] = lag + " B"
+		if secs, ok := out["haLagSeconds"]; ok {
+			out["replicationLag"] += ", " + secs + " s"
+		}
+	}
 	return out
 }
 
