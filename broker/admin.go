@@ -142,6 +142,7 @@ func (b *Broker) handleRuntimeInfo(_ context.Context, w remoting.ResponseWriter,
 		"goroutines":          strconv.Itoa(runtime.NumGoroutine()),
 	}
 	b.diskRuntime(t)
+	b.dedupRuntime(t)
 	b.replyBody(w, req, protocol.KVTable{Table: t})
 }
 

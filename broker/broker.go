@@ -109,6 +109,7 @@ func New(cfg conf.Broker, opts Options) (*Broker, error) {
 	b.metrics = newMetrics()
 	so := opts.Store
 	so.Logger = opts.Logger
+	so.Dedup = store.DedupOptions{Window: cfg.Dedup.Window, MaxKeys: cfg.Dedup.MaxKeys}
 	if so.OnSync == nil {
 		so.OnSync = func(d time.Duration, _ int64) { b.metrics.flush.Observe(d.Seconds()) }
 	}

@@ -109,6 +109,9 @@ func (c brokerCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range diskDescs {
 		ch <- d
 	}
+	for _, d := range dedupDescs {
+		ch <- d
+	}
 	servermetrics.Remoting{}.Describe(ch)
 }
 
@@ -134,6 +137,7 @@ func (c brokerCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descRetries, prometheus.CounterValue, float64(b.store.DispatchRetries()))
 	gauge(descIndexDeg, map[bool]float64{true: 1}[b.store.KeyIndexDegraded()])
 	b.collectDisk(ch)
+	b.collectDedup(ch)
 	b.connMu.RLock()
 	gauge(descConns, float64(len(b.conns)))
 	b.connMu.RUnlock()

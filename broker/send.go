@@ -195,15 +195,22 @@ func (b *Broker) send(ctx context.Context, w remoting.ResponseWriter, req *remot
 	}
 	done := func(res store.PutResult) {
 		release()
-		b.stats.recordPut(m.Topic, 1, len(m.Body))
 		qid := m.QueueID
-		if m.Topic == transHalfTopic {
+		switch {
+		case m.Topic == transHalfTopic:
 			qid = h.QueueID // NB: as Java: the queue asked for, not the half topic's
+		case res.Duplicates > 0:
+			qid = res.QueueID // NB: the stored copy's, which a retry may not have picked
+		default:
+			b.stats.recordPut(m.Topic, 1, len(m.Body))
 		}
 		b.answerPut(w, req, res, qid, message.OffsetMsgID(b.storeHost, res.Pos))
 		b.metrics.send.Observe((monoNow() - start).Seconds())
 	}
-	b.put(w, store.PutRequest{Msg: m, NoWait: !wait, Done: done}, inline)
+	// NB: every send is checked against the duplicate window; the
+	// store leaves out retry and dead-letter topics (send-backs repeat
+	// their key on purpose).
+	b.put(w, store.PutRequest{Msg: m, NoWait: !wait, Dedup: true, Done: done}, inline)
 	return true
 }
 
@@ -383,7 +390,7 @@ func (b *Broker) answerPut(w remoting.ResponseWriter, req *remoting.Command, res
 	if res.Stored() {
 		// NB: written into the frame without a map (ExtWriter).
 		resp.ExtWriter = &protocol.SendMessageResponseHeader{MsgID: msgID, QueueID: queueID,
-			QueueOffset: res.QueueOffset, Region: defaultRegion, TraceOn: true}
+			QueueOffset: res.QueueOffset, Region: defaultRegion, TraceOn: true, Duplicates: int32(res.Duplicates)}
 	}
 	_ = w.WriteSoon(resp)
 }
@@ -433,7 +440,12 @@ func (b *Broker) sendBatch(ctx context.Context, w remoting.ResponseWriter, req *
 		for _, it := range items {
 			bytes += len(it.Body)
 		}
-		b.stats.recordPut(h.Topic, len(items), bytes)
+		qid := h.QueueID
+		if res.Duplicates > 0 {
+			qid = res.QueueID
+			bytes = 0 // NB: a partly repeated batch's stored bytes are not known here
+		}
+		b.stats.recordPut(h.Topic, len(items)-res.Duplicates, bytes)
 		ids := make([]byte, 0, len(res.Positions)*(message.OffsetMsgIDLenV6+1))
 		for i, p := range res.Positions {
 			if i > 0 {
@@ -441,14 +453,14 @@ func (b *Broker) sendBatch(ctx context.Context, w remoting.ResponseWriter, req *
 			}
 			ids = message.AppendOffsetMsgID(ids, b.storeHost, p)
 		}
-		b.answerPut(w, req, res, h.QueueID, string(ids))
+		b.answerPut(w, req, res, qid, string(ids))
 		b.metrics.send.Observe((monoNow() - start).Seconds())
 	}
 	if inline {
-		b.queueSend(w.Conn(), store.PutRequest{Batch: batch, Done: done}, len(req.Body))
+		b.queueSend(w.Conn(), store.PutRequest{Batch: batch, Dedup: true, Done: done}, len(req.Body))
 		return true
 	}
-	b.store.Submit([]store.PutRequest{{Batch: batch, Done: done}})
+	b.store.Submit([]store.PutRequest{{Batch: batch, Dedup: true, Done: done}})
 	return true
 }
 

@@ -55,6 +55,11 @@ type Options struct {
 	OnSync func(d time.Duration, bytes int64)
 	// CheckpointInterval is how often index checkpoints are saved. Default 1s.
 	CheckpointInterval time.Duration
+	// Dedup configures the duplicate window; off when Dedup.Window is 0.
+	Dedup DedupOptions
+	// Now is the clock of store timestamps and of the duplicate window
+	// (tests). Default time.Now.
+	Now func() time.Time
 	// DiskCheckInterval is how often the disk loop measures disk use
 	// (watermarks, refusal, reserve; see disk.go). Default 1s.
 	DiskCheckInterval time.Duration
@@ -78,12 +83,15 @@ type Store struct {
 	putMu     sync.Mutex
 	queueNext queueNexts // topic → queue id → next queue offset
 	putClosed bool
+	// dedup is the duplicate window (nil: off); see dedup.go.
+	dedup *dedupWindow
 
 	dispatched atomic.Int64 // every record below is indexed
 	health     dispatchHealth
 	disk       diskState
 	// Dispatcher-owned.
 	indexFrom int64                                    // records below are already in the key index
+	dedupFeed bool                                     // dispatched records feed the duplicate window (after open's rebuild)
 	queues    map[string]map[int32]*consumequeue.Queue // cache of consume queues by topic and id
 
 	listenMu  sync.RWMutex
@@ -117,6 +125,9 @@ func Open(cfg conf.Store, opts Options) (*Store, error) {
 	if opts.CheckpointInterval <= 0 {
 		opts.CheckpointInterval = time.Second
 	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
 	if opts.DiskCheckInterval <= 0 {
 		opts.DiskCheckInterval = time.Second
 	}
@@ -134,6 +145,7 @@ func Open(cfg conf.Store, opts Options) (*Store, error) {
 		kick:      make(chan struct{}, 1),
 		waitKick:  make(chan struct{}, 1),
 		quit:      make(chan struct{}),
+		dedup:     newDedupWindow(opts.Dedup, opts.Now),
 	}
 	s.disk.used.Store(math.Float64bits(-1))
 	if err := s.open(); err != nil {
@@ -205,6 +217,11 @@ func (s *Store) open() error {
 		s.queueNext.counter(topic, id).Store(q.Next())
 		return true
 	})
+	if s.dedup != nil {
+		if err := s.rebuildDedup(); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
