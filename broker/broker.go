@@ -38,6 +38,10 @@ type Options struct {
 	// its producer is asked (default 6 s).
 	TransactionCheckInterval time.Duration
 	TransactionTimeout       time.Duration
+	// LoseSendAnswer, when set, is asked before a stored send is answered;
+	// true drops the answer as a lost network reply would (the message
+	// stays stored): tests of resends. It must not block.
+	LoseSendAnswer func(req *remoting.Command) bool
 }
 
 // Broker serves RocketMQ's broker protocol over a Store.
@@ -154,6 +158,15 @@ func (b *Broker) Start() error {
 	}
 	b.server = remoting.NewServer(b.cfg.Listen, sopts)
 	b.routes()
+	// NB: with a fixed port the store host is set before the server
+	// accepts: clients that know the address (a restart) send at once, and
+	// the send handlers read it. A port picked at Start is known to no
+	// client before Start returns.
+	if a, err := net.ResolveTCPAddr("tcp", b.cfg.Listen); err == nil && a.Port != 0 {
+		if ap, err := netip.ParseAddrPort(advertised(a)); err == nil {
+			b.storeHost = ap
+		}
+	}
 	if err := b.server.Start(); err != nil {
 		return fmt.Errorf("broker: listen %s: %w", b.cfg.Listen, err)
 	}
@@ -162,7 +175,9 @@ func (b *Broker) Start() error {
 	if err != nil {
 		return fmt.Errorf("broker: advertised address %s: %w", b.addr, err)
 	}
-	b.storeHost = ap
+	if b.storeHost != ap {
+		b.storeHost = ap
+	}
 	if b.cfg.MetricsListen != "" {
 		b.metrics.reg.MustRegister(brokerCollector{b})
 		if err := b.metrics.serve(b.cfg.MetricsListen); err != nil {

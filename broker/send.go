@@ -385,6 +385,9 @@ func (b *Broker) toHalf(m *message.Message) error {
 // burst or the store's notifier, which answer many sends and must not
 // wait for one peer's network.
 func (b *Broker) answerPut(w remoting.ResponseWriter, req *remoting.Command, res store.PutResult, queueID int32, msgID string) {
+	if res.Stored() && b.opts.LoseSendAnswer != nil && b.opts.LoseSendAnswer(req) {
+		return
+	}
 	code, remark := putCode(res, putSend)
 	resp := remoting.NewResponse(req, code, remark)
 	if res.Stored() {
