@@ -160,4 +160,3 @@ func assertNoErr(t *testing.T, err error) bool {
 	}
 	return true
 }
-
