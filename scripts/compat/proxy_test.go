@@ -34,9 +34,9 @@ type proxy struct {
 
 // remotingHeader is what the proxy reads of a JSON remoting header.
 type remotingHeader struct {
-	Code      int               `json:"code"`
-	Flag      int               `json:"flag"`
-	Opaque    int32             `json:"opaque"`
+	Code      int            `json:"code"`
+	Flag      int            `json:"flag"`
+	Opaque    int32          `json:"opaque"`
 	ExtFields map[string]any `json:"extFields"`
 }
 
