@@ -156,11 +156,15 @@ func uniqCounts(t *testing.T, s *store.Store, topic string, queues int) map[stri
 
 // sendUntilAnswered sends m again and again (the same MsgID: an
 // application's retry) until the broker answers or patience runs out.
-func sendUntilAnswered(ctx context.Context, p *Producer, m *Message) (SendResult, error) {
+// lastErr, when set, keeps the last failure (diagnostics).
+func sendUntilAnswered(ctx context.Context, p *Producer, m *Message, lastErr *atomic.Value) (SendResult, error) {
 	for {
 		res, err := p.Send(ctx, m)
 		if err == nil || ctx.Err() != nil {
 			return res, err
+		}
+		if lastErr != nil {
+			lastErr.Store(err.Error())
 		}
 		select {
 		case <-ctx.Done():
@@ -188,7 +192,7 @@ func TestProducer_KillAfterStoreBeforeAnswer(t *testing.T) {
 	}
 	answered := make(chan answer, 1)
 	go func() {
-		res, err := sendUntilAnswered(ctxT(t, 60*time.Second), p, m)
+		res, err := sendUntilAnswered(ctxT(t, 60*time.Second), p, m, nil)
 		answered <- answer{res, err}
 	}()
 	lines := testutil.KillChild(t, "TestDedupBrokerChild", env, 100*time.Millisecond)
@@ -237,6 +241,7 @@ func killsUnderLoad(t *testing.T, window time.Duration, kills int) (int, int) {
 	defer cancel()
 	var stop atomic.Bool
 	var sent atomic.Int64
+	var lastErr atomic.Value
 	var wg sync.WaitGroup
 	const senders = 16
 	answered := make([]int, senders) // per sender, the ids answered
@@ -244,7 +249,7 @@ func killsUnderLoad(t *testing.T, window time.Duration, kills int) (int, int) {
 		wg.Go(func() {
 			for i := 0; !stop.Load(); i++ {
 				m := &Message{Topic: "load", Body: make([]byte, 512), MsgID: fmt.Sprintf("%016d%016d", g, i)}
-				if _, err := sendUntilAnswered(ctx, p, m); err != nil {
+				if _, err := sendUntilAnswered(ctx, p, m, &lastErr); err != nil {
 					t.Errorf("send %s: %v", m.MsgID, err)
 					return
 				}
@@ -259,7 +264,7 @@ func killsUnderLoad(t *testing.T, window time.Duration, kills int) (int, int) {
 	b := restartKillServers(t, killConfig(dir, ports[0], ports[1], window))
 	before := sent.Load()
 	require.Eventually(t, func() bool { return sent.Load() > before+100 }, 60*time.Second, 10*time.Millisecond,
-		"sends go on after the last restart")
+		"sends go on after the last restart; the last failure: %v", &lastErr)
 	stop.Store(true)
 	wg.Wait()
 	dups := 0
