@@ -20,6 +20,11 @@ func benchBroker(b *testing.B) *Broker {
 	cfg := testConfig(b.TempDir())
 	cfg.Store.SegmentSize = 1 << 30
 	cfg.Store.SendQueueSize = 100000
+	// NB: the sends below repeat one UNIQ_KEY: with the duplicate window
+	// on, all but the first would be answered from it. Its cost is
+	// measured by store's BenchmarkSubmitDedup and scripts/bench-ab.sh
+	// (A_ENV=SLUICE_DEDUP_WINDOW=0s).
+	cfg.Dedup.Window = 0
 	br, err := New(cfg, Options{Logger: quiet()})
 	if err != nil {
 		b.Fatal(err)

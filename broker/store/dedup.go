@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"math/bits"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -83,23 +84,29 @@ const pendingPos = -1
 // the last window, oldest first, at most max of them.
 //
 // Entries sit in a ring in insertion order (about store time order: the put
-// path inserts as it stores; the dispatcher adds what the put path did not,
-// at open and on a replica); the map finds a key's newest entry by its
-// sequence number. An entry whose key now maps to a newer sequence (or to
-// none: a failed put) is dead and leaves with its turn.
+// path inserts as it stores; the dispatcher adds what it did not, at open
+// and on a slave). A key's live entry is found through slots, an
+// open-addressing table (linear probing, at most half full, deletion by
+// backward shift: no tombstones, unlike a Go map under this churn of one
+// insert and one delete per message). A slot holds the low 32 bits of the
+// key's first hash (its home slot and a tag that spares most probes a
+// ring read) and the ring index + 1; 0 is empty. An entry no slot points
+// to (superseded, or its put failed) is dead (zero key) and leaves with its
+// turn.
 type dedupWindow struct {
 	window int64 // ms
 	max    int
 	now    func() time.Time
 
-	mu   sync.Mutex
-	idx  map[dedupKey]uint64 // key → sequence of its entry
-	ring []dedupEntry        // ring[(seq) % len(ring)] for seq in [head, head+n)
-	head uint64
-	n    int
+	mu    sync.Mutex
+	ring  []dedupEntry // ring[seq % len(ring)] for seq in [head, head+n)
+	head  uint64
+	n     int
+	slots []uint64 // tag<<32 | ring index+1; len a power of 2, >= 2*len(ring)
+	live  int      // entries a slot points to
 
 	hits, misses, expired, cut atomic.Int64 // metrics
-	keys                       atomic.Int64 // len(idx), for status without the lock
+	keys                       atomic.Int64 // live, for status without the lock
 }
 
 func newDedupWindow(o DedupOptions, now func() time.Time) *dedupWindow {
@@ -109,29 +116,75 @@ func newDedupWindow(o DedupOptions, now func() time.Time) *dedupWindow {
 	if o.MaxKeys <= 0 {
 		o.MaxKeys = 2_000_000
 	}
-	return &dedupWindow{window: o.Window.Milliseconds(), max: o.MaxKeys, now: now,
-		idx: map[dedupKey]uint64{}, ring: make([]dedupEntry, min(1024, o.MaxKeys))}
+	w := &dedupWindow{window: o.Window.Milliseconds(), max: o.MaxKeys, now: now}
+	w.resize(min(1024, o.MaxKeys))
+	return w
 }
 
 // nowMs is the window's clock in unix ms.
 func (w *dedupWindow) nowMs() int64 { return w.now().UnixMilli() }
 
-// lookupLocked returns the live entry of k and its sequence.
+func (w *dedupWindow) mask() uint64 { return uint64(len(w.slots) - 1) }
+
+// find returns the slot of k's live entry, or -1.
 // REQUIRES: w.mu held.
-func (w *dedupWindow) lookupLocked(k dedupKey, now int64) (*dedupEntry, uint64, bool) {
-	seq, ok := w.idx[k]
-	if !ok {
-		return nil, 0, false
+func (w *dedupWindow) find(k dedupKey) int {
+	tag, m := uint64(uint32(k.a)), w.mask()
+	for i := tag & m; ; i = (i + 1) & m {
+		sl := w.slots[i]
+		if sl == 0 {
+			return -1
+		}
+		if sl>>32 == tag && w.ring[sl&0xFFFFFFFF-1].key == k {
+			return int(i)
+		}
 	}
-	e := &w.ring[seq%uint64(len(w.ring))]
-	if e.pos != pendingPos && e.ts < now-w.window {
-		return nil, 0, false // NB: expired, not yet evicted
-	}
-	return e, seq, true
 }
 
-// insertLocked appends e as k's newest entry and returns its sequence,
-// evicting expired entries and, at the bound, the oldest.
+// place points a free slot of k's probe sequence to ring index ri.
+// REQUIRES: w.mu held, k not in slots, slots at most half full.
+func (w *dedupWindow) place(k dedupKey, ri int) {
+	tag, m := uint64(uint32(k.a)), w.mask()
+	i := tag & m
+	for w.slots[i] != 0 {
+		i = (i + 1) & m
+	}
+	w.slots[i] = tag<<32 | uint64(ri+1)
+}
+
+// unslot empties slot i, shifting back the entries after it that probing
+// would no longer reach. REQUIRES: w.mu held.
+func (w *dedupWindow) unslot(i int) {
+	m := w.mask()
+	for j := (uint64(i) + 1) & m; w.slots[j] != 0; j = (j + 1) & m {
+		home := (w.slots[j] >> 32) & m
+		// NB: the entry at j stays when its home is cyclically in (i, j].
+		if (uint64(i) < j && uint64(i) < home && home <= j) || (uint64(i) > j && (home > uint64(i) || home <= j)) {
+			continue
+		}
+		w.slots[i] = w.slots[j]
+		i = int(j)
+	}
+	w.slots[i] = 0
+}
+
+// lookupLocked returns k's entry unless it has none or it is expired.
+// REQUIRES: w.mu held.
+func (w *dedupWindow) lookupLocked(k dedupKey, now int64) (*dedupEntry, bool) {
+	i := w.find(k)
+	if i < 0 {
+		return nil, false
+	}
+	e := &w.ring[w.slots[i]&0xFFFFFFFF-1]
+	if e.pos != pendingPos && e.ts < now-w.window {
+		return nil, false // NB: expired, not yet evicted
+	}
+	return e, true
+}
+
+// insertLocked appends e as its key's entry and returns its sequence,
+// evicting expired entries and, at the bound, the oldest; an expired entry
+// of the key dies.
 // REQUIRES: w.mu held.
 func (w *dedupWindow) insertLocked(e dedupEntry, now int64) uint64 {
 	w.evictLocked(now)
@@ -139,13 +192,22 @@ func (w *dedupWindow) insertLocked(e dedupEntry, now int64) uint64 {
 		w.popLocked(true)
 	}
 	if w.n == len(w.ring) {
-		w.growLocked()
+		w.resize(min(2*len(w.ring), w.max))
 	}
 	seq := w.head + uint64(w.n)
-	w.ring[seq%uint64(len(w.ring))] = e
+	ri := int(seq % uint64(len(w.ring)))
+	w.ring[ri] = e
 	w.n++
-	w.idx[e.key] = seq
-	w.keys.Store(int64(len(w.idx)))
+	if i := w.find(e.key); i >= 0 {
+		// NB: the key's expired entry: it dies, its slot is the new one's.
+		old := w.slots[i]
+		w.ring[old&0xFFFFFFFF-1].key = dedupKey{}
+		w.slots[i] = old&^0xFFFFFFFF | uint64(ri+1)
+	} else {
+		w.place(e.key, ri)
+		w.live++
+	}
+	w.keys.Store(int64(w.live))
 	return seq
 }
 
@@ -165,8 +227,10 @@ func (w *dedupWindow) evictLocked(now int64) {
 // REQUIRES: w.mu held, w.n > 0.
 func (w *dedupWindow) popLocked(cut bool) {
 	e := &w.ring[w.head%uint64(len(w.ring))]
-	if seq, ok := w.idx[e.key]; ok && seq == w.head {
-		delete(w.idx, e.key)
+	if e.key != (dedupKey{}) {
+		w.unslot(w.find(e.key))
+		w.live--
+		w.keys.Store(int64(w.live))
 		if cut {
 			w.cut.Add(1)
 		} else {
@@ -176,27 +240,41 @@ func (w *dedupWindow) popLocked(cut bool) {
 	*e = dedupEntry{}
 	w.head++
 	w.n--
-	w.keys.Store(int64(len(w.idx)))
 }
 
-// growLocked doubles the ring (up to max), keeping sequence positions.
-// REQUIRES: w.mu held.
-func (w *dedupWindow) growLocked() {
-	ring := make([]dedupEntry, min(2*len(w.ring), w.max))
+// resize gives the ring size entries (keeping sequence positions) and
+// rebuilds the slots for it.
+// REQUIRES: w.mu held, size >= w.n.
+func (w *dedupWindow) resize(size int) {
+	ring := make([]dedupEntry, size)
 	for i := range w.n {
 		seq := w.head + uint64(i)
-		ring[seq%uint64(len(ring))] = w.ring[seq%uint64(len(w.ring))]
+		ring[seq%uint64(size)] = w.ring[seq%uint64(len(w.ring))]
 	}
 	w.ring = ring
+	w.slots = make([]uint64, max(16, 1<<bits.Len(uint(2*size-1))))
+	for i := range w.n {
+		ri := int((w.head + uint64(i)) % uint64(size))
+		if k := ring[ri].key; k != (dedupKey{}) {
+			w.place(k, ri)
+		}
+	}
 }
 
-// removeLocked forgets k's entry of sequence seq (a put that failed).
+// removeLocked forgets the entry of sequence seq (a put that failed).
 // REQUIRES: w.mu held.
 func (w *dedupWindow) removeLocked(k dedupKey, seq uint64) {
-	if cur, ok := w.idx[k]; ok && cur == seq {
-		delete(w.idx, k)
-		w.keys.Store(int64(len(w.idx)))
+	if seq < w.head || seq >= w.head+uint64(w.n) {
+		return // NB: cut by the bound meanwhile
 	}
+	e := &w.ring[seq%uint64(len(w.ring))]
+	if e.key != k {
+		return
+	}
+	w.unslot(w.find(k))
+	e.key = dedupKey{}
+	w.live--
+	w.keys.Store(int64(w.live))
 }
 
 // fillLocked turns the pending entry of sequence seq into a stored one.
@@ -218,7 +296,7 @@ func (w *dedupWindow) add(e dedupEntry) {
 		return
 	}
 	w.mu.Lock()
-	if _, _, ok := w.lookupLocked(e.key, now); !ok {
+	if _, ok := w.lookupLocked(e.key, now); !ok {
 		w.insertLocked(e, now)
 	}
 	w.mu.Unlock()
@@ -253,13 +331,12 @@ func (s *Store) DedupStatus() DedupStatus {
 	w.evictLocked(w.nowMs())
 	for i := range w.n {
 		seq := w.head + uint64(i)
-		e := &w.ring[seq%uint64(len(w.ring))]
-		if cur, ok := w.idx[e.key]; ok && cur == seq && e.pos != pendingPos {
+		if e := &w.ring[seq%uint64(len(w.ring))]; e.key != (dedupKey{}) && e.pos != pendingPos {
 			st.Oldest = e.ts
 			break
 		}
 	}
-	st.Keys = int64(len(w.idx))
+	st.Keys = int64(w.live)
 	w.mu.Unlock()
 	st.Expired, st.Cut = w.expired.Load(), w.cut.Load()
 	return st
@@ -270,9 +347,21 @@ var (
 	dlqTopicPrefixBytes   = []byte(dlqTopicPrefix)
 )
 
-// feedDedup adds a dispatched record's key to the window, unless the put
-// path did already: how the window learns of records this process did not
-// put (open's rebuild, a replica's dispatcher). The records that count are
+// SetDedupFeed turns on (or off) the dispatcher's feed of the duplicate
+// window: each record it indexes adds its key, as open's rebuild does. A
+// store whose log is written by replication, not by its put path (a
+// slave), turns it on so that its window is ready when it becomes master;
+// a master leaves it off: its put path records the keys of the sends it
+// stores (the feed would look each up again, about 5% of the put cost).
+func (s *Store) SetDedupFeed(on bool) {
+	if s.dedup != nil {
+		s.dedupFeed.Store(on)
+	}
+}
+
+// feedDedup adds a dispatched record's key to the window, unless it has
+// it: how the window learns of records this process did not put (open's
+// rebuild, a slave's dispatcher). The records that count are
 // those a send stores: with a UNIQ_KEY, not transactional (half messages
 // are plain records of the half topic; commits are not), not in a retry or
 // dead-letter topic, and not a delayed message moved to its real topic
@@ -287,8 +376,8 @@ func (s *Store) feedDedup(di *message.DispatchInfo) {
 		queueOffset: di.QueueOffset, ts: di.StoreTimestamp, size: di.Size, queueID: di.QueueID})
 }
 
-// rebuildDedup fills the window from the log's last window of records and
-// turns the dispatcher's feed on. The scan starts at the first record of
+// rebuildDedup fills the window from the log's last window of records.
+// The scan starts at the first record of
 // the window in any consume queue (every record a send stores has a
 // consume queue entry). REQUIRES: Open, after the catch-up dispatch.
 func (s *Store) rebuildDedup() error {
@@ -334,7 +423,6 @@ func (s *Store) rebuildDedup() error {
 			s.feedDedup(&di)
 		}
 	}
-	s.dedupFeed = true
 	if n := s.dedup.keys.Load(); n > 0 {
 		s.logger.Info("store: duplicate window rebuilt", "keys", n, "from", from, "bytes", end-from, "took", time.Since(started))
 	}

@@ -104,7 +104,7 @@ func (s *Store) dedupCheck(reqs []PutRequest, sizes []sized) bool {
 // meetLocked looks d's key up: a hit makes d a duplicate (true); a miss
 // inserts a pending entry for member of request req. REQUIRES: w.mu held.
 func (w *dedupWindow) meetLocked(d *dedupState, req, member int, now int64) bool {
-	e, _, ok := w.lookupLocked(d.key, now)
+	e, ok := w.lookupLocked(d.key, now)
 	if !ok {
 		d.kind = ddPending
 		d.seq = w.insertLocked(dedupEntry{key: d.key, pos: pendingPos, queueOffset: int64(req), size: int32(member), ts: now}, now)

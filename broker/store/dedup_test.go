@@ -1,6 +1,8 @@
 package store
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -293,4 +295,88 @@ func TestDedup_Off(t *testing.T) {
 func TestDedupKey_BytesEqualsString(t *testing.T) {
 	require.Equal(t, dedupKeyOf("topic", "key"), dedupKeyOfBytes([]byte("topic"), []byte("key")))
 	require.NotEqual(t, dedupKeyOf("topic", "key"), dedupKeyOf("topi", "ckey"))
+}
+
+// TestDedup_DispatcherFeed: with the dispatcher's feed on (a slave, whose
+// log is not written by its put path), every indexed record a send would
+// have stored enters the window, so a resend after the slave becomes
+// master is recognised; retry topics and commits do not enter it.
+func TestDedup_DispatcherFeed(t *testing.T) {
+	s := mustOpen(t, testConf(t.TempDir()), dedupOpts(time.Minute, 0, nil))
+	defer s.Close()
+	s.SetDedupFeed(true)
+	replicated := mustPut(t, s, keyed("t", 3, "replicated", "R"))
+	mustPut(t, s, keyed("%RETRY%g", 0, "retry", "Q"))
+	c := keyed("t", 0, "commit", "C")
+	c.SysFlag = message.TxCommit
+	mustPut(t, s, c)
+	waitDispatched(t, s)
+	r := send(t, s, keyed("t", 0, "resent", "R"))
+	require.Equal(t, 1, r.Duplicates)
+	require.Equal(t, replicated.Pos, r.Pos)
+	require.Equal(t, int32(3), r.QueueID)
+	require.Zero(t, send(t, s, keyed("%RETRY%g", 0, "retry", "Q")).Duplicates)
+	require.Zero(t, send(t, s, keyed("t", 0, "after commit", "C")).Duplicates)
+}
+
+// TestDedupWindow_TableInvariants drives the window's table with random
+// inserts, failed puts, expiry and the bound, and checks after each step
+// that every live entry is found at its own ring index, that dead ones are
+// not, and that the slots count the live entries.
+func TestDedupWindow_TableInvariants(t *testing.T) {
+	now := int64(1_000_000)
+	w := newDedupWindow(DedupOptions{Window: time.Second, MaxKeys: 300}, func() time.Time { return time.UnixMilli(now) })
+	r := rand.New(rand.NewPCG(1, 2))
+	var pending []struct {
+		k   dedupKey
+		seq uint64
+	}
+	for step := range 1500 {
+		k := dedupKeyOf("t", fmt.Sprint(r.IntN(500)))
+		w.mu.Lock()
+		switch op := r.IntN(10); {
+		case op < 6:
+			if _, ok := w.lookupLocked(k, now); !ok {
+				w.insertLocked(dedupEntry{key: k, pos: int64(step), ts: now}, now)
+			}
+		case op < 8:
+			if _, ok := w.lookupLocked(k, now); !ok {
+				seq := w.insertLocked(dedupEntry{key: k, pos: pendingPos, ts: now}, now)
+				pending = append(pending, struct {
+					k   dedupKey
+					seq uint64
+				}{k, seq})
+			}
+		case op < 9 && len(pending) > 0:
+			p := pending[len(pending)-1]
+			pending = pending[:len(pending)-1]
+			if r.IntN(2) == 0 {
+				w.removeLocked(p.k, p.seq)
+			} else {
+				w.fillLocked(p.seq, int64(step), 0, now, 1, 0)
+			}
+		default:
+			now += int64(r.IntN(300))
+		}
+		live, used := 0, 0
+		for i := range w.n {
+			ri := int((w.head + uint64(i)) % uint64(len(w.ring)))
+			if e := w.ring[ri]; e.key != (dedupKey{}) {
+				live++
+				si := w.find(e.key)
+				require.GreaterOrEqual(t, si, 0, "step %d: a live entry is found", step)
+				require.Equal(t, uint64(ri+1), w.slots[si]&0xFFFFFFFF, "step %d", step)
+			}
+		}
+		for _, sl := range w.slots {
+			if sl != 0 {
+				used++
+			}
+		}
+		require.Equal(t, w.live, live, "step %d", step)
+		require.Equal(t, live, used, "step %d", step)
+		require.LessOrEqual(t, w.n, 300)
+		w.mu.Unlock()
+	}
+	require.Equal(t, -1, w.find(dedupKeyOf("t", "never")))
 }

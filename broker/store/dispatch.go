@@ -140,7 +140,7 @@ func (s *Store) dispatchRecord(at int64, rec []byte) error {
 			return err
 		}
 	}
-	if s.dedupFeed {
+	if s.dedupFeed.Load() {
 		s.feedDedup(&di)
 	}
 	if !s.health.indexDegraded.Load() {

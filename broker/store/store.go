@@ -83,15 +83,16 @@ type Store struct {
 	putMu     sync.Mutex
 	queueNext queueNexts // topic → queue id → next queue offset
 	putClosed bool
-	// dedup is the duplicate window (nil: off); see dedup.go.
-	dedup *dedupWindow
+	// dedup is the duplicate window (nil: off); see dedup.go. dedupFeed
+	// says the dispatcher feeds it (see SetDedupFeed).
+	dedup     *dedupWindow
+	dedupFeed atomic.Bool
 
 	dispatched atomic.Int64 // every record below is indexed
 	health     dispatchHealth
 	disk       diskState
 	// Dispatcher-owned.
 	indexFrom int64                                    // records below are already in the key index
-	dedupFeed bool                                     // dispatched records feed the duplicate window (after open's rebuild)
 	queues    map[string]map[int32]*consumequeue.Queue // cache of consume queues by topic and id
 
 	listenMu  sync.RWMutex
