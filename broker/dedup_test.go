@@ -60,3 +60,30 @@ func TestBroker_DedupSendsNotRePuts(t *testing.T) {
 	st := b.store.DedupStatus()
 	require.Equal(t, int64(3), st.Hits)
 }
+
+// TestMetrics_Dedup: the duplicate window's series, and the brokerStatus
+// rows, after a key stored once and sent twice.
+func TestMetrics_Dedup(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	cfg.MetricsListen = "127.0.0.1:0"
+	b := startBroker(t, cfg, Options{})
+	c := newClient(t, remoting.SerializeJSON)
+	for range 2 {
+		mustSend(t, c, b.Addr(), "t", 0, "x", map[string]string{message.PropUniqKey: "K"})
+	}
+	value := scrape(t, b.MetricsAddr())
+	for name, want := range map[string]float64{"sluice_dedup_keys": 1, "sluice_dedup_hits_total": 1,
+		"sluice_dedup_misses_total": 1, "sluice_dedup_expired_total": 0, "sluice_dedup_cut_total": 0} {
+		v, ok := value(name, nil)
+		require.True(t, ok, name)
+		require.Equal(t, want, v, name)
+	}
+	span, ok := value("sluice_dedup_window_covered_seconds", nil)
+	require.True(t, ok)
+	require.GreaterOrEqual(t, span, 0.0)
+	kv := map[string]string{}
+	b.dedupRuntime(kv)
+	require.Equal(t, "2m0s", kv["dedupWindow"])
+	require.Equal(t, "1", kv["dedupKeys"])
+	require.Equal(t, "1", kv["dedupHits"])
+}
