@@ -1,6 +1,8 @@
 package store
 
 import (
+	"slices"
+
 	"github.com/sluicemq/sluice/internal/message"
 )
 
@@ -176,15 +178,38 @@ func (s *Store) dedupRecord(reqs []PutRequest, res []PutResult, sizes []sized) {
 			stored++
 		}
 	}
+	// NB: a duplicate of a request of this Submit reads that request's
+	// result as the append left it, before settleBatch completes it.
+	stored := res
+	for i := range sizes {
+		if repeatsRequest(&sizes[i]) {
+			stored = slices.Clone(res)
+			break
+		}
+	}
 	for i := range reqs {
 		sz := &sizes[i]
 		switch {
 		case sz.dd.kind == ddWindow || sz.dd.kind == ddRequest:
-			res[i] = dupResult(&sz.dd, res, sizes)
+			res[i] = dupResult(&sz.dd, stored, sizes)
 		case sz.members != nil:
-			s.settleBatch(&reqs[i], &res[i], sz, res, sizes)
+			s.settleBatch(&reqs[i], &res[i], sz, stored, sizes)
 		}
 	}
+}
+
+// repeatsRequest reports whether a request (or one of its members)
+// repeats another of its Submit.
+func repeatsRequest(sz *sized) bool {
+	if sz.dd.kind == ddRequest {
+		return true
+	}
+	for k := range sz.members {
+		if sz.members[k].kind == ddRequest {
+			return true
+		}
+	}
+	return false
 }
 
 // dupResult is the answer of a message that repeats d: the stored

@@ -380,3 +380,41 @@ func TestDedupWindow_TableInvariants(t *testing.T) {
 	}
 	require.Equal(t, -1, w.find(dedupKeyOf("t", "never")))
 }
+
+// TestDedup_RepeatsWithinOneSubmit: a burst (one Submit) in which a message
+// and a batch repeat members of a batch before them, itself a partial
+// duplicate: each is answered with the first batch's ids, whatever order
+// the answers are completed in.
+func TestDedup_RepeatsWithinOneSubmit(t *testing.T) {
+	s := mustOpen(t, testConf(t.TempDir()), dedupOpts(time.Minute, 0, nil))
+	defer s.Close()
+	batch := func(keys ...string) *Batch {
+		b := &Batch{Template: message.Message{Topic: "t", QueueID: 0, BornHost: bornHost}}
+		for _, k := range keys {
+			b.Items = append(b.Items, message.BatchItem{Body: []byte("b-" + k),
+				Properties: string(message.AppendProperties(nil, map[string]string{message.PropUniqKey: k}))})
+		}
+		return b
+	}
+	x0 := send(t, s, keyed("t", 0, "x0", "X0"))
+	res := make([]PutResult, 3)
+	reqs := []PutRequest{
+		{Batch: batch("X0", "X1", "X2"), Dedup: true, Done: func(r PutResult) { res[0] = r }},
+		{Msg: keyed("t", 0, "m-X2", "X2"), Dedup: true, Done: func(r PutResult) { res[1] = r }},
+		{Batch: batch("X2", "X3"), Dedup: true, Done: func(r PutResult) { res[2] = r }},
+	}
+	s.Submit(reqs)
+	for _, r := range res {
+		require.Equal(t, PutOK, r.Status, r.Remark)
+	}
+	require.Equal(t, 1, res[0].Duplicates)
+	require.Len(t, res[0].Positions, 3)
+	require.Equal(t, x0.Pos, res[0].Positions[0])
+	require.Equal(t, 1, res[1].Duplicates)
+	require.Equal(t, res[0].Positions[2], res[1].Pos, "X2's position")
+	require.Equal(t, x0.QueueOffset+2, res[1].QueueOffset, "X2's queue offset")
+	require.Equal(t, 1, res[2].Duplicates)
+	require.Equal(t, res[0].Positions[2], res[2].Positions[0])
+	require.Equal(t, x0.QueueOffset+2, res[2].QueueOffset, "X2's queue offset")
+	require.Equal(t, []string{"x0", "b-X1", "b-X2", "b-X3"}, queueBodies(t, s, "t", 0))
+}
