@@ -7,13 +7,13 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/sluicemq/sluice/internal/message"
 	"github.com/sluicemq/sluice/internal/protocol"
 	"github.com/sluicemq/sluice/internal/remoting"
+	"github.com/sluicemq/sluice/internal/testutil"
 )
 
 // go test -run='^$' -bench=. -benchtime=20000x ./broker/
@@ -167,7 +167,7 @@ func BenchmarkSendDedup(b *testing.B) {
 			left.Store(int64(b.N))
 			b.SetBytes(int64(len(body)))
 			b.ResetTimer()
-			start, cpu0 := time.Now(), processCPU()
+			start, cpu0 := time.Now(), testutil.ProcessCPU()
 			var wg sync.WaitGroup
 			for _, c := range clients {
 				wg.Go(func() {
@@ -182,15 +182,7 @@ func BenchmarkSendDedup(b *testing.B) {
 			}
 			wg.Wait()
 			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "sends/s")
-			b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N), "cpu-ns/send")
+			b.ReportMetric(float64(testutil.ProcessCPU()-cpu0)/float64(b.N), "cpu-ns/send")
 		})
 	}
-}
-
-// processCPU is the process's user and system CPU time (client and broker
-// both: read the difference between two runs).
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -4,11 +4,11 @@ import (
 	"fmt"
 	"net/netip"
 	"runtime"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/sluicemq/sluice/internal/message"
+	"github.com/sluicemq/sluice/internal/testutil"
 )
 
 // BenchmarkSubmitDedup: bursts of 32 1 KiB sends (the broker's inline
@@ -60,24 +60,15 @@ func BenchmarkSubmitDedup(b *testing.B) {
 			b.SetBytes(1024)
 			b.ReportAllocs()
 			b.ResetTimer()
-			start, cpu0 := time.Now(), cpuTime()
+			start, cpu0 := time.Now(), testutil.ProcessCPU()
 			for i := 0; i < b.N; i += burst {
 				submit()
 			}
 			waitDispatched(b, s)
 			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "indexed-msgs/s")
-			b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/msg")
+			b.ReportMetric(float64(testutil.ProcessCPU()-cpu0)/float64(b.N), "cpu-ns/msg")
 		})
 	}
-}
-
-// cpuTime is the process's user and system CPU time: what a benchmark
-// costs, less sensitive than wall time to what else the machine runs
-// (put, dispatch and flush goroutines all count).
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkDedupWindowMemory reports the heap the window holds per key it
