@@ -62,7 +62,7 @@ func TestBroker_DedupSendsNotRePuts(t *testing.T) {
 }
 
 // TestMetrics_Dedup: the duplicate window's series, and the brokerStatus
-// rows, after a key stored once and sent twice.
+// rows, after a key sent twice and stored once (one put counted).
 func TestMetrics_Dedup(t *testing.T) {
 	cfg := testConfig(t.TempDir())
 	cfg.MetricsListen = "127.0.0.1:0"
@@ -78,6 +78,9 @@ func TestMetrics_Dedup(t *testing.T) {
 		require.True(t, ok, name)
 		require.Equal(t, want, v, name)
 	}
+	puts, ok := value("sluice_put_messages_total", map[string]string{"topic": "t"})
+	require.True(t, ok)
+	require.Equal(t, 1.0, puts, "a duplicate is not a put")
 	span, ok := value("sluice_dedup_window_covered_seconds", nil)
 	require.True(t, ok)
 	require.GreaterOrEqual(t, span, 0.0)

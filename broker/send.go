@@ -201,7 +201,8 @@ func (b *Broker) send(ctx context.Context, w remoting.ResponseWriter, req *remot
 			qid = h.QueueID // NB: as Java: the queue asked for, not the half topic's
 		case res.Duplicates > 0:
 			qid = res.QueueID // NB: the stored copy's, which a retry may not have picked
-		default:
+		}
+		if res.Duplicates == 0 {
 			b.stats.recordPut(m.Topic, 1, len(m.Body))
 		}
 		b.answerPut(w, req, res, qid, message.OffsetMsgID(b.storeHost, res.Pos))
