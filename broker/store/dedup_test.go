@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicemq/sluice/conf"
 	"github.com/sluicemq/sluice/internal/message"
 	"github.com/stretchr/testify/require"
 )
@@ -417,4 +418,35 @@ func TestDedup_RepeatsWithinOneSubmit(t *testing.T) {
 	require.Equal(t, res[0].Positions[2], res[2].Positions[0])
 	require.Equal(t, x0.QueueOffset+2, res[2].QueueOffset, "X2's queue offset")
 	require.Equal(t, []string{"x0", "b-X1", "b-X2", "b-X3"}, queueBodies(t, s, "t", 0))
+}
+
+// TestDedup_SyncFlush: in sync flush mode a duplicate is answered like its
+// original, once the original is on disk (the answer waits for the end of
+// the stored record): resends in one burst and after.
+func TestDedup_SyncFlush(t *testing.T) {
+	c := testConf(t.TempDir())
+	c.Flush = conf.FlushSync
+	s := mustOpen(t, c, dedupOpts(time.Minute, 0, nil))
+	defer s.Close()
+	res := make([]PutResult, 3)
+	durableAt := make([]int64, 3) // the durable end when each was answered
+	done := make(chan int, 3)
+	var reqs []PutRequest
+	for i := range res {
+		reqs = append(reqs, PutRequest{Msg: keyed("t", 0, "m", "K"), Dedup: true,
+			Done: func(r PutResult) { res[i], durableAt[i] = r, int64(s.Log().Durable()); done <- i }})
+	}
+	s.Submit(reqs)
+	for range res {
+		<-done
+	}
+	for i, r := range res {
+		require.Equal(t, PutOK, r.Status, r.Remark)
+		require.Equal(t, min(i, 1), r.Duplicates)
+		require.Equal(t, res[0].Pos, r.Pos)
+		require.LessOrEqual(t, res[0].Pos+int64(res[0].Size), durableAt[i], "answered once the stored copy is on disk")
+	}
+	again := send(t, s, keyed("t", 0, "m", "K"))
+	require.Equal(t, 1, again.Duplicates)
+	require.Equal(t, []string{"m"}, queueBodies(t, s, "t", 0))
 }
