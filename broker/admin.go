@@ -147,6 +147,7 @@ func (b *Broker) handleRuntimeInfo(_ context.Context, w remoting.ResponseWriter,
 	for k, v := range b.replicationStatus() {
 		t[k] = v
 	}
+	b.dedupRuntime(t)
 	b.replyBody(w, req, protocol.KVTable{Table: t})
 }
 

@@ -3,14 +3,17 @@ package broker
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/sluicemq/sluice/internal/message"
 	"github.com/sluicemq/sluice/internal/protocol"
 	"github.com/sluicemq/sluice/internal/remoting"
+	"github.com/sluicemq/sluice/internal/testutil"
 )
 
 // go test -run='^$' -bench=. -benchtime=20000x ./broker/
@@ -20,6 +23,11 @@ func benchBroker(b *testing.B) *Broker {
 	cfg := testConfig(b.TempDir())
 	cfg.Store.SegmentSize = 1 << 30
 	cfg.Store.SendQueueSize = 100000
+	// NB: the sends below repeat one UNIQ_KEY: with the duplicate window
+	// on, all but the first would be answered from it. Its cost is
+	// measured by store's BenchmarkSubmitDedup and scripts/bench-ab.sh
+	// (A_ENV=SLUICE_DEDUP_WINDOW=0s).
+	cfg.Dedup.Window = 0
 	br, err := New(cfg, Options{Logger: quiet()})
 	if err != nil {
 		b.Fatal(err)
@@ -118,4 +126,63 @@ func BenchmarkLongPollWakeup(b *testing.B) {
 	slices.Sort(lat)
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
 	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+}
+
+// BenchmarkSendDedup: 1 KiB sends with distinct UNIQ_KEYs (msgpack, 16
+// connections), the duplicate window off and on, side by side; the
+// process's CPU per send beside the rate.
+//
+//	go test -run='^$' -bench=SendDedup -benchtime=100000x ./broker/
+func BenchmarkSendDedup(b *testing.B) {
+	body := make([]byte, 1024)
+	for _, window := range []time.Duration{0, 2 * time.Minute} {
+		b.Run("window="+window.String(), func(b *testing.B) {
+			cfg := testConfig(b.TempDir())
+			cfg.Store.SegmentSize = 1 << 30
+			cfg.Store.SendQueueSize = 100000
+			cfg.Dedup.Window = window
+			br, err := New(cfg, Options{Logger: quiet()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := br.Start(); err != nil {
+				b.Fatal(err)
+			}
+			defer br.Close()
+			const conns = 16
+			ids := message.NewUniqIDGenerator(netip.MustParseAddr("127.0.0.1"), 1)
+			ext := func() map[string]string {
+				return protocol.Ext(&protocol.SendMessageRequestHeader{ProducerGroup: "pg", Topic: "bench", DefaultTopic: "TBW102",
+					DefaultTopicQueueNums: 8, QueueID: -1, Properties: "TAGS\x01T\x02UNIQ_KEY\x01" + ids.Next() + "\x02"})
+			}
+			clients := make([]*remoting.Client, conns)
+			for i := range clients {
+				clients[i] = remoting.NewClient(remoting.ClientOptions{SerializeType: remoting.SerializeMsgpack, Logger: quiet()})
+				defer clients[i].Close()
+			}
+			if warm, err := clients[0].Invoke(context.Background(), br.Addr(), remoting.NewRequest(protocol.SendMessage, ext(), body)); err != nil || warm.Code != 0 {
+				b.Fatal(err, warm)
+			}
+			var left atomic.Int64
+			left.Store(int64(b.N))
+			b.SetBytes(int64(len(body)))
+			b.ResetTimer()
+			start, cpu0 := time.Now(), testutil.ProcessCPU()
+			var wg sync.WaitGroup
+			for _, c := range clients {
+				wg.Go(func() {
+					for left.Add(-1) >= 0 {
+						resp, err := c.Invoke(context.Background(), br.Addr(), remoting.NewRequest(protocol.SendMessage, ext(), body))
+						if err != nil || resp.Code != protocol.Success {
+							b.Error(err, resp)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "sends/s")
+			b.ReportMetric(float64(testutil.ProcessCPU()-cpu0)/float64(b.N), "cpu-ns/send")
+		})
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/netip"
 	"path/filepath"
 	"sync"
@@ -44,6 +45,10 @@ type Options struct {
 	// master with slave_read_enable to suggest a slave (default 40% of the
 	// machine's memory).
 	ColdReadBytes int64
+	// LoseSendAnswer, when set, is asked before a stored send is answered;
+	// true drops the answer as a lost network reply would (the message
+	// stays stored): tests of resends. It must not block.
+	LoseSendAnswer func(req *remoting.Command) bool
 }
 
 // Broker serves RocketMQ's broker protocol over a Store.
@@ -124,6 +129,7 @@ func New(cfg conf.Broker, opts Options) (*Broker, error) {
 	b.metrics = newMetrics()
 	so := opts.Store
 	so.Logger = opts.Logger
+	so.Dedup = store.DedupOptions{Window: cfg.Dedup.Window, MaxKeys: cfg.Dedup.MaxKeys}
 	if so.OnSync == nil {
 		so.OnSync = func(d time.Duration, _ int64) { b.metrics.flush.Observe(d.Seconds()) }
 	}
@@ -182,6 +188,19 @@ func (b *Broker) Start() error {
 	}
 	b.server = remoting.NewServer(b.cfg.Listen, sopts)
 	b.routes()
+	// NB: with a fixed port the store host is set before the server
+	// accepts: clients that know the address (a restart) send at once, and
+	// the send handlers read it. A port picked at Start is known to no
+	// client before Start returns.
+	if a, err := net.ResolveTCPAddr("tcp", b.cfg.Listen); err == nil && a.Port != 0 {
+		addr := b.cfg.Advertise
+		if addr == "" {
+			addr = advertised(a, slog.New(slog.DiscardHandler), "advertise") // NB: Start logs it below
+		}
+		if ap, err := netip.ParseAddrPort(addr); err == nil {
+			b.storeHost = ap
+		}
+	}
 	if err := b.server.Start(); err != nil {
 		return fmt.Errorf("broker: listen %s: %w", b.cfg.Listen, err)
 	}
@@ -193,7 +212,9 @@ func (b *Broker) Start() error {
 	if err != nil {
 		return fmt.Errorf("broker: advertised address %s: %w", b.addr, err)
 	}
-	b.storeHost = ap
+	if b.storeHost != ap {
+		b.storeHost = ap
+	}
 	if b.cfg.MetricsListen != "" {
 		b.metrics.reg.MustRegister(brokerCollector{b})
 		if err := b.metrics.serve(b.cfg.MetricsListen); err != nil {

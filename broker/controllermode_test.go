@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicemq/sluice/client"
 	"github.com/sluicemq/sluice/conf"
+	"github.com/sluicemq/sluice/internal/message"
 	"github.com/sluicemq/sluice/internal/protocol"
 	"github.com/sluicemq/sluice/internal/remoting"
 	"github.com/sluicemq/sluice/nameserver/controller"
@@ -87,13 +88,14 @@ func TestControllerMode_Failover(t *testing.T) {
 		bs = append(bs, startBroker(t, c, Options{}))
 	}
 	m := waitGroup(t, bs...)
-	first := m.ctl.epoch.Load()
+	firstEpoch := m.ctl.epoch.Load()
 	c := newClient(t, remoting.SerializeJSON)
 	// Every slave joins the SyncStateSet once caught up.
 	require.Eventually(t, func() bool { ss := m.ctl.syncSet.Load(); return ss != nil && len(ss.ids) == 3 }, 20*time.Second, 10*time.Millisecond)
 	var acked []string
+	first := map[string]protocol.SendMessageResponseHeader{}
 	for _, body := range seq("a", 50) {
-		mustSend(t, c, m.Addr(), "t", 0, body, nil)
+		first[body] = mustSend(t, c, m.Addr(), "t", 0, body, map[string]string{"UNIQ_KEY": "key-" + body})
 		acked = append(acked, body)
 	}
 	for _, b := range bs {
@@ -119,13 +121,27 @@ func TestControllerMode_Failover(t *testing.T) {
 	require.NoError(t, dead.Close())
 	m = waitGroup(t, rest...)
 	elected := time.Since(killed)
-	require.Greater(t, m.ctl.epoch.Load(), first)
+	require.Greater(t, m.ctl.epoch.Load(), firstEpoch)
 	var resp *remoting.Command
 	require.Eventually(t, func() bool {
 		resp = send(t, c, m.Addr(), "t", 0, "b-0", nil)
 		return resp.Code == protocol.Success
 	}, 10*time.Second, 10*time.Millisecond)
 	t.Logf("new master in %v, first acknowledged send after %v", elected.Round(time.Millisecond), time.Since(killed).Round(time.Millisecond))
+	// A producer's retry of a send the old master stored reaches the new
+	// master: its duplicate window, fed by its dispatcher while it was a
+	// slave, answers with the first ids and stores nothing.
+	next := m.Store().Log().Next()
+	dup := mustSend(t, c, m.Addr(), "t", 0, "a-7", map[string]string{"UNIQ_KEY": "key-a-7"})
+	require.Equal(t, int32(1), dup.Duplicates)
+	// NB: the same record; the id names the broker that answers.
+	_, firstPos, err := message.ParseOffsetMsgID(first["a-7"].MsgID)
+	require.NoError(t, err)
+	_, dupPos, err := message.ParseOffsetMsgID(dup.MsgID)
+	require.NoError(t, err)
+	require.Equal(t, firstPos, dupPos)
+	require.Equal(t, first["a-7"].QueueOffset, dup.QueueOffset)
+	require.Equal(t, next, m.Store().Log().Next(), "nothing stored")
 	acked = append(acked, "b-0")
 	for _, body := range seq("b", 20)[1:] {
 		mustSend(t, c, m.Addr(), "t", 0, body, nil)

@@ -115,6 +115,9 @@ func (c brokerCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range haDescs {
 		ch <- d
 	}
+	for _, d := range dedupDescs {
+		ch <- d
+	}
 	servermetrics.Remoting{}.Describe(ch)
 }
 
@@ -141,6 +144,7 @@ func (c brokerCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descIndexDeg, map[bool]float64{true: 1}[b.store.KeyIndexDegraded()])
 	b.collectDisk(ch)
 	b.collectHA(ch)
+	b.collectDedup(ch)
 	b.connMu.RLock()
 	gauge(descConns, float64(len(b.conns)))
 	b.connMu.RUnlock()

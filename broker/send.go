@@ -201,15 +201,23 @@ func (b *Broker) send(ctx context.Context, w remoting.ResponseWriter, req *remot
 	}
 	done := func(res store.PutResult) {
 		release()
-		b.stats.recordPut(m.Topic, 1, len(m.Body))
 		qid := m.QueueID
-		if m.Topic == transHalfTopic {
+		switch {
+		case m.Topic == transHalfTopic:
 			qid = h.QueueID // NB: as Java: the queue asked for, not the half topic's
+		case res.Duplicates > 0:
+			qid = res.QueueID // NB: the stored copy's, which a retry may not have picked
+		}
+		if res.Duplicates == 0 {
+			b.stats.recordPut(m.Topic, 1, len(m.Body))
 		}
 		b.answerPut(w, req, res, qid, message.OffsetMsgID(b.storeHost, res.Pos))
 		b.metrics.send.Observe((monoNow() - start).Seconds())
 	}
-	b.put(w, store.PutRequest{Msg: m, NoWait: !wait, Done: done}, inline)
+	// NB: every send is checked against the duplicate window; the
+	// store leaves out retry and dead-letter topics (send-backs repeat
+	// their key on purpose).
+	b.put(w, store.PutRequest{Msg: m, NoWait: !wait, Dedup: true, Done: done}, inline)
 	return true
 }
 
@@ -384,12 +392,15 @@ func (b *Broker) toHalf(m *message.Message) error {
 // burst or the store's notifier, which answer many sends and must not
 // wait for one peer's network.
 func (b *Broker) answerPut(w remoting.ResponseWriter, req *remoting.Command, res store.PutResult, queueID int32, msgID string) {
+	if res.Stored() && b.opts.LoseSendAnswer != nil && b.opts.LoseSendAnswer(req) {
+		return
+	}
 	code, remark := putCode(res, putSend)
 	resp := remoting.NewResponse(req, code, remark)
 	if res.Stored() {
 		// NB: written into the frame without a map (ExtWriter).
 		resp.ExtWriter = &protocol.SendMessageResponseHeader{MsgID: msgID, QueueID: queueID,
-			QueueOffset: res.QueueOffset, Region: defaultRegion, TraceOn: true}
+			QueueOffset: res.QueueOffset, Region: defaultRegion, TraceOn: true, Duplicates: int32(res.Duplicates)}
 	}
 	_ = w.WriteSoon(resp)
 }
@@ -439,7 +450,12 @@ func (b *Broker) sendBatch(ctx context.Context, w remoting.ResponseWriter, req *
 		for _, it := range items {
 			bytes += len(it.Body)
 		}
-		b.stats.recordPut(h.Topic, len(items), bytes)
+		qid := h.QueueID
+		if res.Duplicates > 0 {
+			qid = res.QueueID
+			bytes = 0 // NB: a partly repeated batch's stored bytes are not known here
+		}
+		b.stats.recordPut(h.Topic, len(items)-res.Duplicates, bytes)
 		ids := make([]byte, 0, len(res.Positions)*(message.OffsetMsgIDLenV6+1))
 		for i, p := range res.Positions {
 			if i > 0 {
@@ -447,14 +463,14 @@ func (b *Broker) sendBatch(ctx context.Context, w remoting.ResponseWriter, req *
 			}
 			ids = message.AppendOffsetMsgID(ids, b.storeHost, p)
 		}
-		b.answerPut(w, req, res, h.QueueID, string(ids))
+		b.answerPut(w, req, res, qid, string(ids))
 		b.metrics.send.Observe((monoNow() - start).Seconds())
 	}
 	if inline {
-		b.queueSend(w.Conn(), store.PutRequest{Batch: batch, Done: done}, len(req.Body))
+		b.queueSend(w.Conn(), store.PutRequest{Batch: batch, Dedup: true, Done: done}, len(req.Body))
 		return true
 	}
-	b.store.Submit([]store.PutRequest{{Batch: batch, Done: done}})
+	b.store.Submit([]store.PutRequest{{Batch: batch, Dedup: true, Done: done}})
 	return true
 }
 

@@ -362,6 +362,12 @@ type SendResult struct {
 	OffsetMsgID string
 	Queue       MessageQueue
 	QueueOffset int64 // for a batch, the first member's
+	// Duplicate says the broker had stored the message (every member of
+	// the batch) already, within its duplicate window: this send was a
+	// retry of one whose answer was lost, nothing was stored again, and
+	// the ids above are those of the copy stored first. Sluice brokers
+	// only (others never set it).
+	Duplicate bool
 }
 
 const (

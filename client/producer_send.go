@@ -305,7 +305,8 @@ func sendResult(resp *remoting.Command, q MessageQueue, o *outgoing) (SendResult
 		return SendResult{}, fmt.Errorf("client: bad send response header: %w", err)
 	}
 	res := SendResult{MsgID: strings.Join(o.ids, ","), OffsetMsgID: rh.MsgID, QueueOffset: rh.QueueOffset,
-		Queue: MessageQueue{Topic: o.topic, BrokerName: q.BrokerName, QueueID: int(rh.QueueID)}}
+		Queue:     MessageQueue{Topic: o.topic, BrokerName: q.BrokerName, QueueID: int(rh.QueueID)},
+		Duplicate: rh.Duplicates > 0 && int(rh.Duplicates) >= len(o.ids)}
 	switch resp.Code {
 	case protocol.FlushDiskTimeout:
 		res.Status = SendFlushDiskTimeout

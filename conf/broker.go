@@ -85,6 +85,8 @@ type Broker struct {
 	LongPoll LongPoll `mapstructure:"long_poll"`
 	// Filter configures the broker's message filters.
 	Filter Filter `mapstructure:"filter"`
+	// Dedup configures the duplicate window (exactly-once publishing).
+	Dedup Dedup `mapstructure:"dedup"`
 	// PullMaxMessages caps the messages one pull returns, whatever the
 	// client asks (RocketMQ's maxTransferCountOnMessageInMemory; 1..4096).
 	PullMaxMessages int32 `mapstructure:"pull_max_messages"`
@@ -243,6 +245,18 @@ type Filter struct {
 	PropertyEnabled bool `mapstructure:"property_enabled"`
 }
 
+// Dedup configures the duplicate window: a send whose UNIQ_KEY the broker
+// stored for the same topic within Window is answered with the first
+// copy's ids instead of being stored again.
+type Dedup struct {
+	// Window is how long a stored message's key is remembered (0..24h);
+	// 0 turns deduplication off.
+	Window time.Duration `mapstructure:"window"`
+	// MaxKeys bounds the keys remembered (1000..100000000); past it the
+	// oldest leave first, cutting the window short.
+	MaxKeys int `mapstructure:"max_keys"`
+}
+
 // DefaultBroker returns the single-node quickstart configuration: loopback
 // listen address, an embedded nameserver, a store under ./data. It is valid.
 func DefaultBroker() Broker {
@@ -282,6 +296,7 @@ func DefaultBroker() Broker {
 		Remoting:        defaultRemoting(),
 		LongPoll:        LongPoll{Enabled: true, MaxSuspend: 30 * time.Second, ShortPollWait: time.Second},
 		Filter:          Filter{PropertyEnabled: true},
+		Dedup:           Dedup{Window: 2 * time.Minute, MaxKeys: 2_000_000},
 		PullMaxMessages: 256,
 		GCPercent:       400,
 		EmbeddedNamesrv: DefaultNameserver(),

@@ -120,6 +120,8 @@ func TestLoadBroker_Env(t *testing.T) {
 		{"SLUICE_STORE_DISK_HIGH_WATERMARK", "0.5", func(b *Broker) { b.Store.DiskHighWatermark = 0.5 }},
 		{"SLUICE_LONG_POLL_ENABLED", "false", func(b *Broker) { b.LongPoll.Enabled = false }},
 		{"SLUICE_FILTER_PROPERTY_ENABLED", "false", func(b *Broker) { b.Filter.PropertyEnabled = false }},
+		{"SLUICE_DEDUP_WINDOW", "0s", func(b *Broker) { b.Dedup.Window = 0 }},
+		{"SLUICE_DEDUP_MAX_KEYS", "5000", func(b *Broker) { b.Dedup.MaxKeys = 5000 }},
 		{"SLUICE_PULL_MAX_MESSAGES", "64", func(b *Broker) { b.PullMaxMessages = 64 }},
 		{"SLUICE_GC_PERCENT", "200", func(b *Broker) { b.GCPercent = 200 }},
 		{"SLUICE_EMBEDDED_NAMESRV_REMOTING_MAX_FRAME_SIZE", "8388608", func(b *Broker) { b.EmbeddedNamesrv.Remoting.MaxFrameSize = 8 << 20 }},

@@ -205,6 +205,8 @@ func (b Broker) Validate() error {
 	}
 	c.durRange("long_poll.max_suspend", b.LongPoll.MaxSuspend, time.Millisecond, time.Hour)
 	c.durRange("long_poll.short_poll_wait", b.LongPoll.ShortPollWait, 0, time.Minute)
+	c.durRange("dedup.window", b.Dedup.Window, 0, 24*time.Hour)
+	c.intRange("dedup.max_keys", int64(b.Dedup.MaxKeys), 1000, 100_000_000)
 	c.intRange("pull_max_messages", int64(b.PullMaxMessages), 1, 4096)
 	c.intRange("gc_percent", int64(b.GCPercent), 25, 10000)
 	b.EmbeddedNamesrv.validate(&c, "embedded_namesrv.")

@@ -8,6 +8,8 @@
 #   scripts/bench-ab.sh BASE [HEAD]     # git revisions; HEAD defaults to the work tree
 #   N=50000 DURABLE_N=5000 ROUNDS=3 scripts/bench-ab.sh e426daf
 #   ROWS="durable" scripts/bench-ab.sh e426daf HEAD   # some rows only
+#   A_ENV=SLUICE_DEDUP_WINDOW=0s scripts/bench-ab.sh HEAD   # one build, a config change
+#                                 # (A_ENV, B_ENV: variables for that side's brokers)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -49,9 +51,11 @@ build b "$head"
 # start SIDE FLUSH: starts SIDE's broker on a fresh store, prints its
 # nameserver address.
 start() {
-	local dir
+	local dir sideEnv
 	dir=$(mktemp -d "$work/run.XXXX")
-	SLUICE_EMBEDDED_NAMESRV_LISTEN=127.0.0.1:0 SLUICE_STORE_SEGMENT_SIZE=$((256 << 20)) \
+	sideEnv=${1^^}_ENV
+	# shellcheck disable=SC2086 # NB: word splitting wanted: VAR=value ...
+	env ${!sideEnv:-} SLUICE_EMBEDDED_NAMESRV_LISTEN=127.0.0.1:0 SLUICE_STORE_SEGMENT_SIZE=$((256 << 20)) \
 		"$work/$1/mqbroker" --listen 127.0.0.1:0 --store-dir "$dir/store" --flush "$2" >"$dir/out" 2>"$dir/log" &
 	echo $! >>"$work/pids"
 	echo $! >"$dir/pid"

@@ -145,6 +145,9 @@ func (s *Store) dispatchRecord(at int64, rec []byte) error {
 			return err
 		}
 	}
+	if s.dedupFeed.Load() {
+		s.feedDedup(&di)
+	}
 	if !s.health.indexDegraded.Load() {
 		if err := s.indexRecord(at, &di); err != nil {
 			s.health.indexStop, s.health.indexFails = at, 1

@@ -32,6 +32,20 @@
 // from Put (async mode) or on the commitlog's durability signal (sync mode);
 // it never sleep-polls.
 //
+// # Duplicate window
+//
+// With Options.Dedup.Window set, the store remembers, per topic, the
+// UNIQ_KEY of every message a send stored in the last window (at most
+// MaxKeys, oldest first; dedup.go): a PutRequest with Dedup whose key (or
+// batch member's key) is there is answered PutOK with the first copy's
+// ids and Duplicates, and not appended. The put path looks keys up and
+// records them under putMu, before and after its appends (dedup_put.go),
+// so concurrent sends of one key store one copy. Open rebuilds the window
+// by scanning the log from the first record of the last window (found
+// through the consume queues); SetDedupFeed makes the dispatcher add every
+// record it indexes, for a store whose log is written by replication.
+// Internal puts (Put, PutBatch) are neither checked nor recorded.
+//
 // # Retention
 //
 // The store schedules retention; the commitlog only offers Retain and
@@ -69,6 +83,7 @@
 //     end of the log, before any Put is accepted: re-dispatching an entry
 //     that exists is verified and skipped.
 //  6. Build the queue offset table from the consume queues.
+//  7. Rebuild the duplicate window (when on) from the log's last window.
 //
 // A checkpoint records a dispatch position only after the index files it
 // covers were fsynced.

@@ -25,6 +25,12 @@ type PutResult struct {
 	StoreTimestamp int64
 	// Positions holds each record's commitlog offset, for batches.
 	Positions []int64
+	// QueueID is the queue of the (first) record.
+	QueueID int32
+	// Duplicates counts the messages (batch members) answered from the
+	// duplicate window instead of being stored: the ids above are then
+	// those of the copy stored first.
+	Duplicates int
 }
 
 // Stored reports whether the put's records are in the log: PutOK, or
@@ -54,6 +60,9 @@ type PutRequest struct {
 	// NoWait answers once the records are written to the OS, even in sync
 	// flush mode (RocketMQ's WAIT=false).
 	NoWait bool
+	// Dedup checks the message's (each batch member's) UNIQ_KEY against the
+	// duplicate window: a producer's send, never the broker's own re-puts.
+	Dedup bool
 	// Done receives the result, exactly once: during Submit when the put
 	// failed or needs no fsync (async flush mode, NoWait), else from the
 	// store's notifier once the records are on disk (PutFlushDiskTimeout
@@ -75,6 +84,7 @@ func (s *Store) Submit(reqs []PutRequest) {
 func (s *Store) submit(reqs []PutRequest, res []PutResult, sizes []sized) {
 	s.prepare(reqs, res, sizes)
 	s.putMu.Lock()
+	dedup := s.dedup != nil && s.dedupCheck(reqs, sizes)
 	appended := false
 	for i := 0; i < len(reqs); {
 		if sizes[i].n == 0 {
@@ -93,6 +103,9 @@ func (s *Store) submit(reqs []PutRequest, res []PutResult, sizes []sized) {
 		}
 		i = j
 	}
+	if dedup {
+		s.dedupRecord(reqs, res, sizes)
+	}
 	s.putMu.Unlock()
 	if appended {
 		s.kickDispatcher()
@@ -100,11 +113,14 @@ func (s *Store) submit(reqs []PutRequest, res []PutResult, sizes []sized) {
 	s.answer(reqs, res)
 }
 
-// sized is a request's encoded size: n bytes in all (0: refused), and
-// each item's for a batch.
+// sized is a request's encoded size: n bytes in all (0: refused or a
+// duplicate), and each item's for a batch; and its meeting with the
+// duplicate window (dd for a message, members for a batch with keys).
 type sized struct {
-	n     int
-	items []int
+	n       int
+	items   []int
+	dd      dedupState
+	members []dedupState
 }
 
 // prepare checks each request's limits and computes its size.
@@ -131,6 +147,8 @@ func (s *Store) prepare(reqs []PutRequest, res []PutResult, sizes []sized) {
 		}
 		if err != nil {
 			res[i] = PutResult{Status: PutMessageIllegal, Remark: err.Error()}
+		} else if r.Dedup && s.dedup != nil {
+			s.dedupPrepare(r, &sizes[i])
 		}
 	}
 }
@@ -173,7 +191,7 @@ func (s *Store) appendChunk(reqs []PutRequest, res []PutResult, sizes []sized, t
 		}
 		return false
 	}
-	now := time.Now().UnixMilli()
+	now := s.opts.Now().UnixMilli()
 	// NB: queue offsets advance as records are encoded; a failed append
 	// puts them back (see giveBack).
 	_, err := s.log.Append(total, func(at commitlog.Offset, dst []byte) error {
@@ -195,7 +213,7 @@ func (s *Store) appendChunk(reqs []PutRequest, res []PutResult, sizes []sized, t
 				if ctr != nil {
 					ctr.Store(qo + 1)
 				}
-				res[k] = PutResult{Status: PutOK, Pos: pos, Size: int32(n), QueueOffset: qo, StoreTimestamp: now}
+				res[k] = PutResult{Status: PutOK, Pos: pos, Size: int32(n), QueueOffset: qo, StoreTimestamp: now, QueueID: m.QueueID}
 				p += n
 				continue
 			}
@@ -215,7 +233,7 @@ func (s *Store) appendChunk(reqs []PutRequest, res []PutResult, sizes []sized, t
 				q += in
 			}
 			ctr.Store(qo + int64(len(b.Items)))
-			res[k] = PutResult{Status: PutOK, Pos: pos, Size: int32(n), QueueOffset: qo, StoreTimestamp: now, Positions: positions}
+			res[k] = PutResult{Status: PutOK, Pos: pos, Size: int32(n), QueueOffset: qo, StoreTimestamp: now, Positions: positions, QueueID: m.QueueID}
 			p += n
 		}
 		return nil

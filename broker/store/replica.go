@@ -62,6 +62,9 @@ func (s *Store) SetReplica(on bool) error {
 		s.putMu.Lock()
 		s.replica.Store(on)
 		s.putMu.Unlock()
+		// NB: a replica's duplicate window learns its keys from its
+		// dispatcher, ready for when it becomes master.
+		s.SetDedupFeed(on)
 		return nil
 	}
 	deadline := time.Now().Add(30 * time.Second)
@@ -79,6 +82,7 @@ func (s *Store) SetReplica(on bool) error {
 		return true
 	})
 	s.replica.Store(false)
+	s.SetDedupFeed(false) // NB: the dispatcher fed every replicated key; puts record their own
 	return nil
 }
 

@@ -60,6 +60,11 @@ type Options struct {
 	// tail its new master does not have.
 	Cut   bool
 	CutAt int64
+	// Dedup configures the duplicate window; off when Dedup.Window is 0.
+	Dedup DedupOptions
+	// Now is the clock of store timestamps and of the duplicate window
+	// (tests). Default time.Now.
+	Now func() time.Time
 	// DiskCheckInterval is how often the disk loop measures disk use
 	// (watermarks, refusal, reserve; see disk.go). Default 1s.
 	DiskCheckInterval time.Duration
@@ -83,6 +88,10 @@ type Store struct {
 	putMu     sync.Mutex
 	queueNext queueNexts // topic → queue id → next queue offset
 	putClosed bool
+	// dedup is the duplicate window (nil: off); see dedup.go. dedupFeed
+	// says the dispatcher feeds it (see SetDedupFeed).
+	dedup     *dedupWindow
+	dedupFeed atomic.Bool
 
 	replicaState
 	dispatched atomic.Int64 // every record below is indexed
@@ -123,6 +132,9 @@ func Open(cfg conf.Store, opts Options) (*Store, error) {
 	if opts.CheckpointInterval <= 0 {
 		opts.CheckpointInterval = time.Second
 	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
 	if opts.DiskCheckInterval <= 0 {
 		opts.DiskCheckInterval = time.Second
 	}
@@ -140,6 +152,7 @@ func Open(cfg conf.Store, opts Options) (*Store, error) {
 		kick:      make(chan struct{}, 1),
 		waitKick:  make(chan struct{}, 1),
 		quit:      make(chan struct{}),
+		dedup:     newDedupWindow(opts.Dedup, opts.Now),
 	}
 	s.disk.used.Store(math.Float64bits(-1))
 	if err := s.open(); err != nil {
@@ -211,6 +224,11 @@ func (s *Store) open() error {
 		s.queueNext.counter(topic, id).Store(q.Next())
 		return true
 	})
+	if s.dedup != nil {
+		if err := s.rebuildDedup(); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

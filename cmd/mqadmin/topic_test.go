@@ -143,6 +143,8 @@ func TestCluster_ListAndBrokerStatus(t *testing.T) {
 	require.Equal(t, []string{"brokerName:", "broker-a"}, findRow(t, out, "brokerName:"))
 	require.Equal(t, []string{"putMessageTotal:", "1"}, findRow(t, out, "putMessageTotal:"))
 	require.Equal(t, []string{"keyIndexDegraded:", "false"}, findRow(t, out, "keyIndexDegraded:"))
+	require.Equal(t, []string{"dedupWindow:", "2m0s"}, findRow(t, out, "dedupWindow:"), "the duplicate window's state")
+	require.Equal(t, []string{"dedupKeys:", "0"}, findRow(t, out, "dedupKeys:"), "the one message sent has no UNIQ_KEY")
 	var kv map[string]string
 	c.okJSON(t, &kv, "brokerStatus", "-b", c.broker)
 	require.Equal(t, "DefaultCluster", kv["clusterName"])

@@ -38,7 +38,7 @@ func headerCases() []headerCase {
 			[]string{"a", "b", "c", "d", "e", "f", "g", "h"}},
 		{"SendMessageResponseHeader", &SendMessageResponseHeader{
 			MsgID: "7F000001000051AF0000000000000000", QueueID: 1, QueueOffset: 9,
-			TransactionID: "tx", Region: "DefaultRegion", TraceOn: true,
+			TransactionID: "tx", Region: "DefaultRegion", TraceOn: true, Duplicates: 2,
 		}, func() ExtHeader { return new(SendMessageResponseHeader) },
 			[]string{"msgId", "queueId", "queueOffset"}},
 		{"PullMessageRequestHeader", &PullMessageRequestHeader{
@@ -346,6 +346,7 @@ func TestExtWriter(t *testing.T) {
 		&SendMessageRequestHeaderV2{MaxReconsumeTimes: &maxRe, BrokerName: "b", ReconsumeTimes: 3},
 		&SendMessageResponseHeader{MsgID: "m", QueueID: 2, QueueOffset: 1 << 40},
 		&SendMessageResponseHeader{MsgID: "m", TransactionID: "tx", Region: "r", TraceOn: true},
+		&SendMessageResponseHeader{MsgID: "m", Duplicates: 1},
 	} {
 		var c countingEncoder
 		w.WriteExt(&c)

@@ -195,6 +195,10 @@ type SendMessageResponseHeader struct {
 	TransactionID string // transactionId, optional
 	Region        string // MSG_REGION, optional ("DefaultRegion")
 	TraceOn       bool   // TRACE_ON, optional
+	// Duplicates (Sluice's "duplicates", optional) counts the messages of
+	// the send the broker had stored already (its duplicate window): the
+	// ids above are the first copy's. Other clients ignore the field.
+	Duplicates int32
 }
 
 // ToExt implements ExtHeader.
@@ -207,6 +211,9 @@ func (h *SendMessageResponseHeader) ExtLen() int {
 		n++
 	}
 	if h.Region != "" {
+		n++
+	}
+	if h.Duplicates != 0 {
 		n++
 	}
 	return n
@@ -224,6 +231,9 @@ func (h *SendMessageResponseHeader) WriteExt(e ExtEncoder) {
 		e.Str("MSG_REGION", h.Region)
 	}
 	e.Str("TRACE_ON", btoa(h.TraceOn))
+	if h.Duplicates != 0 {
+		e.Int("duplicates", int64(h.Duplicates))
+	}
 }
 
 // FromExt implements ExtHeader.
@@ -248,6 +258,7 @@ func (h *SendMessageResponseHeader) read(r *extReader) error {
 		TransactionID: r.optStr("transactionId"),
 		Region:        r.optStr("MSG_REGION"),
 		TraceOn:       r.optBool("TRACE_ON"),
+		Duplicates:    r.optInt32("duplicates"),
 	}
 	return r.err
 }

@@ -1,0 +1,94 @@
+package store
+
+import (
+	"fmt"
+	"net/netip"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/internal/message"
+	"github.com/sluicemq/sluice/internal/testutil"
+)
+
+// BenchmarkSubmitDedup: bursts of 32 1 KiB sends (the broker's inline
+// path), each with its own UNIQ_KEY, with the duplicate window off, on (a
+// master), and on with the dispatcher's feed too (a slave's cost, had it
+// the put path's); indexed throughput (the dispatcher keeps up). The
+// window is in its steady state: full (max_keys 50,000, filled before the
+// timer), each key stored pushes the oldest out. Read the ratios to off,
+// of cpu-ns/msg above all (the process's CPU time per message).
+//
+//	go test -run='^$' -bench=SubmitDedup -benchtime=200000x ./broker/store/
+func BenchmarkSubmitDedup(b *testing.B) {
+	for _, v := range []struct {
+		name   string
+		window time.Duration
+		feed   bool
+	}{{"off", 0, false}, {"on", 2 * time.Minute, false}, {"on+feed", 2 * time.Minute, true}} {
+		b.Run(v.name, func(b *testing.B) {
+			c := testConf(b.TempDir())
+			c.SegmentSize = 1 << 30
+			c.ConsumeQueueEntries = 300000
+			o := benchConf(b)
+			o.Dedup = DedupOptions{Window: v.window, MaxKeys: 50_000}
+			s := mustOpen(b, c, o)
+			defer s.Close()
+			s.SetDedupFeed(v.feed)
+			const burst = 32
+			body := make([]byte, 1024-91-16-48)
+			msgs := make([]message.Message, burst)
+			reqs := make([]PutRequest, burst)
+			done := func(r PutResult) {
+				if r.Status != PutOK || r.Duplicates != 0 {
+					b.Fatal(r.Status, r.Remark, r.Duplicates)
+				}
+			}
+			id := message.NewUniqIDGenerator(netip.MustParseAddr("127.0.0.1"), 1)
+			submit := func() {
+				for k := range reqs {
+					msgs[k] = message.Message{Topic: "bench", QueueID: int32(k % 8), BornHost: bornHost, Body: body,
+						Properties: message.PropUniqKey + "\x01" + id.Next() + "\x02"}
+					reqs[k] = PutRequest{Msg: &msgs[k], Dedup: true, Done: done}
+				}
+				s.Submit(reqs)
+			}
+			for range 60_000 / burst {
+				submit()
+			}
+			waitDispatched(b, s)
+			b.SetBytes(1024)
+			b.ReportAllocs()
+			b.ResetTimer()
+			start, cpu0 := time.Now(), testutil.ProcessCPU()
+			for i := 0; i < b.N; i += burst {
+				submit()
+			}
+			waitDispatched(b, s)
+			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "indexed-msgs/s")
+			b.ReportMetric(float64(testutil.ProcessCPU()-cpu0)/float64(b.N), "cpu-ns/msg")
+		})
+	}
+}
+
+// BenchmarkDedupWindowMemory reports the heap the window holds per key it
+// remembers (1,000,000 keys, live).
+func BenchmarkDedupWindowMemory(b *testing.B) {
+	const keys = 1_000_000
+	for range b.N {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		w := newDedupWindow(DedupOptions{Window: time.Hour, MaxKeys: keys}, time.Now)
+		now := w.nowMs()
+		w.mu.Lock()
+		for i := range keys {
+			w.insertLocked(dedupEntry{key: dedupKeyOf("topic", fmt.Sprint(i)), pos: int64(i), ts: now}, now)
+		}
+		w.mu.Unlock()
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/keys, "bytes/key")
+		runtime.KeepAlive(w)
+	}
+}

@@ -1,0 +1,452 @@
+package store
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/conf"
+	"github.com/sluicemq/sluice/internal/message"
+	"github.com/stretchr/testify/require"
+)
+
+// dedupClock is the window's clock in tests: real time plus a shift.
+type dedupClock struct{ shift atomic.Int64 }
+
+func (c *dedupClock) now() time.Time          { return time.Now().Add(time.Duration(c.shift.Load())) }
+func (c *dedupClock) advance(d time.Duration) { c.shift.Add(int64(d)) }
+
+func dedupOpts(window time.Duration, maxKeys int, clock *dedupClock) Options {
+	o := testOpts()
+	o.Dedup = DedupOptions{Window: window, MaxKeys: maxKeys}
+	if clock != nil {
+		o.Now = clock.now
+	}
+	return o
+}
+
+// send stores m as a producer's send (Dedup) and waits for the answer.
+func send(t testing.TB, s *Store, m *message.Message) PutResult {
+	t.Helper()
+	r := s.putWait(t.Context(), PutRequest{Msg: m, Dedup: true})
+	require.Equal(t, PutOK, r.Status, r.Remark)
+	return r
+}
+
+func sendBatch(t testing.TB, s *Store, topic string, qid int32, keys ...string) PutResult {
+	t.Helper()
+	b := &Batch{Template: message.Message{Topic: topic, QueueID: qid, BornHost: bornHost}}
+	for _, k := range keys {
+		b.Items = append(b.Items, message.BatchItem{Body: []byte("b-" + k),
+			Properties: string(message.AppendProperties(nil, map[string]string{message.PropUniqKey: k}))})
+	}
+	r := s.putWait(t.Context(), PutRequest{Batch: b, Dedup: true})
+	require.Equal(t, PutOK, r.Status, r.Remark)
+	return r
+}
+
+func keyed(topic string, qid int32, body, key string) *message.Message {
+	return msg(topic, qid, body, message.PropUniqKey, key)
+}
+
+// queueBodies returns every message body of a queue, waiting for the
+// dispatcher first.
+func queueBodies(t testing.TB, s *Store, topic string, qid int32) []string {
+	t.Helper()
+	waitDispatched(t, s)
+	return bodies(t, get(t, s, topic, qid, 0, 1000).Body)
+}
+
+func TestDedup_ResendAnsweredWithFirstIDs(t *testing.T) {
+	s := mustOpen(t, testConf(t.TempDir()), dedupOpts(time.Minute, 0, nil))
+	defer s.Close()
+	first := send(t, s, keyed("t", 1, "a", "K1"))
+	require.Zero(t, first.Duplicates)
+	again := send(t, s, keyed("t", 2, "a-retry", "K1")) // NB: a retry may pick another queue
+	require.Equal(t, 1, again.Duplicates)
+	require.Equal(t, first.Pos, again.Pos)
+	require.Equal(t, first.QueueOffset, again.QueueOffset)
+	require.Equal(t, int32(1), again.QueueID, "the queue of the stored copy")
+	// Another topic, another key, no key: stored.
+	require.Zero(t, send(t, s, keyed("u", 1, "u", "K1")).Duplicates)
+	require.Zero(t, send(t, s, keyed("t", 1, "b", "K2")).Duplicates)
+	require.Zero(t, send(t, s, msg("t", 1, "c")).Duplicates)
+	require.Zero(t, send(t, s, msg("t", 1, "c")).Duplicates)
+	require.Equal(t, []string{"a", "b", "c", "c"}, queueBodies(t, s, "t", 1))
+	require.Empty(t, queueBodies(t, s, "t", 2))
+	st := s.DedupStatus()
+	require.True(t, st.Enabled)
+	require.Equal(t, int64(1), st.Hits)
+	require.Equal(t, int64(3), st.Misses)
+	require.Equal(t, int64(3), st.Keys)
+	require.NotZero(t, st.Oldest)
+}
+
+// TestDedup_ConcurrentSendsOfOneKey: sends of one key racing from many
+// goroutines (and several in one Submit) store one copy, and every answer
+// names it.
+func TestDedup_ConcurrentSendsOfOneKey(t *testing.T) {
+	s := mustOpen(t, testConf(t.TempDir()), dedupOpts(time.Minute, 0, nil))
+	defer s.Close()
+	const senders, keys = 8, 50
+	var mu sync.Mutex
+	pos := map[string]map[int64]int{}
+	var wg sync.WaitGroup
+	for g := range senders {
+		wg.Go(func() {
+			for k := range keys {
+				key := "K" + string(rune('A'+k%26)) + string(rune('a'+k/26))
+				reqs := make([]PutRequest, 2)
+				res := make([]PutResult, 2)
+				for i := range reqs {
+					reqs[i] = PutRequest{Msg: keyed("t", int32(g%2), key, key), Dedup: true,
+						Done: func(r PutResult) { res[i] = r }}
+				}
+				s.Submit(reqs) // NB: async flush: answered during Submit
+				mu.Lock()
+				for _, r := range res {
+					require.Equal(t, PutOK, r.Status)
+					if pos[key] == nil {
+						pos[key] = map[int64]int{}
+					}
+					pos[key][r.Pos]++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	stored := append(queueBodies(t, s, "t", 0), queueBodies(t, s, "t", 1)...)
+	require.Len(t, stored, keys, "one copy per key")
+	for key, byPos := range pos {
+		require.Len(t, byPos, 1, "every answer of %s names one record", key)
+	}
+	st := s.DedupStatus()
+	require.Equal(t, int64(keys), st.Misses)
+	require.Equal(t, int64(senders*2*keys-keys), st.Hits)
+}
+
+func TestDedup_Batch(t *testing.T) {
+	s := mustOpen(t, testConf(t.TempDir()), dedupOpts(time.Minute, 0, nil))
+	defer s.Close()
+	first := sendBatch(t, s, "t", 0, "B1", "B2", "B3")
+	require.Zero(t, first.Duplicates)
+	// All members repeated: nothing stored, the first ids.
+	again := sendBatch(t, s, "t", 0, "B1", "B2", "B3")
+	require.Equal(t, 3, again.Duplicates)
+	require.Equal(t, first.Positions, again.Positions)
+	require.Equal(t, first.QueueOffset, again.QueueOffset)
+	// Some repeated, one new, one repeated within the batch.
+	mixed := sendBatch(t, s, "t", 0, "B2", "B4", "B4", "B1")
+	require.Equal(t, 3, mixed.Duplicates)
+	require.Len(t, mixed.Positions, 4)
+	require.Equal(t, first.Positions[1], mixed.Positions[0])
+	require.Equal(t, mixed.Positions[1], mixed.Positions[2])
+	require.Equal(t, first.Positions[0], mixed.Positions[3])
+	require.Equal(t, first.QueueOffset+1, mixed.QueueOffset, "B2's queue offset")
+	// A single send repeating a batch member, and a batch member repeating
+	// a single send.
+	one := send(t, s, keyed("t", 0, "x", "B4"))
+	require.Equal(t, 1, one.Duplicates)
+	require.Equal(t, mixed.Positions[1], one.Pos)
+	single := send(t, s, keyed("t", 0, "s", "S1"))
+	b := sendBatch(t, s, "t", 0, "S1", "B5")
+	require.Equal(t, 1, b.Duplicates)
+	require.Equal(t, single.Pos, b.Positions[0])
+	require.Equal(t, []string{"b-B1", "b-B2", "b-B3", "b-B4", "s", "b-B5"}, queueBodies(t, s, "t", 0))
+}
+
+// TestDedup_NotForInternalPuts: the broker's own puts (Put, PutBatch: delay
+// moves, commits, send-backs) are never deduplicated, and sends to retry
+// and dead-letter topics neither; they do not hide a later send either.
+func TestDedup_NotForInternalPuts(t *testing.T) {
+	s := mustOpen(t, testConf(t.TempDir()), dedupOpts(time.Minute, 0, nil))
+	defer s.Close()
+	send(t, s, keyed("t", 0, "sent", "K"))
+	mustPut(t, s, keyed("t", 0, "moved", "K"))
+	mustPut(t, s, keyed("t", 0, "moved again", "K"))
+	for _, topic := range []string{"%RETRY%g", "%DLQ%g"} {
+		require.Zero(t, send(t, s, keyed(topic, 0, "retry 1", "K")).Duplicates)
+		require.Zero(t, send(t, s, keyed(topic, 0, "retry 2", "K")).Duplicates)
+		require.Equal(t, []string{"retry 1", "retry 2"}, queueBodies(t, s, topic, 0))
+	}
+	require.Zero(t, send(t, s, keyed("t", 0, "internal first", "K2")).Duplicates)
+	require.Equal(t, []string{"sent", "moved", "moved again", "internal first"}, queueBodies(t, s, "t", 0))
+	// A commit (a transactional record) does not feed the window.
+	c := keyed("t", 0, "commit", "K3")
+	c.SysFlag = message.TxCommit
+	mustPut(t, s, c)
+	waitDispatched(t, s)
+	require.Zero(t, send(t, s, keyed("t", 0, "after commit", "K3")).Duplicates)
+}
+
+func TestDedup_OlderThanWindowStoredAgain(t *testing.T) {
+	clock := &dedupClock{}
+	s := mustOpen(t, testConf(t.TempDir()), dedupOpts(time.Minute, 0, clock))
+	defer s.Close()
+	send(t, s, keyed("t", 0, "a", "K"))
+	clock.advance(59 * time.Second)
+	require.Equal(t, 1, send(t, s, keyed("t", 0, "a", "K")).Duplicates)
+	clock.advance(2 * time.Second)
+	require.Zero(t, send(t, s, keyed("t", 0, "a2", "K")).Duplicates, "older than the window")
+	require.Equal(t, 1, send(t, s, keyed("t", 0, "a3", "K")).Duplicates, "the new copy is remembered")
+	require.Equal(t, []string{"a", "a2"}, queueBodies(t, s, "t", 0))
+	require.Equal(t, int64(1), s.DedupStatus().Keys)
+}
+
+// TestDedup_BoundEvictsOldestFirst: past max keys the oldest key leaves
+// first, and the cut is counted.
+func TestDedup_BoundEvictsOldestFirst(t *testing.T) {
+	s := mustOpen(t, testConf(t.TempDir()), dedupOpts(time.Minute, 3, nil))
+	defer s.Close()
+	for _, k := range []string{"K1", "K2", "K3", "K4"} {
+		send(t, s, keyed("t", 0, k, k))
+	}
+	st := s.DedupStatus()
+	require.Equal(t, int64(3), st.Keys)
+	require.Equal(t, int64(1), st.Cut)
+	for _, k := range []string{"K2", "K3", "K4"} {
+		require.Equal(t, 1, send(t, s, keyed("t", 0, k, k)).Duplicates, k)
+	}
+	require.Zero(t, send(t, s, keyed("t", 0, "K1", "K1")).Duplicates, "K1 was evicted")
+	require.Equal(t, int64(2), s.DedupStatus().Cut, "K1 again pushed K2 out")
+}
+
+// TestDedup_RestartRebuildsWindow: a reopened store recognises the keys
+// stored in the last window before it closed (or crashed), and only those.
+func TestDedup_RestartRebuildsWindow(t *testing.T) {
+	for _, crash := range []bool{false, true} {
+		t.Run(map[bool]string{false: "close", true: "crash"}[crash], func(t *testing.T) {
+			dir := t.TempDir()
+			clock := &dedupClock{}
+			s := mustOpen(t, testConf(dir), dedupOpts(time.Minute, 0, clock))
+			old := send(t, s, keyed("t", 0, "old", "OLD"))
+			clock.advance(30 * time.Second)
+			var recent []PutResult
+			for i, k := range []string{"R1", "R2"} {
+				recent = append(recent, send(t, s, keyed("t", int32(i), k, k)))
+			}
+			b := sendBatch(t, s, "t", 1, "B1", "B2")
+			clock.advance(31 * time.Second) // NB: OLD is now 61 s old
+			if crash {
+				// NB: a copy of the open store: no clean close, the
+				// checkpoints where the last save left them.
+				waitDispatched(t, s)
+				crashed := t.TempDir()
+				require.NoError(t, os.CopyFS(crashed, os.DirFS(dir)))
+				require.NoError(t, s.Close())
+				dir = crashed
+			} else {
+				require.NoError(t, s.Close())
+			}
+
+			s = mustOpen(t, testConf(dir), dedupOpts(time.Minute, 0, clock))
+			defer s.Close()
+			require.Equal(t, int64(4), s.DedupStatus().Keys)
+			for i, k := range []string{"R1", "R2"} {
+				r := send(t, s, keyed("t", 0, k+"-retry", k))
+				require.Equal(t, 1, r.Duplicates, k)
+				require.Equal(t, recent[i].Pos, r.Pos)
+				require.Equal(t, int32(i), r.QueueID)
+			}
+			rb := sendBatch(t, s, "t", 1, "B1", "B2")
+			require.Equal(t, b.Positions, rb.Positions)
+			r := send(t, s, keyed("t", 0, "old-retry", "OLD"))
+			require.Zero(t, r.Duplicates, "older than the window")
+			require.NotEqual(t, old.Pos, r.Pos)
+			require.Equal(t, []string{"old", "R1", "old-retry"}, queueBodies(t, s, "t", 0))
+		})
+	}
+}
+
+// TestDedup_FailedPutForgetsKey: a send the log refused leaves no key
+// behind; its retry is stored.
+func TestDedup_FailedPutForgetsKey(t *testing.T) {
+	d := &diskFault{under: "commitlog"}
+	o := dedupOpts(time.Minute, 0, nil)
+	o.OpenFile = d.open
+	s := mustOpen(t, testConf(t.TempDir()), o)
+	defer s.Close()
+	send(t, s, keyed("t", 0, "before", "K0"))
+	d.failNext.Store(1)
+	r := s.putWait(t.Context(), PutRequest{Msg: keyed("t", 0, "failed", "K1"), Dedup: true})
+	require.Equal(t, PutServiceNotAvailable, r.Status)
+	require.Eventually(t, func() bool {
+		r = s.putWait(t.Context(), PutRequest{Msg: keyed("t", 0, "retried", "K1"), Dedup: true})
+		return r.Status == PutOK
+	}, 5*time.Second, 10*time.Millisecond)
+	require.Zero(t, r.Duplicates)
+	require.Equal(t, []string{"before", "retried"}, queueBodies(t, s, "t", 0))
+}
+
+// TestDedup_Off: with no window every send is stored.
+func TestDedup_Off(t *testing.T) {
+	s := mustOpen(t, testConf(t.TempDir()), dedupOpts(0, 0, nil))
+	defer s.Close()
+	send(t, s, keyed("t", 0, "a", "K"))
+	require.Zero(t, send(t, s, keyed("t", 0, "a", "K")).Duplicates)
+	require.Equal(t, []string{"a", "a"}, queueBodies(t, s, "t", 0))
+	require.False(t, s.DedupStatus().Enabled)
+}
+
+func TestDedupKey_BytesEqualsString(t *testing.T) {
+	require.Equal(t, dedupKeyOf("topic", "key"), dedupKeyOfBytes([]byte("topic"), []byte("key")))
+	require.NotEqual(t, dedupKeyOf("topic", "key"), dedupKeyOf("topi", "ckey"))
+}
+
+// TestDedup_DispatcherFeed: with the dispatcher's feed on (a slave, whose
+// log is not written by its put path), every indexed record a send would
+// have stored enters the window, so a resend after the slave becomes
+// master is recognised; retry topics and commits do not enter it.
+func TestDedup_DispatcherFeed(t *testing.T) {
+	s := mustOpen(t, testConf(t.TempDir()), dedupOpts(time.Minute, 0, nil))
+	defer s.Close()
+	s.SetDedupFeed(true)
+	replicated := mustPut(t, s, keyed("t", 3, "replicated", "R"))
+	mustPut(t, s, keyed("%RETRY%g", 0, "retry", "Q"))
+	c := keyed("t", 0, "commit", "C")
+	c.SysFlag = message.TxCommit
+	mustPut(t, s, c)
+	waitDispatched(t, s)
+	r := send(t, s, keyed("t", 0, "resent", "R"))
+	require.Equal(t, 1, r.Duplicates)
+	require.Equal(t, replicated.Pos, r.Pos)
+	require.Equal(t, int32(3), r.QueueID)
+	require.Zero(t, send(t, s, keyed("%RETRY%g", 0, "retry", "Q")).Duplicates)
+	require.Zero(t, send(t, s, keyed("t", 0, "after commit", "C")).Duplicates)
+}
+
+// TestDedupWindow_TableInvariants drives the window's table with random
+// inserts, failed puts, expiry and the bound, and checks after each step
+// that every live entry is found at its own ring index, that dead ones are
+// not, and that the slots count the live entries.
+func TestDedupWindow_TableInvariants(t *testing.T) {
+	now := int64(1_000_000)
+	w := newDedupWindow(DedupOptions{Window: time.Second, MaxKeys: 300}, func() time.Time { return time.UnixMilli(now) })
+	r := rand.New(rand.NewPCG(1, 2))
+	var pending []struct {
+		k   dedupKey
+		seq uint64
+	}
+	for step := range 1500 {
+		k := dedupKeyOf("t", fmt.Sprint(r.IntN(500)))
+		w.mu.Lock()
+		switch op := r.IntN(10); {
+		case op < 6:
+			if _, ok := w.lookupLocked(k, now); !ok {
+				w.insertLocked(dedupEntry{key: k, pos: int64(step), ts: now}, now)
+			}
+		case op < 8:
+			if _, ok := w.lookupLocked(k, now); !ok {
+				seq := w.insertLocked(dedupEntry{key: k, pos: pendingPos, ts: now}, now)
+				pending = append(pending, struct {
+					k   dedupKey
+					seq uint64
+				}{k, seq})
+			}
+		case op < 9 && len(pending) > 0:
+			p := pending[len(pending)-1]
+			pending = pending[:len(pending)-1]
+			if r.IntN(2) == 0 {
+				w.removeLocked(p.k, p.seq)
+			} else {
+				w.fillLocked(p.seq, int64(step), 0, now, 1, 0)
+			}
+		default:
+			now += int64(r.IntN(300))
+		}
+		live, used := 0, 0
+		for i := range w.n {
+			ri := int((w.head + uint64(i)) % uint64(len(w.ring)))
+			if e := w.ring[ri]; e.key != (dedupKey{}) {
+				live++
+				si := w.find(e.key)
+				require.GreaterOrEqual(t, si, 0, "step %d: a live entry is found", step)
+				require.Equal(t, uint64(ri+1), w.slots[si]&0xFFFFFFFF, "step %d", step)
+			}
+		}
+		for _, sl := range w.slots {
+			if sl != 0 {
+				used++
+			}
+		}
+		require.Equal(t, w.live, live, "step %d", step)
+		require.Equal(t, live, used, "step %d", step)
+		require.LessOrEqual(t, w.n, 300)
+		w.mu.Unlock()
+	}
+	require.Equal(t, -1, w.find(dedupKeyOf("t", "never")))
+}
+
+// TestDedup_RepeatsWithinOneSubmit: a burst (one Submit) in which a message
+// and a batch repeat members of a batch before them, itself a partial
+// duplicate: each is answered with the first batch's ids, whatever order
+// the answers are completed in.
+func TestDedup_RepeatsWithinOneSubmit(t *testing.T) {
+	s := mustOpen(t, testConf(t.TempDir()), dedupOpts(time.Minute, 0, nil))
+	defer s.Close()
+	batch := func(keys ...string) *Batch {
+		b := &Batch{Template: message.Message{Topic: "t", QueueID: 0, BornHost: bornHost}}
+		for _, k := range keys {
+			b.Items = append(b.Items, message.BatchItem{Body: []byte("b-" + k),
+				Properties: string(message.AppendProperties(nil, map[string]string{message.PropUniqKey: k}))})
+		}
+		return b
+	}
+	x0 := send(t, s, keyed("t", 0, "x0", "X0"))
+	res := make([]PutResult, 3)
+	reqs := []PutRequest{
+		{Batch: batch("X0", "X1", "X2"), Dedup: true, Done: func(r PutResult) { res[0] = r }},
+		{Msg: keyed("t", 0, "m-X2", "X2"), Dedup: true, Done: func(r PutResult) { res[1] = r }},
+		{Batch: batch("X2", "X3"), Dedup: true, Done: func(r PutResult) { res[2] = r }},
+	}
+	s.Submit(reqs)
+	for _, r := range res {
+		require.Equal(t, PutOK, r.Status, r.Remark)
+	}
+	require.Equal(t, 1, res[0].Duplicates)
+	require.Len(t, res[0].Positions, 3)
+	require.Equal(t, x0.Pos, res[0].Positions[0])
+	require.Equal(t, 1, res[1].Duplicates)
+	require.Equal(t, res[0].Positions[2], res[1].Pos, "X2's position")
+	require.Equal(t, x0.QueueOffset+2, res[1].QueueOffset, "X2's queue offset")
+	require.Equal(t, 1, res[2].Duplicates)
+	require.Equal(t, res[0].Positions[2], res[2].Positions[0])
+	require.Equal(t, x0.QueueOffset+2, res[2].QueueOffset, "X2's queue offset")
+	require.Equal(t, []string{"x0", "b-X1", "b-X2", "b-X3"}, queueBodies(t, s, "t", 0))
+}
+
+// TestDedup_SyncFlush: in sync flush mode a duplicate is answered like its
+// original, once the original is on disk (the answer waits for the end of
+// the stored record): resends in one burst and after.
+func TestDedup_SyncFlush(t *testing.T) {
+	c := testConf(t.TempDir())
+	c.Flush = conf.FlushSync
+	s := mustOpen(t, c, dedupOpts(time.Minute, 0, nil))
+	defer s.Close()
+	res := make([]PutResult, 3)
+	durableAt := make([]int64, 3) // the durable end when each was answered
+	done := make(chan int, 3)
+	var reqs []PutRequest
+	for i := range res {
+		reqs = append(reqs, PutRequest{Msg: keyed("t", 0, "m", "K"), Dedup: true,
+			Done: func(r PutResult) { res[i], durableAt[i] = r, int64(s.Log().Durable()); done <- i }})
+	}
+	s.Submit(reqs)
+	for range res {
+		<-done
+	}
+	for i, r := range res {
+		require.Equal(t, PutOK, r.Status, r.Remark)
+		require.Equal(t, min(i, 1), r.Duplicates)
+		require.Equal(t, res[0].Pos, r.Pos)
+		require.LessOrEqual(t, res[0].Pos+int64(res[0].Size), durableAt[i], "answered once the stored copy is on disk")
+	}
+	again := send(t, s, keyed("t", 0, "m", "K"))
+	require.Equal(t, 1, again.Duplicates)
+	require.Equal(t, []string{"m"}, queueBodies(t, s, "t", 0))
+}
