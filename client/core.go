@@ -200,6 +200,13 @@ func (c *core) routeChanged(topic string) {
 	}
 }
 
+// After a failed send or connection, routes are refreshed every
+// failRefresh for failRefreshFor.
+const (
+	failRefresh    = 500 * time.Millisecond
+	failRefreshFor = 10 * time.Second
+)
+
 // routeLoop refreshes every cached route on a timer and on a kick, and
 // the routes of the topics consumers subscribe to on a faster timer.
 func (c *core) routeLoop() {
@@ -207,6 +214,12 @@ func (c *core) routeLoop() {
 	defer t.Stop()
 	sub := time.NewTicker(c.cfg.subRefresh)
 	defer sub.Stop()
+	// NB: after a failure, routes are refreshed every failRefresh for a
+	// while: a replacement master registers some seconds after its
+	// predecessor stopped answering (a controller's timeout).
+	fast := time.NewTicker(failRefresh)
+	defer fast.Stop()
+	var fastUntil time.Time
 	for {
 		all := true
 		select {
@@ -214,6 +227,11 @@ func (c *core) routeLoop() {
 			return
 		case <-t.C:
 		case <-c.routeKick:
+			fastUntil = time.Now().Add(failRefreshFor)
+		case now := <-fast.C:
+			if now.After(fastUntil) {
+				continue
+			}
 		case <-sub.C:
 			all = false
 		}
