@@ -128,6 +128,49 @@ func BenchmarkReplication_Durable(b *testing.B) {
 	}
 }
 
+// BenchmarkReplication_Controller3: durable produce (flush sync, 128
+// senders) to a controller-mode group of three, each send acknowledged
+// once the SyncStateSet's three replicas have it, against one broker.
+func BenchmarkReplication_Controller3(b *testing.B) {
+	b.Run("single", func(b *testing.B) {
+		master, _ := benchGroup(b, "", conf.FlushSync)
+		sendParallel(b, master.Addr(), 8, 1000, nil)
+		b.ResetTimer()
+		b.ReportMetric(sendParallel(b, master.Addr(), 128, b.N, nil), "sends/s")
+	})
+	b.Run("replicas=3", func(b *testing.B) {
+		ns, ctl := benchNamesrv(b), startController(b)
+		var bs []*Broker
+		for range 3 {
+			c := ctlConfig(b.TempDir(), ns, ctl.Addr())
+			c.Store.SegmentSize, c.Store.SendQueueSize, c.Store.Flush = 1<<30, 100000, conf.FlushSync
+			br, err := New(c, Options{Logger: quiet()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := br.Start(); err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { br.Close() })
+			bs = append(bs, br)
+		}
+		var m *Broker
+		for deadline := time.Now().Add(30 * time.Second); m == nil; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				b.Fatal("no master with three in-sync replicas")
+			}
+			for _, br := range bs {
+				if ss := br.ctl.syncSet.Load(); roleOf(br) == roleMaster && ss != nil && len(ss.ids) == 3 {
+					m = br
+				}
+			}
+		}
+		sendParallel(b, m.Addr(), 8, 1000, nil)
+		b.ResetTimer()
+		b.ReportMetric(sendParallel(b, m.Addr(), 128, b.N, nil), "sends/s")
+	})
+}
+
 func BenchmarkReplication_AsyncLag(b *testing.B) {
 	master, slave := benchGroup(b, conf.RoleAsyncMaster, conf.FlushAsync)
 	sendParallel(b, master.Addr(), 8, 1000, nil)

@@ -19,7 +19,7 @@ import (
 )
 
 // startController runs a one-node controller with a short master timeout.
-func startController(t *testing.T) *controller.Standalone {
+func startController(t testing.TB) *controller.Standalone {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)

@@ -48,6 +48,7 @@ var clusterColumns = []struct{ header, key string }{
 	{"CommitLog Min", "commitLogMinOffset"},
 	{"CommitLog Max", "commitLogMaxOffset"},
 	{"Busy", "sendBusyTotal"},
+	{"Epoch", "controllerEpoch"},
 }
 
 func clusterListCmd(a *app) *cobra.Command {
