@@ -2,6 +2,7 @@ package compat
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -49,10 +50,14 @@ type testWriter struct{ t *testing.T }
 
 func (w *testWriter) Write(b []byte) (int, error) { w.t.Log(string(b)); return len(b), nil }
 
-// brokerStatus runs mqadmin brokerStatus against addr.
-func brokerStatus(t *testing.T, addr string) string {
+// memberStatus runs mqadmin brokerStatus against addr ("" when it fails:
+// a broker that is not up yet; the callers wait for a value).
+func memberStatus(t *testing.T, addr string) string {
 	out, err := exec.Command(mqadmin, "brokerStatus", "-n", nameserverAddr, "-b", addr).CombinedOutput()
-	require.NoError(t, err, "%s", out)
+	if err != nil {
+		t.Logf("mqadmin brokerStatus -b %s: %v: %s", addr, err, out)
+		return ""
+	}
 	return string(out)
 }
 
@@ -179,7 +184,78 @@ func TestReplication_KillSyncMaster(t *testing.T) {
 	}
 	require.NoError(t, err)
 	require.Equal(t, primitive.SendOK, res.Status, "the restarted master acknowledges with the slave caught up")
-	ms := brokerStatus(t, master.addr)
+	ms := memberStatus(t, master.addr)
 	require.Equal(t, "SYNC_MASTER", statusField(ms, "brokerRole"))
 	require.Equal(t, "1", statusField(ms, "haSlaves"))
+}
+
+// TestControllerMode_OfficialClientFollows: two brokers in controller mode
+// under one controller; the official client sends to the elected master;
+// the master is killed (SIGKILL); the other broker is elected within
+// seconds and the client, unchanged, sends to it once its route refresh
+// (every 30 s) sees it. It reports how long that took.
+func TestControllerMode_OfficialClientFollows(t *testing.T) {
+	work := t.TempDir()
+	bin := filepath.Dir(mqadmin)
+	ctlBin := filepath.Join(bin, "mqcontroller")
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	require.NoError(t, err)
+	build := exec.Command("go", "build", "-o", ctlBin, "github.com/sluicemq/sluice/cmd/mqcontroller")
+	build.Dir = root
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	peer := freeLoopback(t)
+	ctl, err := start("mqcontroller", ctlBin, filepath.Join(work, "ctl.log"), regexp.MustCompile(`msg="mqcontroller: listening" addr=(\S+)`),
+		nil, "--listen", "127.0.0.1:0", "--controller-id", "n0", "--controller-peers", "n0="+peer, "--controller-dir", filepath.Join(work, "ctl"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ctl.stop() })
+
+	var members []*process
+	for i := range 2 {
+		members = append(members, startGroupMember(t, filepath.Join(work, fmt.Sprintf("b%d", i)), "127.0.0.1:0",
+			"--controller", ctl.addr, "--broker-name", "broker-ctl"))
+	}
+	master := -1
+	require.Eventually(t, func() bool {
+		for i, m := range members {
+			if statusField(memberStatus(t, m.addr), "brokerRole") == "MASTER" {
+				master = i
+				return true
+			}
+		}
+		return false
+	}, 30*time.Second, 50*time.Millisecond)
+	topic := name(t, "topic")
+	ctx := waitContext(t, patience)
+	require.NoError(t, topicAdmin.CreateTopic(ctx, admin.WithTopicCreate(topic), admin.WithBrokerAddrCreate(members[master].addr),
+		admin.WithReadQueueNums(4), admin.WithWriteQueueNums(4)))
+	p := newProducer(t, "producer")
+	sendOK := func() bool {
+		res, err := p.SendSync(waitContext(t, 3*time.Second), primitive.NewMessage(topic, []byte("x")))
+		return err == nil && res.Status == primitive.SendOK
+	}
+	require.Eventually(t, sendOK, 30*time.Second, 50*time.Millisecond, "the master")
+	// NB: only an in-sync replica is elected: wait for the slave to join.
+	require.Eventually(t, func() bool {
+		return statusField(memberStatus(t, members[master].addr), "syncStateSet") == "[1 2]"
+	}, 30*time.Second, 50*time.Millisecond, "both brokers in the SyncStateSet")
+
+	killed := time.Now()
+	require.NoError(t, members[master].cmd.Process.Kill())
+	<-members[master].exited
+	other := members[1-master]
+	require.Eventually(t, func() bool { return statusField(memberStatus(t, other.addr), "brokerRole") == "MASTER" },
+		30*time.Second, 20*time.Millisecond)
+	elected := time.Since(killed)
+	require.Eventually(t, sendOK, 90*time.Second, 100*time.Millisecond, "the official client sends to the new master")
+	t.Logf("new master %v after the kill; the official client sent again after %v", elected.Round(time.Millisecond),
+		time.Since(killed).Round(time.Millisecond))
+}
+
+// freeLoopback returns a loopback address whose port was free a moment ago.
+func freeLoopback(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	return ln.Addr().String()
 }
