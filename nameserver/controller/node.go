@@ -345,17 +345,30 @@ func (n *Node) leaderLoop() {
 				continue
 			}
 			n.leaderSince.Store(time.Now().UnixNano())
-			if err := n.raft.Barrier(applyTimeout).Error(); err != nil {
-				n.log.Warn("controller: leader barrier failed", "err", err)
-				continue
-			}
-			_, err := n.propose(&command{Op: opAnnounce, Announce: &announceCmd{NodeID: n.cfg.ID, Addr: n.cfg.Advertise}})
-			if err != nil {
-				n.log.Warn("controller: leader announce failed", "err", err)
-				continue
-			}
+			n.lead()
+		}
+	}
+}
+
+// lead readies a new leader: it waits until its FSM holds everything
+// committed before its term (Barrier) and announces its remoting address,
+// retrying while it still leads, then serves.
+func (n *Node) lead() {
+	for n.raft.State() == raft.Leader {
+		err := n.raft.Barrier(applyTimeout).Error()
+		if err == nil {
+			_, err = n.propose(&command{Op: opAnnounce, Announce: &announceCmd{NodeID: n.cfg.ID, Addr: n.cfg.Advertise}})
+		}
+		if err == nil {
 			n.leaderReady.Store(n.raft.State() == raft.Leader)
 			n.log.Info("controller: leading", "remoting", n.cfg.Advertise)
+			return
+		}
+		n.log.Warn("controller: new leader not ready yet; retrying", "err", err)
+		select {
+		case <-n.quit:
+			return
+		case <-time.After(retryEvery):
 		}
 	}
 }
