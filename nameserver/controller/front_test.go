@@ -2,9 +2,6 @@ package controller
 
 import (
 	"context"
-	"fmt"
-	"net"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -24,15 +21,7 @@ type front struct {
 }
 
 func newFront(t *testing.T, n int) *front {
-	c := &cluster{t: t, nodes: make([]*Node, n)}
-	lns := make([]net.Listener, n)
-	for i := range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		lns[i] = ln
-		c.peers = append(c.peers, Peer{ID: fmt.Sprintf("n%d", i), Addr: ln.Addr().String()})
-		c.dirs = append(c.dirs, filepath.Join(t.TempDir(), c.peers[i].ID))
-	}
+	c, lns := newPeers(t, n, nil)
 	f := &front{t: t, c: c, srvs: make([]*Standalone, n)}
 	for i := range n {
 		cfg := c.config(i, lns[i])
@@ -282,6 +271,12 @@ func TestFront_Refusals(t *testing.T) {
 			protocol.ControllerBrokerMetadataNotExist, "zz"},
 		{"sync state data with garbage", protocol.ControllerGetSyncStateData, nil, []byte("[1,"),
 			protocol.ControllerInvalidRequest, "broker names"},
+		{"apply an id held by another address", protocol.ControllerApplyBrokerID,
+			map[string]string{"clusterName": "c", "brokerName": "b", "appliedBrokerId": "1", "registerCheckCode": "1.2.3.4:5;1700000000000"},
+			nil, protocol.ControllerBrokerIDInvalid, "127.0.0.1:10911"},
+		{"apply without a check code", protocol.ControllerApplyBrokerID,
+			map[string]string{"clusterName": "c", "brokerName": "b", "appliedBrokerId": "2"}, nil,
+			protocol.ControllerInvalidRequest, "registerCheckCode"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			resp, err := rc.Invoke(ctxFor(t), f.addrs[0], remoting.NewRequest(tc.code, tc.ext, tc.body))
@@ -290,8 +285,25 @@ func TestFront_Refusals(t *testing.T) {
 			require.Contains(t, resp.Remark, tc.in)
 		})
 	}
+	// A Java broker's way in: the next id, apply it, then register with it.
+	resp, err := rc.Invoke(ctxFor(t), f.addrs[0], remoting.NewRequest(protocol.ControllerGetNextBrokerID,
+		map[string]string{"clusterName": "c", "brokerName": "b"}, nil))
+	require.NoError(t, err)
+	require.Equal(t, int16(protocol.Success), resp.Code, resp.Remark)
+	require.Equal(t, "2", resp.ExtFields["nextBrokerId"])
+	resp, err = rc.Invoke(ctxFor(t), f.addrs[0], remoting.NewRequest(protocol.ControllerApplyBrokerID,
+		map[string]string{"clusterName": "c", "brokerName": "b", "appliedBrokerId": "2", "registerCheckCode": "127.0.0.1:10921;1700000000000"}, nil))
+	require.NoError(t, err)
+	require.Equal(t, int16(protocol.Success), resp.Code, resp.Remark)
+	resp, err = rc.Invoke(ctxFor(t), f.addrs[0], remoting.NewRequest(protocol.ControllerRegisterBroker,
+		map[string]string{"clusterName": "c", "brokerName": "b", "brokerId": "2", "brokerAddress": "127.0.0.1:10921"}, nil))
+	require.NoError(t, err)
+	require.Equal(t, int16(protocol.Success), resp.Code, resp.Remark)
+	require.Equal(t, "1", resp.ExtFields["masterBrokerId"])
+	require.Equal(t, "2", resp.ExtFields["brokerId"])
+
 	// JSON, as a Java broker sends: the answer is JSON with Java's names.
-	resp, err := rc.Invoke(ctxFor(t), f.addrs[0], remoting.NewRequest(protocol.ControllerGetReplicaInfo,
+	resp, err = rc.Invoke(ctxFor(t), f.addrs[0], remoting.NewRequest(protocol.ControllerGetReplicaInfo,
 		map[string]string{"brokerName": "b"}, nil))
 	require.NoError(t, err)
 	require.Equal(t, int16(protocol.Success), resp.Code)

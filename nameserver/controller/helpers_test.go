@@ -35,6 +35,17 @@ type cluster struct {
 
 func newCluster(t *testing.T, n int, tune func(*Config)) *cluster {
 	t.Helper()
+	c, lns := newPeers(t, n, tune)
+	for i := range n {
+		c.open(i, lns[i])
+	}
+	t.Cleanup(c.closeAll)
+	return c
+}
+
+// newPeers binds n Raft listeners and returns a cluster of no open nodes
+// yet, with their peers and directories.
+func newPeers(t *testing.T, n int, tune func(*Config)) (*cluster, []net.Listener) {
 	c := &cluster{t: t, tune: tune, nodes: make([]*Node, n)}
 	lns := make([]net.Listener, n)
 	for i := range n {
@@ -44,11 +55,7 @@ func newCluster(t *testing.T, n int, tune func(*Config)) *cluster {
 		c.peers = append(c.peers, Peer{ID: fmt.Sprintf("n%d", i), Addr: ln.Addr().String()})
 		c.dirs = append(c.dirs, filepath.Join(t.TempDir(), c.peers[i].ID))
 	}
-	for i := range n {
-		c.open(i, lns[i])
-	}
-	t.Cleanup(c.closeAll)
-	return c
+	return c, lns
 }
 
 func quietLogger() *slog.Logger {
