@@ -255,3 +255,38 @@ func quantiles(ds []time.Duration) string {
 	return "n=" + itoa(int64(len(s))) + " p50=" + s[len(s)/2].Round(time.Millisecond).String() +
 		" max=" + s[len(s)-1].Round(time.Millisecond).String()
 }
+
+// TestCluster_PartitionedLeader cuts the leader off from the others: it
+// stops serving (Raft's leader lease), the majority elects a leader that
+// takes writes, a write sent to the cut-off node is never applied, and
+// after the heal every node holds the majority's state.
+func TestCluster_PartitionedLeader(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	startGroup(t, c, []int64{1, 2})
+	old := c.leader()
+	cut := c.nodes[old]
+	cut.stream.partition(true)
+	require.Eventually(t, func() bool { return !cut.IsLeader() }, waitFor, 10*time.Millisecond,
+		"a leader cut off from its majority kept serving")
+	_, err := cut.Register(Registration{Cluster: "c", Name: "minority", ID: NoMaster, Addr: "127.0.0.1:30911"}, nil, 0)
+	require.ErrorIs(t, err, ErrNotLeader)
+
+	var l int
+	require.Eventually(t, func() bool {
+		for i, n := range c.nodes {
+			if i != old && n.IsLeader() {
+				l = i
+				return true
+			}
+		}
+		return false
+	}, waitFor, 10*time.Millisecond, "the majority elected no leader")
+	_, err = c.nodes[l].Register(Registration{Cluster: "c", Name: "majority", ID: NoMaster, Addr: "127.0.0.1:31911"}, nil, 0)
+	require.NoError(t, err)
+
+	cut.stream.partition(false)
+	require.Eventually(t, func() bool { return cut.Group("majority") != nil }, waitFor, 10*time.Millisecond,
+		"the healed node never caught up")
+	require.Nil(t, cut.Group("minority"))
+	require.Equal(t, c.nodes[l].Group("b"), cut.Group("b"))
+}
