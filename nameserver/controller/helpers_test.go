@@ -15,10 +15,11 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Test timings: Raft and the master timeout a tenth of production's, so
-// elections take a fraction of a second.
+// Test timings: Raft's a sixth of production's, the master timeout a
+// fifth, so elections take a fraction of a second; the timeout is still
+// twelve heartbeats, so a busy machine does not kill brokers.
 const (
-	testMasterTimeout = 300 * time.Millisecond
+	testMasterTimeout = 600 * time.Millisecond
 	testBeatEvery     = 50 * time.Millisecond
 	waitFor           = 15 * time.Second
 )

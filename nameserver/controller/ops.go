@@ -190,14 +190,14 @@ func (n *Node) ElectMaster(name string, id int64) (Role, error) {
 		if id == g.MasterID && n.alive(name, id) {
 			return still()
 		}
-		if !n.alive(name, id) {
-			return Role{}, &Error{Code: protocol.ControllerBrokerNotAlive,
-				Remark: "broker " + itoa(id) + " of " + name + " is not alive (no heartbeat within the master timeout)"}
-		}
 		if !g.InSync(id) && !n.cfg.ElectUnclean {
 			return Role{}, &Error{Code: protocol.ControllerElectMasterFailed,
 				Remark: "broker " + itoa(id) + " is not in the SyncStateSet of " + name + " " + fmtIDs(g.SyncStateSet) +
 					": it may lack acknowledged messages (set controller.elect_unclean to allow it)"}
+		}
+		if !n.alive(name, id) {
+			return Role{}, &Error{Code: protocol.ControllerBrokerNotAlive,
+				Remark: "broker " + itoa(id) + " of " + name + " is not alive (no heartbeat within the master timeout)"}
 		}
 	case g.MasterID != NoMaster && n.alive(name, g.MasterID):
 		return still()
