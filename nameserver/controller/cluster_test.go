@@ -237,7 +237,7 @@ func TestCluster_FailoverTime(t *testing.T) {
 		master = g.MasterID
 	}
 	var lead []time.Duration
-	for range 2 {
+	for range 5 {
 		old := c.leader()
 		start := time.Now()
 		c.close(old)
