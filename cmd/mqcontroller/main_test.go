@@ -118,18 +118,28 @@ type beating struct {
 	done chan struct{}
 }
 
+// beat heartbeats h every 100 ms. NB: while it runs, each heartbeat asks
+// for a 30 s timeout, so that a loaded machine starving this goroutine
+// does not kill the broker; halt sends a last one with none, from which
+// the controllers' master timeout runs.
 func beat(cl *controller.Client, h controller.Heartbeat) *beating {
 	b := &beating{cl: cl, stop: make(chan struct{}), done: make(chan struct{})}
+	send := func(h controller.Heartbeat) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, _ = cl.Heartbeat(ctx, h)
+		cancel()
+	}
 	go func() {
 		defer close(b.done)
 		t := time.NewTicker(100 * time.Millisecond)
 		defer t.Stop()
+		alive := h
+		alive.Timeout = 30 * time.Second
 		for {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			_, _ = cl.Heartbeat(ctx, h)
-			cancel()
+			send(alive)
 			select {
 			case <-b.stop:
+				send(h)
 				return
 			case <-t.C:
 			}

@@ -86,7 +86,9 @@ func (f *front) broker(name, addr string) *broker {
 		defer t.Stop()
 		for {
 			hctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			_, _ = cl.Heartbeat(hctx, Heartbeat{Cluster: "c", Name: name, ID: b.role.BrokerID, Addr: addr})
+			// NB: a long timeout, so that a starved goroutine does not
+			// kill the broker; kill closes its connection instead.
+			_, _ = cl.Heartbeat(hctx, Heartbeat{Cluster: "c", Name: name, ID: b.role.BrokerID, Addr: addr, Timeout: aliveFor})
 			cancel()
 			select {
 			case <-b.stop:

@@ -145,7 +145,7 @@ type Node struct {
 	live *liveness
 
 	leaderReady atomic.Bool   // leads, and has applied everything before its term
-	leaderSince atomic.Int64  // unix nanos of the current leadership
+	opened      time.Time     // when Open ran: liveness grace starts here
 	notify      chan *Group   // changed groups to tell members about
 	leaderCh    chan bool     // raft's leadership notifications
 	kick        chan struct{} // wakes electLoop
@@ -165,7 +165,7 @@ func Open(cfg Config) (*Node, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("controller: %w", err)
 	}
-	n := &Node{cfg: cfg, log: cfg.Logger.With("controller", cfg.ID), fsm: newFSM(),
+	n := &Node{cfg: cfg, opened: time.Now(), log: cfg.Logger.With("controller", cfg.ID), fsm: newFSM(),
 		notify: make(chan *Group, 256), leaderCh: make(chan bool, 8), kick: make(chan struct{}, 1), quit: make(chan struct{})}
 	n.live = newLiveness()
 	if err := n.openRaft(); err != nil {
@@ -344,7 +344,6 @@ func (n *Node) leaderLoop() {
 				n.log.Info("controller: lost leadership")
 				continue
 			}
-			n.leaderSince.Store(time.Now().UnixNano())
 			n.lead()
 		}
 	}
