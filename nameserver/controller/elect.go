@@ -64,8 +64,11 @@ func (n *Node) checkMaster(g *Group) {
 	}
 	if g.MasterID != NoMaster {
 		b, heard := n.live.get(memberKey{g.Name, g.MasterID})
+		if !heard {
+			b.at = n.opened // silent since this node started
+		}
 		n.log.Info("controller: master is not alive", "broker", g.Name, "master", g.MasterID, "heard", heard,
-			"silent_for", time.Since(b.at).Round(time.Millisecond), "gone", b.gone)
+			"silent_for", time.Since(b.at).Round(time.Millisecond), "connection_closed", b.gone)
 	}
 	res, err := n.propose(&command{Op: opElect, Elect: &electCmd{Name: g.Name, NewMaster: cand, ExpectEpoch: g.MasterEpoch}})
 	switch {
