@@ -203,7 +203,7 @@ func TestFront_LeaderStopKeepsServing(t *testing.T) {
 	require.Equal(t, f.addrs[l], md.ControllerLeaderAddress)
 	require.Equal(t, GroupName, md.Group)
 
-	ack, err := b1.cl.Heartbeat(ctxFor(t), Heartbeat{Cluster: "c", Name: "b", ID: 1})
+	ack, err := b1.cl.Heartbeat(ctxFor(t), Heartbeat{Cluster: "c", Name: "b", ID: 1, Timeout: aliveFor})
 	require.NoError(t, err)
 	require.Equal(t, 3, ack.Answered)
 	require.True(t, ack.LeaderAck)
@@ -212,7 +212,7 @@ func TestFront_LeaderStopKeepsServing(t *testing.T) {
 
 	f.stop(l)
 	require.Eventually(t, func() bool {
-		ack, err = b1.cl.Heartbeat(ctxFor(t), Heartbeat{Cluster: "c", Name: "b", ID: 1})
+		ack, err = b1.cl.Heartbeat(ctxFor(t), Heartbeat{Cluster: "c", Name: "b", ID: 1, Timeout: aliveFor})
 		return err == nil && ack.Answered == 2 && ack.LeaderAck
 	}, waitFor, 20*time.Millisecond, "the two left never acknowledged as leader")
 	// The client finds the new leader by itself; the state survived.
@@ -227,7 +227,7 @@ func TestFront_LeaderStopKeepsServing(t *testing.T) {
 	// acknowledges them, which is what fences a cut-off master.
 	f.stop(f.leader())
 	require.Eventually(t, func() bool {
-		ack, err = b1.cl.Heartbeat(ctxFor(t), Heartbeat{Cluster: "c", Name: "b", ID: 1})
+		ack, err = b1.cl.Heartbeat(ctxFor(t), Heartbeat{Cluster: "c", Name: "b", ID: 1, Timeout: aliveFor})
 		return err == nil && ack.Answered == 1 && !ack.LeaderAck
 	}, waitFor, 20*time.Millisecond, "a lone node still acknowledged as leader")
 }
