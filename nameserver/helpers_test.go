@@ -2,7 +2,9 @@ package nameserver
 
 import (
 	"context"
+	"io"
 	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
@@ -26,8 +28,32 @@ func forEachCodec(t *testing.T, f func(t *testing.T, st remoting.SerializeType))
 	}
 }
 
+// testLogger logs to t's output until t's cleanup, and drops lines after
+// it: a server's disconnect hook may log from a netpoll goroutine after the
+// test ended, which the race detector reports as a race on t's output.
 func testLogger(t testing.TB) *slog.Logger {
-	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelInfo}))
+	w := &endedWriter{w: t.Output()}
+	t.Cleanup(func() {
+		w.mu.Lock()
+		w.ended = true
+		w.mu.Unlock()
+	})
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo}))
+}
+
+type endedWriter struct {
+	mu    sync.Mutex
+	w     io.Writer // guarded by mu
+	ended bool      // guarded by mu
+}
+
+func (e *endedWriter) Write(p []byte) (int, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.ended {
+		return len(p), nil
+	}
+	return e.w.Write(p)
 }
 
 // startServer runs a nameserver on 127.0.0.1:0 until the test ends. edit,

@@ -118,18 +118,28 @@ type beating struct {
 	done chan struct{}
 }
 
+// beat heartbeats h every 100 ms. NB: while it runs, each heartbeat asks
+// for a 30 s timeout, so that a loaded machine starving this goroutine
+// does not kill the broker; halt sends a last one with none, from which
+// the controllers' master timeout runs.
 func beat(cl *controller.Client, h controller.Heartbeat) *beating {
 	b := &beating{cl: cl, stop: make(chan struct{}), done: make(chan struct{})}
+	send := func(h controller.Heartbeat) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, _ = cl.Heartbeat(ctx, h)
+		cancel()
+	}
 	go func() {
 		defer close(b.done)
 		t := time.NewTicker(100 * time.Millisecond)
 		defer t.Stop()
+		alive := h
+		alive.Timeout = 30 * time.Second
 		for {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			_, _ = cl.Heartbeat(ctx, h)
-			cancel()
+			send(alive)
 			select {
 			case <-b.stop:
+				send(h)
 				return
 			case <-t.C:
 			}
@@ -150,30 +160,30 @@ func (b *beating) halt() {
 	<-b.done
 }
 
-// TestProcesses_KillLeader runs 3 mqcontroller processes, a broker group
-// of 3 (simulated by controller clients), kills the controller leader with
-// SIGKILL, checks that the remaining two serve the same state and still
-// elect a new master when the master stops, and restarts the killed node
-// from its directory. It REPORTS the times it sees.
+// TestProcesses_KillLeader runs 3 mqcontroller processes and a broker
+// group of 3 (simulated by controller clients). Three times it kills the
+// controller leader with SIGKILL, checks that the other two answer with
+// the same state, and restarts the killed node from its directory; then,
+// with one node down, it checks that the two left still replace a master
+// that falls silent. It REPORTS the times it sees.
 func TestProcesses_KillLeader(t *testing.T) {
 	bin := buildBinary(t)
 	dir := t.TempDir()
-	var peers []string
+	var peers, addrs []string
 	for i := range 3 {
 		peers = append(peers, fmt.Sprintf("n%d=%s", i, freePort(t)))
+		addrs = append(addrs, freePort(t))
 	}
 	env := []string{"SLUICE_CONTROLLER_MASTER_TIMEOUT=1s"}
 	args := func(i int) []string {
-		return []string{"--listen", "127.0.0.1:0", "--controller-id", fmt.Sprintf("n%d", i),
+		return []string{"--listen", addrs[i], "--controller-id", fmt.Sprintf("n%d", i),
 			"--controller-peers", strings.Join(peers, ";"), "--controller-dir", filepath.Join(dir, fmt.Sprintf("n%d", i))}
 	}
 	procs := make([]*proc, 3)
-	var addrs []string
 	for i := range 3 {
 		procs[i] = start(t, bin, env, args(i)...)
-		addrs = append(addrs, procs[i].addr)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), patience)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*patience)
 	defer cancel()
 
 	brokers := map[int64]*beating{}
@@ -194,29 +204,49 @@ func TestProcesses_KillLeader(t *testing.T) {
 	_, err = admin.AlterSyncStateSet(ctx, "b", 1, 1, []int64{1, 2}, 1)
 	require.NoError(t, err)
 
-	leader := -1
-	require.Eventually(t, func() bool {
-		for i, a := range addrs {
-			if md, err := admin.Metadata(ctx, a); err == nil && md.IsLeader {
-				leader = i
-				return true
+	leader := func() int {
+		l := -1
+		require.Eventually(t, func() bool {
+			for i, a := range addrs {
+				if md, err := admin.Metadata(ctx, a); err == nil && md.IsLeader {
+					l = i
+					return true
+				}
 			}
+			return false
+		}, patience, 50*time.Millisecond)
+		return l
+	}
+	// follows waits until node i, restarted, knows a leader other than
+	// itself.
+	follows := func(i int) {
+		require.Eventually(t, func() bool {
+			md, err := admin.Metadata(ctx, addrs[i])
+			return err == nil && md.ControllerLeaderAddress != "" && md.ControllerLeaderAddress != addrs[i]
+		}, patience, 50*time.Millisecond, "the restarted node never learnt the leader:\n%s", procs[i].logText())
+	}
+	var firstAnswer []time.Duration
+	var down int
+	for round := range 3 {
+		down = leader()
+		killed := time.Now()
+		procs[down].kill()
+		role, err := admin.ReplicaInfo(ctx, "b")
+		require.NoError(t, err, "round %d", round)
+		firstAnswer = append(firstAnswer, time.Since(killed))
+		require.Equal(t, int64(1), role.MasterID)
+		require.Equal(t, int32(1), role.MasterEpoch)
+		require.Equal(t, []int64{1, 2}, role.SyncStateSet)
+		if round < 2 {
+			procs[down] = start(t, bin, env, args(down)...)
+			follows(down)
 		}
-		return false
-	}, patience, 50*time.Millisecond)
+	}
 
-	killed := time.Now()
-	procs[leader].kill()
-	role, err := admin.ReplicaInfo(ctx, "b")
-	require.NoError(t, err)
-	serving := time.Since(killed)
-	require.Equal(t, int64(1), role.MasterID)
-	require.Equal(t, int32(1), role.MasterEpoch)
-	require.Equal(t, []int64{1, 2}, role.SyncStateSet)
-
-	// The two left still replace a dead master with the in-sync replica.
+	// The two left still replace a silent master with the in-sync replica.
 	stopped := time.Now()
 	brokers[1].halt()
+	var role controller.Role
 	require.Eventually(t, func() bool {
 		role, err = admin.ReplicaInfo(ctx, "b")
 		return err == nil && role.MasterID != 1
@@ -225,16 +255,13 @@ func TestProcesses_KillLeader(t *testing.T) {
 	require.Equal(t, int64(2), role.MasterID)
 	require.Equal(t, int32(2), role.MasterEpoch)
 
-	// The killed node comes back from its directory and follows.
-	procs[leader] = start(t, bin, env, args(leader)...)
-	require.Eventually(t, func() bool {
-		md, err := admin.Metadata(ctx, procs[leader].addr)
-		others := slices.Delete(slices.Clone(addrs), leader, leader+1)
-		return err == nil && slices.Contains(others, md.ControllerLeaderAddress)
-	}, patience, 50*time.Millisecond, "the restarted node never learnt the leader:\n%s", procs[leader].logText())
-	t.Logf("after kill -9 of the controller leader, the first answer came in %v; "+
-		"then a master that fell silent (connection open) was replaced after %v (master timeout 1s)", serving.Round(time.Millisecond),
-		elected.Round(time.Millisecond))
+	procs[down] = start(t, bin, env, args(down)...)
+	follows(down)
+	slices.Sort(firstAnswer)
+	t.Logf("kill -9 of the controller leader, 3 rounds (Raft's default timeouts, client retries included): first "+
+		"answer from the new leader after p50 %v, max %v; then a master that fell silent (connection open) was "+
+		"replaced after %v (master timeout 1s)", firstAnswer[1].Round(time.Millisecond),
+		firstAnswer[2].Round(time.Millisecond), elected.Round(time.Millisecond))
 }
 
 func TestBinary_BadCommandLine(t *testing.T) {

@@ -191,6 +191,8 @@ type BrokerHeartbeatRequestHeader struct {
 	ElectionPriority       int32  // electionPriority
 }
 
+func (h *BrokerHeartbeatRequestHeader) extLen() int { return 9 }
+
 // ToExt implements ExtHeader.
 func (h *BrokerHeartbeatRequestHeader) ToExt(ext map[string]string) {
 	ext["clusterName"] = h.ClusterName
@@ -396,4 +398,40 @@ type ReplicaIdentity struct {
 	BrokerID      int64  `json:"brokerId" msgpack:"brokerId"`
 	BrokerAddress string `json:"brokerAddress" msgpack:"brokerAddress"`
 	Alive         bool   `json:"alive" msgpack:"alive"`
+}
+
+// BrokerIDRequestHeader is the header of CONTROLLER_GET_NEXT_BROKER_ID
+// (1012) and CONTROLLER_APPLY_BROKER_ID (1013), and their responses' (Java
+// GetNextBrokerIdRequestHeader, ApplyBrokerIdRequestHeader and their
+// responses): how a Java broker obtains its id before it registers.
+// AppliedBrokerID and RegisterCheckCode ("address;timestamp") are APPLY's;
+// NextBrokerID is GET_NEXT's answer.
+type BrokerIDRequestHeader struct {
+	ClusterName       string // clusterName
+	BrokerName        string // brokerName
+	AppliedBrokerID   int64  // appliedBrokerId; NoBrokerID when absent
+	RegisterCheckCode string // registerCheckCode
+	NextBrokerID      int64  // nextBrokerId; NoBrokerID when absent
+}
+
+// ToExt implements ExtHeader.
+func (h *BrokerIDRequestHeader) ToExt(ext map[string]string) {
+	ext["clusterName"] = h.ClusterName
+	ext["brokerName"] = h.BrokerName
+	putIf(ext, "appliedBrokerId", itoa64(h.AppliedBrokerID), h.AppliedBrokerID >= 0)
+	putOpt(ext, "registerCheckCode", h.RegisterCheckCode)
+	putIf(ext, "nextBrokerId", itoa64(h.NextBrokerID), h.NextBrokerID >= 0)
+}
+
+// FromExt implements ExtHeader.
+func (h *BrokerIDRequestHeader) FromExt(ext map[string]string) error {
+	r := extReader{header: "BrokerIDRequestHeader", ext: ext}
+	*h = BrokerIDRequestHeader{
+		ClusterName:       r.optStr("clusterName"),
+		BrokerName:        r.str("brokerName"),
+		AppliedBrokerID:   optID(&r, "appliedBrokerId"),
+		RegisterCheckCode: r.optStr("registerCheckCode"),
+		NextBrokerID:      optID(&r, "nextBrokerId"),
+	}
+	return r.err
 }

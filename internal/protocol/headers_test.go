@@ -23,7 +23,7 @@ type headerCase struct {
 
 // headerCases lists every typed header. The fuzz target uses it too.
 func headerCases() []headerCase {
-	return []headerCase{
+	return append([]headerCase{
 		{"SendMessageRequestHeader", &SendMessageRequestHeader{
 			ProducerGroup: "pg", Topic: "T", DefaultTopic: "TBW102", DefaultTopicQueueNums: 4,
 			QueueID: -1, SysFlag: 1, BornTimestamp: 1795993369620, Flag: 7,
@@ -149,7 +149,7 @@ func headerCases() []headerCase {
 		{"QueryMessageResponseHeader", &QueryMessageResponseHeader{IndexLastUpdateTimestamp: 1, IndexLastUpdatePhyoffset: 2},
 			func() ExtHeader { return new(QueryMessageResponseHeader) },
 			[]string{"indexLastUpdateTimestamp", "indexLastUpdatePhyoffset"}},
-	}
+	}, controllerHeaderCases()...)
 }
 
 func TestHeaders_RoundTrip(t *testing.T) {

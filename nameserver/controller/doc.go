@@ -17,14 +17,35 @@
 // electLoop replaces a master silent for the master timeout (or whose
 // connection closed) with the alive in-sync replica with the highest epoch
 // and end offset; with none alive it clears the master and elects nobody,
-// unless ElectUnclean allows the other members. A new leader gives every
-// broker one master timeout of grace from the start of its term. Role
+// unless ElectUnclean allows the other members. A node gives every broker
+// one master timeout of grace from its own start (brokers heartbeat to
+// every node, so a new leader already knows who is alive). Role
 // changes are pushed (NOTIFY_BROKER_ROLE_CHANGED 1008, oneway) to each
 // member over the connection it heartbeats on.
 //
 // Server is the remoting front (RocketMQ 5's codes and header names); it
 // runs alone (mqcontroller) or on the nameserver's remoting server
 // (mqnamesrv --controller). Client is what a broker and mqadmin call.
+//
+// A broker in controller mode (the broker side, not in this package):
+//
+//  1. NewClient with the controllers' addresses and an OnRoleChange
+//     callback; Register with its cluster, name, remoting and HA addresses
+//     and the id it registered with before (NoMaster the first time; the
+//     controller reuses the id of a known address). Keep the returned
+//     BrokerID: controller ids are 1, 2, …; a master registers with the
+//     nameservers as id 0, a slave as its controller id.
+//  2. Heartbeat every master_timeout/3 or faster, with its last master
+//     epoch and commitlog end offset (the election prefers the highest).
+//     Each HeartbeatAck carries the group's role, so a lost notice is made
+//     up within one heartbeat; a master whose heartbeats no leader has
+//     acknowledged (LeaderAck) for its lease fences itself.
+//  3. On a role with MasterID == its BrokerID: become master in
+//     MasterEpoch; otherwise replicate from MasterHAAddr, refusing a
+//     master of a lower epoch.
+//  4. As master, AlterSyncStateSet(name, id, epoch, set, setEpoch) when a
+//     replica falls behind or catches up; a FENCED_MASTER_EPOCH answer
+//     means it was deposed.
 //
 // Goroutines, each owned by Node (started by Open, waited for by Close):
 //

@@ -39,10 +39,15 @@ func (n *Node) kickElect() {
 	}
 }
 
-func (n *Node) since() time.Time { return time.Unix(0, n.leaderSince.Load()) }
-
+// alive reports whether broker id of name is alive as this node heard it.
+//
+// NB: brokers heartbeat to every controller (Java's ReplicasManager does
+// too), so a node's table is complete from its start on; a broker silent
+// since before then gets one master timeout of grace from the start. A new
+// leader does not restart the grace: a master that died before the leader
+// changed, and was already declared dead, stays dead.
 func (n *Node) alive(name string, id int64) bool {
-	return n.live.alive(memberKey{name, id}, time.Now(), n.since(), n.cfg.MasterTimeout)
+	return n.live.alive(memberKey{name, id}, time.Now(), n.opened, n.cfg.MasterTimeout)
 }
 
 // checkMaster elects a new master for g if its master is dead (or it has
@@ -56,6 +61,14 @@ func (n *Node) checkMaster(g *Group) {
 	cand := n.candidate(g, g.MasterID)
 	if cand == NoMaster && g.MasterID == NoMaster {
 		return
+	}
+	if g.MasterID != NoMaster {
+		b, heard := n.live.get(memberKey{g.Name, g.MasterID})
+		if !heard {
+			b.at = n.opened // silent since this node started
+		}
+		n.log.Info("controller: master is not alive", "broker", g.Name, "master", g.MasterID, "heard", heard,
+			"silent_for", time.Since(b.at).Round(time.Millisecond), "connection_closed", b.gone)
 	}
 	res, err := n.propose(&command{Op: opElect, Elect: &electCmd{Name: g.Name, NewMaster: cand, ExpectEpoch: g.MasterEpoch}})
 	switch {

@@ -2,9 +2,6 @@ package controller
 
 import (
 	"context"
-	"fmt"
-	"net"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -24,15 +21,7 @@ type front struct {
 }
 
 func newFront(t *testing.T, n int) *front {
-	c := &cluster{t: t, nodes: make([]*Node, n)}
-	lns := make([]net.Listener, n)
-	for i := range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		lns[i] = ln
-		c.peers = append(c.peers, Peer{ID: fmt.Sprintf("n%d", i), Addr: ln.Addr().String()})
-		c.dirs = append(c.dirs, filepath.Join(t.TempDir(), c.peers[i].ID))
-	}
+	c, lns := newPeers(t, n, nil)
 	f := &front{t: t, c: c, srvs: make([]*Standalone, n)}
 	for i := range n {
 		cfg := c.config(i, lns[i])
@@ -97,7 +86,9 @@ func (f *front) broker(name, addr string) *broker {
 		defer t.Stop()
 		for {
 			hctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			_, _ = cl.Heartbeat(hctx, Heartbeat{Cluster: "c", Name: name, ID: b.role.BrokerID, Addr: addr})
+			// NB: a long timeout, so that a starved goroutine does not
+			// kill the broker; kill closes its connection instead.
+			_, _ = cl.Heartbeat(hctx, Heartbeat{Cluster: "c", Name: name, ID: b.role.BrokerID, Addr: addr, Timeout: aliveFor})
 			cancel()
 			select {
 			case <-b.stop:
@@ -212,7 +203,7 @@ func TestFront_LeaderStopKeepsServing(t *testing.T) {
 	require.Equal(t, f.addrs[l], md.ControllerLeaderAddress)
 	require.Equal(t, GroupName, md.Group)
 
-	ack, err := b1.cl.Heartbeat(ctxFor(t), Heartbeat{Cluster: "c", Name: "b", ID: 1})
+	ack, err := b1.cl.Heartbeat(ctxFor(t), Heartbeat{Cluster: "c", Name: "b", ID: 1, Timeout: aliveFor})
 	require.NoError(t, err)
 	require.Equal(t, 3, ack.Answered)
 	require.True(t, ack.LeaderAck)
@@ -221,7 +212,7 @@ func TestFront_LeaderStopKeepsServing(t *testing.T) {
 
 	f.stop(l)
 	require.Eventually(t, func() bool {
-		ack, err = b1.cl.Heartbeat(ctxFor(t), Heartbeat{Cluster: "c", Name: "b", ID: 1})
+		ack, err = b1.cl.Heartbeat(ctxFor(t), Heartbeat{Cluster: "c", Name: "b", ID: 1, Timeout: aliveFor})
 		return err == nil && ack.Answered == 2 && ack.LeaderAck
 	}, waitFor, 20*time.Millisecond, "the two left never acknowledged as leader")
 	// The client finds the new leader by itself; the state survived.
@@ -236,7 +227,7 @@ func TestFront_LeaderStopKeepsServing(t *testing.T) {
 	// acknowledges them, which is what fences a cut-off master.
 	f.stop(f.leader())
 	require.Eventually(t, func() bool {
-		ack, err = b1.cl.Heartbeat(ctxFor(t), Heartbeat{Cluster: "c", Name: "b", ID: 1})
+		ack, err = b1.cl.Heartbeat(ctxFor(t), Heartbeat{Cluster: "c", Name: "b", ID: 1, Timeout: aliveFor})
 		return err == nil && ack.Answered == 1 && !ack.LeaderAck
 	}, waitFor, 20*time.Millisecond, "a lone node still acknowledged as leader")
 }
@@ -282,6 +273,12 @@ func TestFront_Refusals(t *testing.T) {
 			protocol.ControllerBrokerMetadataNotExist, "zz"},
 		{"sync state data with garbage", protocol.ControllerGetSyncStateData, nil, []byte("[1,"),
 			protocol.ControllerInvalidRequest, "broker names"},
+		{"apply an id held by another address", protocol.ControllerApplyBrokerID,
+			map[string]string{"clusterName": "c", "brokerName": "b", "appliedBrokerId": "1", "registerCheckCode": "1.2.3.4:5;1700000000000"},
+			nil, protocol.ControllerBrokerIDInvalid, "127.0.0.1:10911"},
+		{"apply without a check code", protocol.ControllerApplyBrokerID,
+			map[string]string{"clusterName": "c", "brokerName": "b", "appliedBrokerId": "2"}, nil,
+			protocol.ControllerInvalidRequest, "registerCheckCode"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			resp, err := rc.Invoke(ctxFor(t), f.addrs[0], remoting.NewRequest(tc.code, tc.ext, tc.body))
@@ -290,8 +287,25 @@ func TestFront_Refusals(t *testing.T) {
 			require.Contains(t, resp.Remark, tc.in)
 		})
 	}
+	// A Java broker's way in: the next id, apply it, then register with it.
+	resp, err := rc.Invoke(ctxFor(t), f.addrs[0], remoting.NewRequest(protocol.ControllerGetNextBrokerID,
+		map[string]string{"clusterName": "c", "brokerName": "b"}, nil))
+	require.NoError(t, err)
+	require.Equal(t, int16(protocol.Success), resp.Code, resp.Remark)
+	require.Equal(t, "2", resp.ExtFields["nextBrokerId"])
+	resp, err = rc.Invoke(ctxFor(t), f.addrs[0], remoting.NewRequest(protocol.ControllerApplyBrokerID,
+		map[string]string{"clusterName": "c", "brokerName": "b", "appliedBrokerId": "2", "registerCheckCode": "127.0.0.1:10921;1700000000000"}, nil))
+	require.NoError(t, err)
+	require.Equal(t, int16(protocol.Success), resp.Code, resp.Remark)
+	resp, err = rc.Invoke(ctxFor(t), f.addrs[0], remoting.NewRequest(protocol.ControllerRegisterBroker,
+		map[string]string{"clusterName": "c", "brokerName": "b", "brokerId": "2", "brokerAddress": "127.0.0.1:10921"}, nil))
+	require.NoError(t, err)
+	require.Equal(t, int16(protocol.Success), resp.Code, resp.Remark)
+	require.Equal(t, "1", resp.ExtFields["masterBrokerId"])
+	require.Equal(t, "2", resp.ExtFields["brokerId"])
+
 	// JSON, as a Java broker sends: the answer is JSON with Java's names.
-	resp, err := rc.Invoke(ctxFor(t), f.addrs[0], remoting.NewRequest(protocol.ControllerGetReplicaInfo,
+	resp, err = rc.Invoke(ctxFor(t), f.addrs[0], remoting.NewRequest(protocol.ControllerGetReplicaInfo,
 		map[string]string{"brokerName": "b"}, nil))
 	require.NoError(t, err)
 	require.Equal(t, int16(protocol.Success), resp.Code)

@@ -15,10 +15,14 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Test timings: Raft and the master timeout a tenth of production's, so
-// elections take a fraction of a second.
+// Test timings: Raft's and the master timeout under a third of
+// production's, so elections take a fraction of a second, yet long enough
+// that a loaded machine (-race, 2 shared cores) neither deposes leaders
+// nor kills brokers that are alive: a leader change gives every broker a
+// new grace period, which would change what a test sees.
 const (
-	testMasterTimeout = 300 * time.Millisecond
+	testRaftTimeout   = 300 * time.Millisecond
+	testMasterTimeout = 600 * time.Millisecond
 	testBeatEvery     = 50 * time.Millisecond
 	waitFor           = 15 * time.Second
 )
@@ -35,6 +39,17 @@ type cluster struct {
 
 func newCluster(t *testing.T, n int, tune func(*Config)) *cluster {
 	t.Helper()
+	c, lns := newPeers(t, n, tune)
+	for i := range n {
+		c.open(i, lns[i])
+	}
+	t.Cleanup(c.closeAll)
+	return c
+}
+
+// newPeers binds n Raft listeners and returns a cluster of no open nodes
+// yet, with their peers and directories.
+func newPeers(t *testing.T, n int, tune func(*Config)) (*cluster, []net.Listener) {
 	c := &cluster{t: t, tune: tune, nodes: make([]*Node, n)}
 	lns := make([]net.Listener, n)
 	for i := range n {
@@ -44,11 +59,7 @@ func newCluster(t *testing.T, n int, tune func(*Config)) *cluster {
 		c.peers = append(c.peers, Peer{ID: fmt.Sprintf("n%d", i), Addr: ln.Addr().String()})
 		c.dirs = append(c.dirs, filepath.Join(t.TempDir(), c.peers[i].ID))
 	}
-	for i := range n {
-		c.open(i, lns[i])
-	}
-	t.Cleanup(c.closeAll)
-	return c
+	return c, lns
 }
 
 func quietLogger() *slog.Logger {
@@ -61,8 +72,8 @@ func quietLogger() *slog.Logger {
 func (c *cluster) config(i int, ln net.Listener) Config {
 	cfg := Config{ID: c.peers[i].ID, Peers: c.peers, Dir: c.dirs[i], Advertise: fmt.Sprintf("remoting-%d:1", i),
 		MasterTimeout: testMasterTimeout, CheckInterval: 20 * time.Millisecond, Listener: ln,
-		HeartbeatTimeout: 150 * time.Millisecond, ElectionTimeout: 150 * time.Millisecond,
-		LeaderLeaseTimeout: 100 * time.Millisecond, Logger: quietLogger()}
+		HeartbeatTimeout: testRaftTimeout, ElectionTimeout: testRaftTimeout,
+		LeaderLeaseTimeout: testRaftTimeout / 2, Logger: quietLogger()}
 	if c.tune != nil {
 		c.tune(&cfg)
 	}
@@ -141,10 +152,14 @@ type beater struct {
 	once sync.Once
 }
 
+// NB: while it runs, each heartbeat asks for a long timeout (aliveFor), so
+// that a loaded machine starving this goroutine does not kill the broker;
+// halt sends a last heartbeat with none, so that the node's master timeout
+// counts from it: the broker falls silent then.
 func (c *cluster) beat(name string, id int64, maxOffset int64) *beater {
 	b := &beater{stop: make(chan struct{}), done: make(chan struct{})}
-	hb := Heartbeat{Cluster: "c", Name: name, ID: id, MaxOffset: maxOffset}
-	send := func() {
+	hb := Heartbeat{Cluster: "c", Name: name, ID: id, MaxOffset: maxOffset, Timeout: aliveFor}
+	send := func(hb Heartbeat) {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		for _, n := range c.nodes {
@@ -153,7 +168,7 @@ func (c *cluster) beat(name string, id int64, maxOffset int64) *beater {
 			}
 		}
 	}
-	send()
+	send(hb)
 	go func() {
 		defer close(b.done)
 		t := time.NewTicker(testBeatEvery)
@@ -161,9 +176,12 @@ func (c *cluster) beat(name string, id int64, maxOffset int64) *beater {
 		for {
 			select {
 			case <-b.stop:
+				last := hb
+				last.Timeout = 0
+				send(last)
 				return
 			case <-t.C:
-				send()
+				send(hb)
 			}
 		}
 	}()
@@ -171,7 +189,11 @@ func (c *cluster) beat(name string, id int64, maxOffset int64) *beater {
 	return b
 }
 
-// halt stops the heartbeats and waits until none is being sent.
+// aliveFor is the heartbeat timeout of a test broker while its beater runs.
+const aliveFor = time.Minute
+
+// halt stops the heartbeats after a last one that leaves the node's master
+// timeout to run, and waits until none is being sent.
 func (b *beater) halt() {
 	b.once.Do(func() { close(b.stop) })
 	<-b.done

@@ -67,9 +67,8 @@ func (l *liveness) connClosed(c *remoting.Conn) bool {
 }
 
 // alive reports whether k is alive at now. def is the timeout of brokers
-// that did not send theirs; since is when this node started leading: no
-// broker is declared dead for silence that began before the node could
-// hear it.
+// that did not send theirs; since is when this node started: no broker is
+// declared dead for silence that began before the node could hear it.
 func (l *liveness) alive(k memberKey, now, since time.Time, def time.Duration) bool {
 	b, ok := l.get(k)
 	if ok && b.gone {

@@ -145,7 +145,7 @@ type Node struct {
 	live *liveness
 
 	leaderReady atomic.Bool   // leads, and has applied everything before its term
-	leaderSince atomic.Int64  // unix nanos of the current leadership
+	opened      time.Time     // when Open ran: liveness grace starts here
 	notify      chan *Group   // changed groups to tell members about
 	leaderCh    chan bool     // raft's leadership notifications
 	kick        chan struct{} // wakes electLoop
@@ -165,7 +165,7 @@ func Open(cfg Config) (*Node, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("controller: %w", err)
 	}
-	n := &Node{cfg: cfg, log: cfg.Logger.With("controller", cfg.ID), fsm: newFSM(),
+	n := &Node{cfg: cfg, opened: time.Now(), log: cfg.Logger.With("controller", cfg.ID), fsm: newFSM(),
 		notify: make(chan *Group, 256), leaderCh: make(chan bool, 8), kick: make(chan struct{}, 1), quit: make(chan struct{})}
 	n.live = newLiveness()
 	if err := n.openRaft(); err != nil {
@@ -344,18 +344,30 @@ func (n *Node) leaderLoop() {
 				n.log.Info("controller: lost leadership")
 				continue
 			}
-			n.leaderSince.Store(time.Now().UnixNano())
-			if err := n.raft.Barrier(applyTimeout).Error(); err != nil {
-				n.log.Warn("controller: leader barrier failed", "err", err)
-				continue
-			}
-			_, err := n.propose(&command{Op: opAnnounce, Announce: &announceCmd{NodeID: n.cfg.ID, Addr: n.cfg.Advertise}})
-			if err != nil {
-				n.log.Warn("controller: leader announce failed", "err", err)
-				continue
-			}
+			n.lead()
+		}
+	}
+}
+
+// lead readies a new leader: it waits until its FSM holds everything
+// committed before its term (Barrier) and announces its remoting address,
+// retrying while it still leads, then serves.
+func (n *Node) lead() {
+	for n.raft.State() == raft.Leader {
+		err := n.raft.Barrier(applyTimeout).Error()
+		if err == nil {
+			_, err = n.propose(&command{Op: opAnnounce, Announce: &announceCmd{NodeID: n.cfg.ID, Addr: n.cfg.Advertise}})
+		}
+		if err == nil {
 			n.leaderReady.Store(n.raft.State() == raft.Leader)
 			n.log.Info("controller: leading", "remoting", n.cfg.Advertise)
+			return
+		}
+		n.log.Warn("controller: new leader not ready yet; retrying", "err", err)
+		select {
+		case <-n.quit:
+			return
+		case <-time.After(retryEvery):
 		}
 	}
 }

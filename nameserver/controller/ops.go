@@ -43,6 +43,9 @@ type Registration struct {
 	ID      int64 // NoMaster (or 0): the controller picks
 	Addr    string
 	HAAddr  string
+	// Apply refuses an ID held by another address (Java's APPLY_BROKER_ID)
+	// instead of moving that broker to Addr.
+	Apply bool
 }
 
 // Heartbeat is a broker's BROKER_HEARTBEAT.
@@ -78,7 +81,7 @@ func (n *Node) Register(r Registration, conn *remoting.Conn, st remoting.Seriali
 		return Role{}, err
 	}
 	res, err := n.propose(&command{Op: opRegister, Register: &registerCmd{Cluster: r.Cluster, Name: r.Name,
-		ID: r.ID, Addr: r.Addr, HAAddr: r.HAAddr}})
+		ID: r.ID, Addr: r.Addr, HAAddr: r.HAAddr, Apply: r.Apply}})
 	if err != nil {
 		return Role{}, err
 	}
@@ -89,6 +92,18 @@ func (n *Node) Register(r Registration, conn *remoting.Conn, st remoting.Seriali
 	role := roleOf(res.Group)
 	role.BrokerID = res.BrokerID
 	return role, nil
+}
+
+// NextBrokerID returns the id the next broker of name registering without
+// one would get (Java's CONTROLLER_GET_NEXT_BROKER_ID).
+func (n *Node) NextBrokerID(name string) (int64, error) {
+	if err := n.leading(); err != nil {
+		return 0, err
+	}
+	if g := n.fsm.group(name); g != nil {
+		return g.NextID, nil
+	}
+	return firstBrokerID, nil
 }
 
 // Heartbeat records that a broker is alive. Any node takes it. It returns
@@ -175,14 +190,14 @@ func (n *Node) ElectMaster(name string, id int64) (Role, error) {
 		if id == g.MasterID && n.alive(name, id) {
 			return still()
 		}
-		if !n.alive(name, id) {
-			return Role{}, &Error{Code: protocol.ControllerBrokerNotAlive,
-				Remark: "broker " + itoa(id) + " of " + name + " is not alive (no heartbeat within the master timeout)"}
-		}
 		if !g.InSync(id) && !n.cfg.ElectUnclean {
 			return Role{}, &Error{Code: protocol.ControllerElectMasterFailed,
 				Remark: "broker " + itoa(id) + " is not in the SyncStateSet of " + name + " " + fmtIDs(g.SyncStateSet) +
 					": it may lack acknowledged messages (set controller.elect_unclean to allow it)"}
+		}
+		if !n.alive(name, id) {
+			return Role{}, &Error{Code: protocol.ControllerBrokerNotAlive,
+				Remark: "broker " + itoa(id) + " of " + name + " is not alive (no heartbeat within the master timeout)"}
 		}
 	case g.MasterID != NoMaster && n.alive(name, g.MasterID):
 		return still()

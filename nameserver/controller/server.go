@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -47,6 +48,8 @@ func (f *Front) Install(handle func(code int16, h remoting.Handler)) {
 		protocol.ControllerElectMaster:       f.electMaster,
 		protocol.ControllerGetMetadataInfo:   f.metadata,
 		protocol.ControllerGetSyncStateData:  f.syncStateData,
+		protocol.ControllerGetNextBrokerID:   f.nextBrokerID,
+		protocol.ControllerApplyBrokerID:     f.applyBrokerID,
 	} {
 		handle(code, f.adapt(h))
 	}
@@ -319,4 +322,49 @@ func (f *Front) syncStateData(n *Node, _ *remoting.Conn, req *remoting.Command) 
 		return answer(n, req, err)
 	}
 	return withBody(req, remoting.NewResponse(req, protocol.Success, ""), info)
+}
+
+// nextBrokerID is CONTROLLER_GET_NEXT_BROKER_ID (1012).
+func (f *Front) nextBrokerID(n *Node, _ *remoting.Conn, req *remoting.Command) *remoting.Command {
+	var h protocol.BrokerIDRequestHeader
+	if resp := decodeHeader(req, &h); resp != nil {
+		return resp
+	}
+	id, err := n.NextBrokerID(h.BrokerName)
+	if err != nil {
+		return answer(n, req, err)
+	}
+	resp := remoting.NewResponse(req, protocol.Success, "")
+	resp.ExtFields = protocol.Ext(&protocol.BrokerIDRequestHeader{ClusterName: h.ClusterName, BrokerName: h.BrokerName,
+		AppliedBrokerID: NoMaster, NextBrokerID: id})
+	return resp
+}
+
+// applyBrokerID is CONTROLLER_APPLY_BROKER_ID (1013): a Java broker claims
+// an id for the address in its registerCheckCode ("address;timestamp").
+// It joins the group as CONTROLLER_REGISTER_BROKER would, but an id held by
+// another address is refused.
+func (f *Front) applyBrokerID(n *Node, conn *remoting.Conn, req *remoting.Command) *remoting.Command {
+	var h protocol.BrokerIDRequestHeader
+	if resp := decodeHeader(req, &h); resp != nil {
+		return resp
+	}
+	addr, _, _ := strings.Cut(h.RegisterCheckCode, ";")
+	switch {
+	case h.BrokerName == "" || h.ClusterName == "":
+		return invalid(req, "clusterName and brokerName must not be empty")
+	case h.AppliedBrokerID <= 0:
+		return invalid(req, "appliedBrokerId must be a positive id")
+	case checkAddr("registerCheckCode's address", addr, true) != "":
+		return invalid(req, "%s", checkAddr("registerCheckCode's address", addr, true))
+	}
+	_, err := n.Register(Registration{Cluster: h.ClusterName, Name: h.BrokerName, ID: h.AppliedBrokerID, Addr: addr,
+		Apply: true}, conn, req.SerializeType)
+	if err != nil {
+		return answer(n, req, err)
+	}
+	resp := remoting.NewResponse(req, protocol.Success, "")
+	resp.ExtFields = protocol.Ext(&protocol.BrokerIDRequestHeader{ClusterName: h.ClusterName, BrokerName: h.BrokerName,
+		AppliedBrokerID: NoMaster, NextBrokerID: NoMaster})
+	return resp
 }

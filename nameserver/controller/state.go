@@ -103,6 +103,9 @@ type registerCmd struct {
 	ID      int64  `json:"id"`
 	Addr    string `json:"addr"`
 	HAAddr  string `json:"haAddr,omitempty"`
+	// Apply (Java's APPLY_BROKER_ID) refuses an ID another address holds
+	// instead of moving it.
+	Apply bool `json:"apply,omitempty"`
 }
 
 // electCmd makes NewMaster the master (NoMaster: the master is gone and
@@ -181,6 +184,10 @@ func (s *state) register(c *registerCmd) result {
 		if id == NoMaster {
 			id = g.NextID
 		}
+	}
+	if m, ok := g.Members[id]; ok && c.Apply && m.Addr != c.Addr {
+		return refuse(protocol.ControllerBrokerIDInvalid,
+			"controller: broker id %d of %s is %s's; ask for the next free id (CONTROLLER_GET_NEXT_BROKER_ID)", id, c.Name, m.Addr)
 	}
 	for _, m := range g.Members {
 		if m.Addr == c.Addr && m.ID != id {

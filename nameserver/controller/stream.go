@@ -1,8 +1,10 @@
 package controller
 
 import (
+	"errors"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -15,6 +17,9 @@ import (
 // the node.
 type stream struct {
 	ln net.Listener
+	// cut, set by tests (partition), makes the node unreachable: every
+	// connection closes, dials fail, accepted connections close at once.
+	cut atomic.Bool
 
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{} // guarded by mu
@@ -35,14 +40,23 @@ func (s *stream) track(c net.Conn) (net.Conn, error) {
 }
 
 func (s *stream) Accept() (net.Conn, error) {
-	c, err := s.ln.Accept()
-	if err != nil {
-		return nil, err
+	for {
+		c, err := s.ln.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if s.cut.Load() {
+			c.Close()
+			continue
+		}
+		return s.track(c)
 	}
-	return s.track(c)
 }
 
 func (s *stream) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	if s.cut.Load() {
+		return nil, errPartitioned
+	}
 	c, err := net.DialTimeout("tcp", string(addr), timeout)
 	if err != nil {
 		return nil, err
@@ -51,6 +65,22 @@ func (s *stream) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn,
 }
 
 func (s *stream) Addr() net.Addr { return s.ln.Addr() }
+
+var errPartitioned = errors.New("controller: partitioned (test)")
+
+// partition cuts the node off from its peers (true) or heals it (false):
+// the fault a test injects.
+func (s *stream) partition(cut bool) {
+	s.cut.Store(cut)
+	if !cut {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.conns {
+		c.Close()
+	}
+}
 
 // Close closes the listener and every connection. Idempotent.
 func (s *stream) Close() error {
