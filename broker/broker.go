@@ -18,6 +18,7 @@ import (
 	"github.com/sluicemq/sluice/broker/store"
 	"github.com/sluicemq/sluice/broker/topic"
 	"github.com/sluicemq/sluice/conf"
+	"github.com/sluicemq/sluice/internal/acl"
 	"github.com/sluicemq/sluice/internal/message"
 	"github.com/sluicemq/sluice/internal/protocol"
 	"github.com/sluicemq/sluice/internal/remoting"
@@ -55,6 +56,7 @@ type Broker struct {
 	hold      *longpoll.Hold
 	server    *remoting.Server
 	nsc       *remoting.Client // to the nameservers
+	acl       *acl.Watcher     // nil when ACL is off
 	sched     *scheduler
 	tx        *transactions
 	notify    *notifier
@@ -151,6 +153,14 @@ func (b *Broker) Start() error {
 		OnConnect:       b.onConnect,
 		OnDisconnect:    b.onDisconnect,
 	}
+	if b.cfg.ACL.File != "" {
+		w, err := acl.NewWatcher(b.cfg.ACL.File, conf.LoadACL, b.logger)
+		if err != nil {
+			return fmt.Errorf("broker: %w", err)
+		}
+		b.acl = w
+		sopts.Authorize = w.Guard().Authorize
+	}
 	b.server = remoting.NewServer(b.cfg.Listen, sopts)
 	b.routes()
 	if err := b.server.Start(); err != nil {
@@ -164,12 +174,19 @@ func (b *Broker) Start() error {
 	b.storeHost = ap
 	if b.cfg.MetricsListen != "" {
 		b.metrics.reg.MustRegister(brokerCollector{b})
-		if err := b.metrics.serve(b.cfg.MetricsListen); err != nil {
+		if b.acl != nil {
+			b.metrics.reg.MustRegister(acl.Collector{W: b.acl})
+		}
+		if err := b.metrics.serve(b.cfg.MetricsListen, b.cfg.Pprof, b.acl); err != nil {
 			b.server.Shutdown(context.Background())
 			return fmt.Errorf("broker: metrics listen %s: %w", b.cfg.MetricsListen, err)
 		}
 	}
-	b.nsc = remoting.NewClient(remoting.ClientOptions{SerializeType: remoting.SerializeJSON, Logger: b.logger})
+	nsOpts := remoting.ClientOptions{SerializeType: remoting.SerializeJSON, Logger: b.logger}
+	if b.cfg.ACL.AccessKey != "" {
+		nsOpts.Sign = acl.Signer(b.cfg.ACL.AccessKey, b.cfg.ACL.SecretKey, "")
+	}
+	b.nsc = remoting.NewClient(nsOpts)
 	b.sched = newScheduler(b)
 	b.tx = newTransactions(b)
 	b.started.Store(true)
@@ -225,6 +242,9 @@ func (b *Broker) Close() error {
 			errs = append(errs, b.nsc.Close())
 		}
 		b.metrics.close()
+		if b.acl != nil {
+			errs = append(errs, b.acl.Close())
+		}
 		errs = append(errs, b.closeStores())
 		b.closeErr = errors.Join(errs...)
 	})

@@ -70,6 +70,8 @@ type config struct {
 	hbInterval   time.Duration
 	routeRefresh time.Duration
 	subRefresh   time.Duration // routes of the topics consumers subscribe to
+	accessKey    string        // ACL credentials (WithCredentials); "" = unsigned
+	secretKey    string
 
 	// producer
 	group             string

@@ -78,6 +78,13 @@ type Broker struct {
 	// EmbeddedNamesrv configures the nameserver the broker runs in-process
 	// when NamesrvAddr is empty; ignored otherwise.
 	EmbeddedNamesrv Nameserver `mapstructure:"embedded_namesrv"`
+	// ACL is access control (off unless acl.file is set) and the broker's
+	// own credentials.
+	ACL BrokerACL `mapstructure:"acl"`
+	// TLS is the remoting port's TLS.
+	TLS TLS `mapstructure:"tls"`
+	// Pprof serves net/http/pprof on the metrics listener.
+	Pprof bool `mapstructure:"pprof"`
 }
 
 // Store configures the message store. Sizes are bytes.
@@ -217,6 +224,7 @@ func DefaultBroker() Broker {
 		PullMaxMessages: 256,
 		GCPercent:       400,
 		EmbeddedNamesrv: DefaultNameserver(),
+		TLS:             defaultTLS(),
 	}
 }
 

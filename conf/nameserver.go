@@ -26,6 +26,12 @@ type Nameserver struct {
 	OrderMessageEnable bool `mapstructure:"order_message_enable"`
 	// Remoting configures the nameserver's remoting server.
 	Remoting Remoting `mapstructure:"remoting"`
+	// ACL is access control (off unless acl.file is set).
+	ACL ACL `mapstructure:"acl"`
+	// TLS is the remoting port's TLS.
+	TLS TLS `mapstructure:"tls"`
+	// Pprof serves net/http/pprof on the metrics listener.
+	Pprof bool `mapstructure:"pprof"`
 }
 
 // DefaultNameserver returns a valid nameserver configuration listening on
@@ -37,5 +43,6 @@ func DefaultNameserver() Nameserver {
 		BrokerExpiry:  120 * time.Second,
 		ScanInterval:  10 * time.Second,
 		Remoting:      defaultRemoting(),
+		TLS:           defaultTLS(),
 	}
 }

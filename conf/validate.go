@@ -173,6 +173,8 @@ func (b Broker) Validate() error {
 	c.intRange("pull_max_messages", int64(b.PullMaxMessages), 1, 4096)
 	c.intRange("gc_percent", int64(b.GCPercent), 25, 10000)
 	b.EmbeddedNamesrv.validate(&c, "embedded_namesrv.")
+	b.ACL.validate(&c, b)
+	b.TLS.validate(&c, "tls.")
 	b.checkPortClashes(&c)
 	return c.err()
 }
@@ -278,6 +280,7 @@ func (n Nameserver) validate(c *checker, p string) {
 		c.fail(p+"scan_interval", n.ScanInterval.String(), "must be <= "+p+"broker_expiry ("+n.BrokerExpiry.String()+")")
 	}
 	c.remoting(p+"remoting.", n.Remoting)
+	n.TLS.validate(c, p+"tls.")
 }
 
 // humanBytes prints n in the largest binary unit that divides it.

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/client"
+	"github.com/sluicemq/sluice/internal/acl"
+	"github.com/sluicemq/sluice/internal/cli"
 	"github.com/sluicemq/sluice/internal/protocol"
 	"github.com/sluicemq/sluice/internal/remoting"
 )
@@ -26,6 +28,7 @@ type app struct {
 	namesrvFlag string
 	json        bool
 	timeout     time.Duration
+	creds       cli.Credentials
 
 	rc      *remoting.Client // direct requests, JSON headers
 	admin   *client.Admin
@@ -75,7 +78,7 @@ func (a *app) clientOptions() ([]client.Option, error) {
 		return nil, err
 	}
 	return []client.Option{client.WithNameServers(ns...), client.WithCallTimeout(a.timeout),
-		client.WithLogger(a.logger())}, nil
+		client.WithLogger(a.logger()), client.WithCredentials(a.creds.AccessKey, a.creds.SecretKey)}, nil
 }
 
 // adminClient returns the invocation's client.Admin, created on first use.
@@ -104,6 +107,9 @@ func (a *app) remote() *remoting.Client {
 		opts := remoting.DefaultClientOptions()
 		opts.SerializeType = remoting.SerializeJSON
 		opts.Logger = a.logger()
+		if a.creds.AccessKey != "" { // NB: resolved before any command runs (PersistentPreRunE)
+			opts.Sign = acl.Signer(a.creds.AccessKey, a.creds.SecretKey, "")
+		}
 		a.rc = remoting.NewClient(opts)
 		rc := a.rc
 		a.closers = append(a.closers, func() { _ = rc.Close() })

@@ -54,7 +54,12 @@ Flags override the config file, which overrides the environment
   --broker-name NAME          broker name (default broker-a)
   --cluster NAME              cluster name (default DefaultCluster)
   --metrics-listen HOST:PORT  serve Prometheus metrics at http://HOST:PORT/metrics (off by default)
-  -h, --help                  show this help
+` + cli.ServerSecurityUsage + `  -h, --help                  show this help
+
+The broker signs its registrations with acl.access_key and acl.secret_key
+(SLUICE_ACL_ACCESS_KEY, SLUICE_ACL_SECRET_KEY), an admin account of the
+nameservers' ACL. An embedded nameserver gets the broker's --acl and
+--tls-* unless configured apart.
 `
 
 func main() {
@@ -73,6 +78,7 @@ func run(args []string, stdout, stderr io.Writer, ready chan<- [2]string) int {
 	brokerName := fs.String("broker-name", "", "")
 	cluster := fs.String("cluster", "", "")
 	metrics := fs.String("metrics-listen", "", "")
+	sec := cli.AddServerSecurity(fs)
 	if code, ok := cli.Parse(fs, args, usage, stdout, stderr); !ok {
 		return code
 	}
@@ -104,6 +110,15 @@ func run(args []string, stdout, stderr io.Writer, ready chan<- [2]string) int {
 			cfg.MetricsListen = *metrics
 		}
 	})
+	sec.Apply(&cfg.ACL.File, &cfg.TLS, &cfg.Pprof)
+	if en := &cfg.EmbeddedNamesrv; cfg.EmbedNamesrv() {
+		if en.ACL.File == "" {
+			en.ACL.File = cfg.ACL.File
+		}
+		if en.TLS.Mode == conf.TLSDisabled {
+			en.TLS = cfg.TLS
+		}
+	}
 	if err := cfg.Validate(); err != nil {
 		fmt.Fprintf(stderr, "mqbroker: bad setting: %s (see mqbroker -h)\n", cli.OneLine(err))
 		return exitUsage

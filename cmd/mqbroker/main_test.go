@@ -70,7 +70,7 @@ func TestMQBroker_NamesrvAddrAndPprof(t *testing.T) {
 	require.NoError(t, ns.Start())
 	defer ns.Close()
 
-	cmd := exec.Command(buildBinary(t), "--listen", "127.0.0.1:0", "--store-dir", t.TempDir(), "--metrics-listen", "127.0.0.1:0")
+	cmd := exec.Command(buildBinary(t), "--listen", "127.0.0.1:0", "--store-dir", t.TempDir(), "--pprof", "--metrics-listen", "127.0.0.1:0")
 	cmd.Env = append(os.Environ(), "NAMESRV_ADDR="+ns.Addr())
 	stderr, err := cmd.StderrPipe()
 	require.NoError(t, err)

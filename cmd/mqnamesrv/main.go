@@ -34,7 +34,7 @@ const (
 	exitUsage = cli.ExitUsage
 )
 
-const usage = `Usage: mqnamesrv [-c FILE] [--listen HOST:PORT] [--metrics-listen HOST:PORT]
+const usage = `Usage: mqnamesrv [-c FILE] [--listen HOST:PORT] [--metrics-listen HOST:PORT] [--acl FILE] [--tls-mode MODE]
 
 Runs a Sluice nameserver until SIGINT or SIGTERM.
 
@@ -47,7 +47,7 @@ defaults.
                               port 0 picks a free port)
   --metrics-listen HOST:PORT  serve Prometheus metrics at
                               http://HOST:PORT/metrics (off by default)
-  -h, --help                  show this help
+` + cli.ServerSecurityUsage + `  -h, --help                  show this help
 
 Exit status: 0 after a clean shutdown, 1 for an invalid config file or
 environment or a server failure, 2 for a bad command line.
@@ -64,6 +64,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	configPath := fs.String("c", "", "")
 	listen := fs.String("listen", "", "")
 	metricsListen := fs.String("metrics-listen", "", "")
+	sec := cli.AddServerSecurity(fs)
 	if code, ok := cli.Parse(fs, args, usage, stdout, stderr); !ok {
 		return code
 	}
@@ -81,6 +82,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			cfg.MetricsListen = *metricsListen
 		}
 	})
+	sec.Apply(&cfg.ACL.File, &cfg.TLS, &cfg.Pprof)
 	// NB: LoadNameserver validated file and environment, so a failure now
 	// comes from a flag.
 	if err := cfg.Validate(); err != nil {

@@ -28,6 +28,8 @@ type Watcher struct {
 	reloads  atomic.Uint64 // successful reloads after the first load
 	failures atomic.Uint64 // reloads that kept the last good rules
 
+	guard *Guard
+
 	fw   *fsnotify.Watcher
 	quit chan struct{}
 	wg   sync.WaitGroup // watchLoop
@@ -57,6 +59,7 @@ func NewWatcher(path string, load func(string) (*Rules, error), log *slog.Logger
 	}
 	w := &Watcher{path: path, load: load, log: log, fw: fw, quit: make(chan struct{})}
 	w.cur.Store(r)
+	w.guard = NewGuard(w.Rules, log)
 	w.wg.Add(1)
 	go w.watchLoop()
 	log.Info("acl: rules loaded", "file", path, "accounts", r.Accounts())
@@ -65,6 +68,9 @@ func NewWatcher(path string, load func(string) (*Rules, error), log *slog.Logger
 
 // Rules returns the current rules.
 func (w *Watcher) Rules() *Rules { return w.cur.Load() }
+
+// Guard returns the Guard that checks requests against the current rules.
+func (w *Watcher) Guard() *Guard { return w.guard }
 
 // Reloads returns the reloads that took effect and those that failed (and
 // kept the last good rules).

@@ -1,13 +1,11 @@
 package acl_test
 
 import (
-	"bytes"
 	"log/slog"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +14,7 @@ import (
 	"github.com/sluicemq/sluice/conf"
 	"github.com/sluicemq/sluice/internal/acl"
 	"github.com/sluicemq/sluice/internal/protocol"
+	"github.com/sluicemq/sluice/internal/testutil"
 )
 
 const aliceRules = `globalWhiteRemoteAddresses: []
@@ -24,24 +23,6 @@ accounts:
     secretKey: 12345678
     topicPerms: ["orders=PUB"]
 `
-
-// syncBuffer is a log sink tests read while the watcher writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func send(key, secret string) acl.Request {
 	ext := map[string]string{"topic": "orders"}
@@ -65,7 +46,7 @@ func TestWatcher_Reload(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "plain_acl.yml")
 	require.NoError(t, os.WriteFile(path, []byte(aliceRules), 0o600))
-	var logs syncBuffer
+	var logs testutil.SyncBuffer
 	w, err := acl.NewWatcher(path, conf.LoadACL, slog.New(slog.NewTextHandler(&logs, nil)))
 	require.NoError(t, err)
 	defer w.Close()

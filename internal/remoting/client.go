@@ -42,6 +42,11 @@ type ClientOptions struct {
 	// NOTIFY_CONSUMER_IDS_CHANGED, CHECK_TRANSACTION_STATE, …). Nil
 	// answers them with REQUEST_CODE_NOT_SUPPORTED.
 	OnRequest Handler
+	// Sign, when set, is applied to every request the client sends, after
+	// its opaque and serialize type are set and before it is encoded
+	// (ACL credentials: acl.Signer). It may replace the request's custom
+	// header.
+	Sign func(*Command)
 }
 
 // DefaultClientOptions returns the defaults (msgpack headers).
@@ -227,6 +232,7 @@ func (c *Client) dial(ctx context.Context, addr string, e *dialEntry) {
 		_ = nc.SetWriteTimeout(c.opts.WriteTimeout)
 	}
 	conn := newConn(c, nc, c.ids.Add(1), &c.opaque, c.opts.MaxFrameSize, c.opts.SerializeType, false, context.Background())
+	conn.sign = c.opts.Sign
 	conn.addr = addr
 	_ = nc.AddCloseCallback(conn.onNetpollClose)
 	_ = nc.SetOnRequest(conn.onRequest)

@@ -53,6 +53,12 @@ type ServerOptions struct {
 	// OnConnect runs when a connection is established, before its first
 	// request is read. It must not block.
 	OnConnect func(*Conn)
+	// Authorize, when set, decides every request before it is dispatched
+	// (the inline try included), on the connection's reader: ok false
+	// answers the request with code and remark (nothing for a oneway
+	// request) and its handler never runs. It must not block; the broker
+	// and the nameserver check ACL signatures and permissions here.
+	Authorize func(c *Conn, req *Command) (code int16, remark string, ok bool)
 	// OnDisconnect runs once per connection after it closed (by either
 	// side, on error, or at Shutdown) and its pending calls failed, on a
 	// goroutine of its own. The broker drops the connection's producer and
@@ -156,6 +162,7 @@ func NewServer(addr string, opts ServerOptions) *Server {
 		served: make(chan struct{}),
 	}
 	s.d.peers = s.peers
+	s.d.authorize = opts.Authorize
 	s.baseCtx, s.cancelBase = context.WithCancel(context.Background())
 	return s
 }

@@ -6,11 +6,23 @@
 package servermetrics
 
 import (
+	"net/http"
+	"net/http/pprof"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/sluicemq/sluice/internal/remoting"
 )
+
+// HandlePprof serves Go's profiler on mux (mqbroker and mqnamesrv
+// --pprof), for measuring a server under load:
+// go tool pprof http://HOST:PORT/debug/pprof/profile?seconds=10
+func HandlePprof(mux *http.ServeMux) {
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+}
 
 // NewRegistry returns a registry holding the standard Go runtime and
 // process collectors.
