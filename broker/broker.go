@@ -22,6 +22,7 @@ import (
 	"github.com/sluicemq/sluice/internal/message"
 	"github.com/sluicemq/sluice/internal/protocol"
 	"github.com/sluicemq/sluice/internal/remoting"
+	"github.com/sluicemq/sluice/internal/tlscert"
 )
 
 // Options are the broker's settings beyond conf.Broker.
@@ -153,6 +154,11 @@ func (b *Broker) Start() error {
 		OnConnect:       b.onConnect,
 		OnDisconnect:    b.onDisconnect,
 	}
+	ts, err := tlscert.Server(b.cfg.TLS, b.cfg.Store.Dir, b.logger)
+	if err != nil {
+		return fmt.Errorf("broker: %w", err)
+	}
+	sopts.TLS = ts
 	if b.cfg.ACL.File != "" {
 		w, err := acl.NewWatcher(b.cfg.ACL.File, conf.LoadACL, b.logger)
 		if err != nil {
@@ -185,6 +191,12 @@ func (b *Broker) Start() error {
 	nsOpts := remoting.ClientOptions{SerializeType: remoting.SerializeJSON, Logger: b.logger}
 	if b.cfg.ACL.AccessKey != "" {
 		nsOpts.Sign = acl.Signer(b.cfg.ACL.AccessKey, b.cfg.ACL.SecretKey, "")
+	}
+	if nt := b.cfg.NamesrvTLS; nt.Enabled {
+		if nsOpts.TLS, err = tlscert.Client(nt.CAFile, nt.Insecure, "", ""); err != nil {
+			b.server.Shutdown(context.Background())
+			return fmt.Errorf("broker: namesrv_tls: %w", err)
+		}
 	}
 	b.nsc = remoting.NewClient(nsOpts)
 	b.sched = newScheduler(b)

@@ -1,6 +1,8 @@
 package client
 
 import (
+	"crypto/tls"
+
 	"github.com/sluicemq/sluice/internal/acl"
 	"github.com/sluicemq/sluice/internal/remoting"
 )
@@ -13,10 +15,22 @@ func WithCredentials(accessKey, secretKey string) Option {
 	return func(c *config) { c.accessKey, c.secretKey = accessKey, secretKey }
 }
 
-// secure applies the credentials to o.
+// secure applies the credentials and TLS to o.
 func (c *config) secure(o *remoting.ClientOptions) {
 	if c.accessKey != "" {
 		o.Sign = acl.Signer(c.accessKey, c.secretKey, "")
+	}
+	o.TLS = c.tls
+}
+
+// WithTLS makes every connection TLS with cfg (nil: verified against
+// the system pool). InsecureSkipVerify is for self-signed test setups.
+func WithTLS(cfg *tls.Config) Option {
+	return func(c *config) {
+		if cfg == nil {
+			cfg = &tls.Config{MinVersion: tls.VersionTLS12}
+		}
+		c.tls = cfg
 	}
 }
 

@@ -85,6 +85,8 @@ type Broker struct {
 	TLS TLS `mapstructure:"tls"`
 	// Pprof serves net/http/pprof on the metrics listener.
 	Pprof bool `mapstructure:"pprof"`
+	// NamesrvTLS is how the broker dials the nameservers.
+	NamesrvTLS ClientTLS `mapstructure:"namesrv_tls"`
 }
 
 // Store configures the message store. Sizes are bytes.

@@ -43,6 +43,17 @@ type TLS struct {
 	ClientCA string `mapstructure:"client_ca"`
 }
 
+// ClientTLS is how a server dials other servers (a broker its
+// nameservers).
+type ClientTLS struct {
+	// Enabled dials with TLS.
+	Enabled bool `mapstructure:"enabled"`
+	// CAFile verifies the peer against these PEM CAs; empty: the system pool.
+	CAFile string `mapstructure:"ca_file"`
+	// Insecure skips verification (self-signed test setups).
+	Insecure bool `mapstructure:"insecure"`
+}
+
 func defaultTLS() TLS { return TLS{Mode: TLSDisabled} }
 
 func (t TLS) validate(c *checker, p string) {

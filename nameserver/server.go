@@ -11,6 +11,7 @@ import (
 	"github.com/sluicemq/sluice/conf"
 	"github.com/sluicemq/sluice/internal/acl"
 	"github.com/sluicemq/sluice/internal/remoting"
+	"github.com/sluicemq/sluice/internal/tlscert"
 )
 
 // closeTimeout bounds how long Close waits for running handlers and
@@ -78,6 +79,11 @@ func New(cfg conf.Nameserver, logger *slog.Logger) (*Server, error) {
 		Logger:          logger,
 		OnDisconnect:    s.onDisconnect,
 	}
+	ts, err := tlscert.Server(cfg.TLS, "", logger)
+	if err != nil {
+		return nil, fmt.Errorf("nameserver: %w", err)
+	}
+	sopts.TLS = ts
 	if cfg.ACL.File != "" {
 		w, err := acl.NewWatcher(cfg.ACL.File, conf.LoadACL, logger)
 		if err != nil {

@@ -106,9 +106,16 @@ or the NAMESRV_ADDR environment variable.`,
 	pf.DurationVar(&a.timeout, "timeout", 5*time.Second, "timeout of each request to a nameserver or broker")
 	pf.StringVar(&a.creds.AccessKey, "access-key", "", cli.CredentialsUsage)
 	pf.StringVar(&a.creds.SecretKey, "secret-key", "", cli.SecretUsage)
+	pf.BoolVar(&a.tls.Enabled, "tls", false, cli.TLSUsage)
+	pf.StringVar(&a.tls.CAFile, "tls-ca", "", cli.TLSCAUsage)
+	pf.BoolVar(&a.tls.Insecure, "tls-insecure", false, cli.TLSInsecureUsage)
 	root.PersistentPreRunE = func(*cobra.Command, []string) error {
 		if problem := a.creds.Resolve(); problem != "" {
 			return usagef("%s", problem)
+		}
+		var err error
+		if a.tlsConfig, err = a.tls.Config(); err != nil {
+			return usagef("%v", err)
 		}
 		return nil
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -29,6 +30,8 @@ type app struct {
 	json        bool
 	timeout     time.Duration
 	creds       cli.Credentials
+	tls         cli.ClientTLS
+	tlsConfig   *tls.Config // from tls, before any command runs
 
 	rc      *remoting.Client // direct requests, JSON headers
 	admin   *client.Admin
@@ -78,7 +81,15 @@ func (a *app) clientOptions() ([]client.Option, error) {
 		return nil, err
 	}
 	return []client.Option{client.WithNameServers(ns...), client.WithCallTimeout(a.timeout),
-		client.WithLogger(a.logger()), client.WithCredentials(a.creds.AccessKey, a.creds.SecretKey)}, nil
+		client.WithLogger(a.logger()), client.WithCredentials(a.creds.AccessKey, a.creds.SecretKey), a.withTLS()}, nil
+}
+
+// withTLS is the client option of --tls (none without it).
+func (a *app) withTLS() client.Option {
+	if a.tlsConfig == nil {
+		return client.Combine()
+	}
+	return client.WithTLS(a.tlsConfig)
 }
 
 // adminClient returns the invocation's client.Admin, created on first use.
@@ -110,6 +121,7 @@ func (a *app) remote() *remoting.Client {
 		if a.creds.AccessKey != "" { // NB: resolved before any command runs (PersistentPreRunE)
 			opts.Sign = acl.Signer(a.creds.AccessKey, a.creds.SecretKey, "")
 		}
+		opts.TLS = a.tlsConfig
 		a.rc = remoting.NewClient(opts)
 		rc := a.rc
 		a.closers = append(a.closers, func() { _ = rc.Close() })

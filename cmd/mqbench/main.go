@@ -15,6 +15,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -40,6 +41,8 @@ type options struct {
 	mode      string
 	namesrv   string
 	creds     cli.Credentials
+	tls       cli.ClientTLS
+	tlsConfig *tls.Config
 	topic     string
 	group     string
 	size      int
@@ -85,15 +88,19 @@ func main() {
 // connect returns the options every client of the run gets: the
 // nameservers and the ACL credentials.
 func (o options) connect() client.Option {
-	return client.Combine(client.WithNameServers(nameservers(o.namesrv)...),
-		client.WithCredentials(o.creds.AccessKey, o.creds.SecretKey))
+	opts := []client.Option{client.WithNameServers(nameservers(o.namesrv)...),
+		client.WithCredentials(o.creds.AccessKey, o.creds.SecretKey)}
+	if o.tlsConfig != nil {
+		opts = append(opts, client.WithTLS(o.tlsConfig))
+	}
+	return client.Combine(opts...)
 }
 
 // parseOptions reads the mode and flags; false means a usage error, which
 // it has written to stderr.
 func parseOptions(args []string, stderr io.Writer) (options, bool) {
 	if len(args) == 0 || (args[0] != "produce" && args[0] != "consume" && args[0] != "e2e") {
-		fmt.Fprintln(stderr, "usage: mqbench produce|consume|e2e [-n NAMESRV] [-t TOPIC] [--size N] [--producers N] [--consumers N] [--batch N] [--pull-batch N] [--duration D] [--rate N] [--sync] [--sql EXPR] [--json] [--cpuprofile FILE] [--access-key KEY --secret-key SECRET]")
+		fmt.Fprintln(stderr, "usage: mqbench produce|consume|e2e [-n NAMESRV] [-t TOPIC] [--size N] [--producers N] [--consumers N] [--batch N] [--pull-batch N] [--duration D] [--rate N] [--sync] [--sql EXPR] [--json] [--cpuprofile FILE] [--access-key KEY --secret-key SECRET] [--tls] [--tls-ca FILE] [--tls-insecure]")
 		return options{}, false
 	}
 	o := options{mode: args[0]}
@@ -119,11 +126,19 @@ func parseOptions(args []string, stderr io.Writer) (options, bool) {
 	fs.StringVar(&o.cpuprof, "cpuprofile", "", "write a CPU profile of mqbench itself to this file")
 	fs.StringVar(&o.creds.AccessKey, "access-key", "", cli.CredentialsUsage)
 	fs.StringVar(&o.creds.SecretKey, "secret-key", "", cli.SecretUsage)
+	fs.BoolVar(&o.tls.Enabled, "tls", false, cli.TLSUsage)
+	fs.StringVar(&o.tls.CAFile, "tls-ca", "", cli.TLSCAUsage)
+	fs.BoolVar(&o.tls.Insecure, "tls-insecure", false, cli.TLSInsecureUsage)
 	if err := fs.Parse(args[1:]); err != nil {
 		return o, false
 	}
 	if problem := o.creds.Resolve(); problem != "" {
 		fmt.Fprintln(stderr, "mqbench: "+problem)
+		return o, false
+	}
+	var err error
+	if o.tlsConfig, err = o.tls.Config(); err != nil {
+		fmt.Fprintln(stderr, "mqbench:", err)
 		return o, false
 	}
 	set := map[string]bool{}

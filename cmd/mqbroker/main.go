@@ -118,6 +118,11 @@ func run(args []string, stdout, stderr io.Writer, ready chan<- [2]string) int {
 		if en.TLS.Mode == conf.TLSDisabled {
 			en.TLS = cfg.TLS
 		}
+		if en.TLS.Mode == conf.TLSEnforcing && !cfg.NamesrvTLS.Enabled {
+			// NB: the broker's own nameserver, in this process, with the
+			// broker's certificate (or a self-signed one made for it).
+			cfg.NamesrvTLS = conf.ClientTLS{Enabled: true, Insecure: true}
+		}
 	}
 	if err := cfg.Validate(); err != nil {
 		fmt.Fprintf(stderr, "mqbroker: bad setting: %s (see mqbroker -h)\n", cli.OneLine(err))

@@ -1,6 +1,11 @@
 package cli
 
-import "os"
+import (
+	"crypto/tls"
+	"os"
+
+	"github.com/sluicemq/sluice/internal/tlscert"
+)
 
 // Environment variables the client tools (mqadmin, mqbench) read ACL
 // credentials from when the flags are not given.
@@ -37,3 +42,25 @@ const CredentialsUsage = "ACL account to sign requests with (default $" + EnvAcc
 
 // SecretUsage documents --secret-key.
 const SecretUsage = "secret key of --access-key (default $" + EnvSecretKey + ")"
+
+// ClientTLS is a client tool's --tls, --tls-ca and --tls-insecure.
+type ClientTLS struct {
+	Enabled  bool
+	CAFile   string
+	Insecure bool
+}
+
+// Usage texts of the client TLS flags.
+const (
+	TLSUsage         = "connect with TLS, verifying servers against the system pool or --tls-ca"
+	TLSCAUsage       = "PEM file of the CAs to verify servers with (implies --tls)"
+	TLSInsecureUsage = "TLS without verifying the server (self-signed test setups; implies --tls)"
+)
+
+// Config returns the TLS configuration, nil when TLS is off.
+func (t ClientTLS) Config() (*tls.Config, error) {
+	if !t.Enabled && t.CAFile == "" && !t.Insecure {
+		return nil, nil
+	}
+	return tlscert.Client(t.CAFile, t.Insecure, "", "")
+}

@@ -143,8 +143,11 @@ func startServers(work string) (ns, br *process, err error) {
 		return nil, nil, err
 	}
 	security := []string{"--acl", aclFile}
+	brokerEnv := []string{"SLUICE_STORE_SEGMENT_SIZE=67108864",
+		"SLUICE_ACL_ACCESS_KEY=" + adminCreds.AccessKey, "SLUICE_ACL_SECRET_KEY=" + adminCreds.SecretKey}
 	if overTLS {
 		security = append(security, "--tls-mode", "enforcing")
+		brokerEnv = append(brokerEnv, "SLUICE_NAMESRV_TLS_ENABLED=true", "SLUICE_NAMESRV_TLS_INSECURE=true")
 	}
 	ns, err = start("mqnamesrv", filepath.Join(bin, "mqnamesrv"), filepath.Join(work, "mqnamesrv.log"),
 		regexp.MustCompile(`msg="mqnamesrv: listening" addr=(\S+)`), nil,
@@ -155,8 +158,7 @@ func startServers(work string) (ns, br *process, err error) {
 	br, err = start("mqbroker", filepath.Join(bin, "mqbroker"), filepath.Join(work, "mqbroker.log"),
 		regexp.MustCompile(`serving on (\S+) \(nameserver`),
 		// A small segment keeps the preallocated store file small.
-		[]string{"SLUICE_STORE_SEGMENT_SIZE=67108864",
-			"SLUICE_ACL_ACCESS_KEY=" + adminCreds.AccessKey, "SLUICE_ACL_SECRET_KEY=" + adminCreds.SecretKey},
+		brokerEnv,
 		append([]string{"-n", ns.addr, "--listen", "127.0.0.1:0", "--store-dir", filepath.Join(work, "store"),
 			"--flush", "async", "--broker-name", brokerName, "--cluster", "DefaultCluster"}, security...)...)
 	return ns, br, err
