@@ -140,8 +140,9 @@ type Server struct {
 	frameTimeouts atomic.Uint64
 	// plaintextRefused counts plaintext connections an enforcing TLS
 	// server closed.
-	plaintextRefused atomic.Uint64
-	badFrames        [len(BadFrameReasons)]atomic.Uint64
+	plaintextRefused  atomic.Uint64
+	handshakeFailures atomic.Uint64
+	badFrames         [len(BadFrameReasons)]atomic.Uint64
 }
 
 type serverState int
@@ -425,6 +426,10 @@ type ServerStats struct {
 	Rejected      uint64            // connections closed at accept: over MaxConnsPerAddr
 	FrameTimeouts uint64            // connections closed: a frame not completed within FrameTimeout
 	BadFrames     map[string]uint64 // connections closed for a bad frame, by reason (BadFrameReasons)
+	// PlaintextRefused counts plaintext connections an enforcing TLS
+	// server closed; TLSHandshakeFailures failed TLS handshakes.
+	PlaintextRefused     uint64
+	TLSHandshakeFailures uint64
 }
 
 // Stats returns the server's counters.
@@ -434,6 +439,8 @@ func (s *Server) Stats() ServerStats {
 	s.mu.Unlock()
 	st.Rejected = s.rejected.Load()
 	st.FrameTimeouts = s.frameTimeouts.Load()
+	st.PlaintextRefused = s.plaintextRefused.Load()
+	st.TLSHandshakeFailures = s.handshakeFailures.Load()
 	st.BadFrames = make(map[string]uint64, len(BadFrameReasons))
 	for i, r := range BadFrameReasons {
 		st.BadFrames[r] = s.badFrames[i].Load()

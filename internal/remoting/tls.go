@@ -137,6 +137,7 @@ func (s *Server) classify(conn net.Conn) {
 	}
 	tc := tls.Server(conn, s.opts.TLS.Config)
 	if err := tc.HandshakeContext(s.baseCtx); err != nil {
+		s.handshakeFailures.Add(1)
 		s.peers.event(time.Now(), slog.LevelWarn, ip, ReasonTLSHandshake, "remoting: TLS handshake failed",
 			"remote", addrString(remote), "err", err)
 		_ = conn.Close()

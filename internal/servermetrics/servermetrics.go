@@ -38,6 +38,9 @@ var (
 		[]string{"reason"}, nil)
 	descFrameTimeouts = prometheus.NewDesc("sluice_remoting_frame_timeouts_total",
 		"Connections closed because a started frame was not completed within remoting.frame_timeout.", nil, nil)
+	descTLS = prometheus.NewDesc("sluice_remoting_tls_refused_total",
+		"Connections closed by TLS: plaintext to an enforcing port (plaintext), failed handshakes (handshake).",
+		[]string{"reason"}, nil)
 	descRefused = prometheus.NewDesc("sluice_remoting_connections_refused_total",
 		"Connections closed at accept: their address already held remoting.max_connections_per_address.", nil, nil)
 )
@@ -50,6 +53,7 @@ func (Remoting) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descBadFrames
 	ch <- descFrameTimeouts
 	ch <- descRefused
+	ch <- descTLS
 }
 
 func (r Remoting) Collect(ch chan<- prometheus.Metric) {
@@ -62,4 +66,6 @@ func (r Remoting) Collect(ch chan<- prometheus.Metric) {
 	}
 	counter(descFrameTimeouts, st.FrameTimeouts)
 	counter(descRefused, st.Rejected)
+	counter(descTLS, st.PlaintextRefused, "plaintext")
+	counter(descTLS, st.TLSHandshakeFailures, "handshake")
 }

@@ -84,6 +84,7 @@ func TestTLS_Enforcing(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return strings.Contains(logs.String(), "plaintext connection refused: this port enforces TLS")
 	}, 10*time.Second, 10*time.Millisecond)
+	require.NotZero(t, s.Stats().PlaintextRefused)
 
 	_, err = echoCall(t, newClient(t, &tls.Config{}), addr, []byte("verified"))
 	require.ErrorContains(t, err, "certificate", "a verifying client refuses the self-signed certificate")
@@ -128,7 +129,8 @@ func TestTLS_ClientCA(t *testing.T) {
 		ClientCA: caFile}, "", slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
 	var logs testutil.SyncBuffer
-	addr := startServer(t, ts, &logs).Addr().String()
+	s := startServer(t, ts, &logs)
+	addr := s.Addr().String()
 
 	good, err := Client(caFile, false, write("cli.pem", cliCert), write("cli.key", cliKey))
 	require.NoError(t, err)
@@ -145,6 +147,7 @@ func TestTLS_ClientCA(t *testing.T) {
 	_, err = echoCall(t, newClient(t, stranger), addr, []byte("x"))
 	require.Error(t, err, "a certificate the CA did not sign")
 	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "TLS handshake failed") }, 10*time.Second, 10*time.Millisecond)
+	require.NotZero(t, s.Stats().TLSHandshakeFailures)
 }
 
 func TestSelfSigned_KeptUnderDir(t *testing.T) {
