@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/sluicemq/sluice/conf"
-	"github.com/sluicemq/sluice/internal/acl"
+	"github.com/sluicemq/sluice/internal/acl/sig"
 	"github.com/sluicemq/sluice/internal/protocol"
 	"github.com/sluicemq/sluice/internal/remoting"
 	"github.com/sluicemq/sluice/internal/testutil"
@@ -36,7 +36,7 @@ func BenchmarkSendACL(b *testing.B) {
 			br := benchBrokerWith(b, func(cfg *conf.Broker) {
 				if on {
 					cfg.ACL.File = testutil.WriteACL(b, testutil.ACLRules)
-					opts.Sign = acl.Signer("davedave", "dave-secret-1", "")
+					opts.Sign = sig.Signer("davedave", "dave-secret-1", "")
 				}
 			})
 			clients := make([]*remoting.Client, 16)

@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicemq/sluice/conf"
-	"github.com/sluicemq/sluice/internal/acl"
+	"github.com/sluicemq/sluice/internal/acl/sig"
 	"github.com/sluicemq/sluice/internal/protocol"
 	"github.com/sluicemq/sluice/internal/remoting"
 	"github.com/sluicemq/sluice/internal/testutil"
@@ -54,7 +54,7 @@ func signedClient(t *testing.T, st remoting.SerializeType, key, secret string) *
 	t.Helper()
 	opts := remoting.ClientOptions{SerializeType: st, Logger: quiet()}
 	if key != "" {
-		opts.Sign = acl.Signer(key, secret, "")
+		opts.Sign = sig.Signer(key, secret, "")
 	}
 	c := remoting.NewClient(opts)
 	t.Cleanup(func() { c.Close() })

@@ -19,6 +19,7 @@ import (
 	"github.com/sluicemq/sluice/broker/topic"
 	"github.com/sluicemq/sluice/conf"
 	"github.com/sluicemq/sluice/internal/acl"
+	"github.com/sluicemq/sluice/internal/acl/sig"
 	"github.com/sluicemq/sluice/internal/message"
 	"github.com/sluicemq/sluice/internal/protocol"
 	"github.com/sluicemq/sluice/internal/remoting"
@@ -190,7 +191,7 @@ func (b *Broker) Start() error {
 	}
 	nsOpts := remoting.ClientOptions{SerializeType: remoting.SerializeJSON, Logger: b.logger}
 	if b.cfg.ACL.AccessKey != "" {
-		nsOpts.Sign = acl.Signer(b.cfg.ACL.AccessKey, b.cfg.ACL.SecretKey, "")
+		nsOpts.Sign = sig.Signer(b.cfg.ACL.AccessKey, b.cfg.ACL.SecretKey, "")
 	}
 	if nt := b.cfg.NamesrvTLS; nt.Enabled {
 		if nsOpts.TLS, err = tlscert.Client(nt.CAFile, nt.Insecure, "", ""); err != nil {

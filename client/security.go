@@ -3,7 +3,7 @@ package client
 import (
 	"crypto/tls"
 
-	"github.com/sluicemq/sluice/internal/acl"
+	"github.com/sluicemq/sluice/internal/acl/sig"
 	"github.com/sluicemq/sluice/internal/remoting"
 )
 
@@ -18,7 +18,7 @@ func WithCredentials(accessKey, secretKey string) Option {
 // secure applies the credentials and TLS to o.
 func (c *config) secure(o *remoting.ClientOptions) {
 	if c.accessKey != "" {
-		o.Sign = acl.Signer(c.accessKey, c.secretKey, "")
+		o.Sign = sig.Signer(c.accessKey, c.secretKey, "")
 	}
 	o.TLS = c.tls
 }

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/client"
-	"github.com/sluicemq/sluice/internal/acl"
+	"github.com/sluicemq/sluice/internal/acl/sig"
 	"github.com/sluicemq/sluice/internal/cli"
 	"github.com/sluicemq/sluice/internal/protocol"
 	"github.com/sluicemq/sluice/internal/remoting"
@@ -119,7 +119,7 @@ func (a *app) remote() *remoting.Client {
 		opts.SerializeType = remoting.SerializeJSON
 		opts.Logger = a.logger()
 		if a.creds.AccessKey != "" { // NB: resolved before any command runs (PersistentPreRunE)
-			opts.Sign = acl.Signer(a.creds.AccessKey, a.creds.SecretKey, "")
+			opts.Sign = sig.Signer(a.creds.AccessKey, a.creds.SecretKey, "")
 		}
 		opts.TLS = a.tlsConfig
 		a.rc = remoting.NewClient(opts)

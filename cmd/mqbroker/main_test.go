@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/conf"
-	"github.com/sluicemq/sluice/internal/acl"
+	"github.com/sluicemq/sluice/internal/acl/sig"
 	"github.com/sluicemq/sluice/internal/protocol"
 	"github.com/sluicemq/sluice/internal/remoting"
 	"github.com/sluicemq/sluice/internal/testutil"
@@ -181,7 +181,7 @@ func TestMQBroker_SecureQuickstart(t *testing.T) {
 	addr, ns := serving(t, cmd)
 
 	c := remoting.NewClient(remoting.ClientOptions{SerializeType: remoting.SerializeJSON, DialTimeout: 3 * time.Second,
-		TLS: &tls.Config{InsecureSkipVerify: true}, Sign: acl.Signer("alice1", "alice-secret-1", "")}) //nolint:gosec // self-signed
+		TLS: &tls.Config{InsecureSkipVerify: true}, Sign: sig.Signer("alice1", "alice-secret-1", "")}) //nolint:gosec // self-signed
 	defer c.Close()
 	require.Equal(t, addr, templateRoute(t, c, ns).BrokerDatas[0].BrokerAddrs[0])
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

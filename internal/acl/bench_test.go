@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/sluicemq/sluice/internal/acl/sig"
 	"github.com/sluicemq/sluice/internal/protocol"
 )
 
@@ -20,7 +21,7 @@ func BenchmarkCheck(b *testing.B) {
 	body := make([]byte, 1024)
 	ext := map[string]string{"a": "pg", "b": "orders", "c": "TBW102", "d": "4", "e": "1", "f": "0", "g": "1764590000000",
 		"h": "0", "i": "TAGS\x01T\x02UNIQ_KEY\x017F0000010001000000000000000A0001\x02", "j": "0", "k": "false", "m": "false", "n": "broker-a"}
-	SignExt(ext, body, "alice1", "alice-secret", "")
+	sig.SignExt(ext, body, "alice1", "alice-secret", "")
 	req := Request{Code: protocol.SendMessageV2, Remote: netip.MustParseAddr("127.0.0.1"), Ext: ext, Body: body}
 	b.Run("check", func(b *testing.B) {
 		b.ReportAllocs()
@@ -33,7 +34,7 @@ func BenchmarkCheck(b *testing.B) {
 	b.Run("sign", func(b *testing.B) {
 		b.ReportAllocs()
 		for range b.N {
-			SignExt(ext, body, "alice1", "alice-secret", "")
+			sig.SignExt(ext, body, "alice1", "alice-secret", "")
 		}
 	})
 }

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"strings"
 
+	"github.com/sluicemq/sluice/internal/acl/sig"
 	"github.com/sluicemq/sluice/internal/protocol"
 )
 
@@ -74,7 +75,7 @@ const traceTopic = "RMQ_SYS_TRACE_TOPIC"
 
 // Check decides req. It returns nil when the request may proceed.
 func (r *Rules) Check(req Request) *Refusal {
-	key := req.Ext[FieldAccessKey]
+	key := req.Ext[sig.FieldAccessKey]
 	if key == "" {
 		return &Refusal{Reason: ReasonNoCredentials, Remark: fmt.Sprintf(
 			"ACL: %s (code %d) carries no AccessKey: this server takes signed requests only; give the client an access key and secret key",
@@ -92,11 +93,11 @@ func (r *Rules) Check(req Request) *Refusal {
 		return &Refusal{Reason: ReasonAddress, Key: key, Remark: fmt.Sprintf(
 			"ACL: access key %q: address %s is not in the account's whiteRemoteAddress", key, req.Remote)}
 	}
-	if req.Ext[FieldSignature] == "" {
+	if req.Ext[sig.FieldSignature] == "" {
 		return &Refusal{Reason: ReasonSignature, Key: key, Remark: fmt.Sprintf(
 			"ACL: access key %q: the request carries no Signature", key)}
 	}
-	if !Verify(acc.secret, req.Ext, req.Body) {
+	if !sig.Verify(acc.secret, req.Ext, req.Body) {
 		return &Refusal{Reason: ReasonSignature, Key: key, Remark: fmt.Sprintf(
 			"ACL: access key %q: the signature does not match (a wrong secret key, or the request changed after it was signed)", key)}
 	}

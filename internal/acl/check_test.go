@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicemq/sluice/internal/acl/sig"
 	"github.com/sluicemq/sluice/internal/protocol"
 	"github.com/sluicemq/sluice/internal/remoting"
 )
@@ -34,7 +35,7 @@ func testRules(t *testing.T) *Rules {
 }
 
 func signed(code int16, key, secret string, ext map[string]string, body []byte, from string) Request {
-	SignExt(ext, body, key, secret, "")
+	sig.SignExt(ext, body, key, secret, "")
 	return Request{Code: code, Remote: netip.MustParseAddr(from), Ext: ext, Body: body}
 }
 
@@ -84,7 +85,7 @@ func TestCheck(t *testing.T) {
 		{"outside the account's whitelist", signed(protocol.SendMessage, "carol1", "carol-secret", map[string]string{"topic": "other"}, nil, "10.0.0.10"),
 			ReasonAddress, `ACL: access key "carol1": address 10.0.0.10 is not in the account's whiteRemoteAddress`},
 		{"whitelisted without signature", Request{Code: protocol.SendMessage, Remote: netip.MustParseAddr("10.0.0.3"),
-			Ext: map[string]string{"topic": "other", FieldAccessKey: "carol1"}}, ReasonSignature, `ACL: access key "carol1": the request carries no Signature`},
+			Ext: map[string]string{"topic": "other", sig.FieldAccessKey: "carol1"}}, ReasonSignature, `ACL: access key "carol1": the request carries no Signature`},
 		{"signature only code", signed(protocol.GetRouteInfoByTopic, "alice1", "alice-secret", map[string]string{"topic": "zzz"}, nil, "127.0.0.1"), "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -30,7 +30,8 @@
 // Java broker signs every received field but Signature (so SecurityToken
 // is in); the official Go client leaves SecurityToken out: Verify tries the
 // Java way and then, when a token is present, once more without it.
-// Comparison is constant-time.
+// Comparison is constant-time. Signing and verifying live in package sig
+// (clients import it alone).
 //
 // # Decisions (Checker.Check), in order
 //

@@ -116,19 +116,3 @@ func (g *Guard) Authorize(c *remoting.Conn, req *remoting.Command) (code int16, 
 	}
 	return protocol.NoPermission, ref.Remark, false
 }
-
-// Signer returns a remoting.ClientOptions.Sign that signs every request
-// with key and secret (and token, if not empty) the way the Java broker
-// verifies. The request gets a custom header of its own (a map), so a
-// header shared between requests is never written to.
-func Signer(key, secret, token string) func(*remoting.Command) {
-	return func(c *remoting.Command) {
-		src := c.ExtMap()
-		ext := make(map[string]string, len(src)+3)
-		for k, v := range src {
-			ext[k] = v
-		}
-		SignExt(ext, c.Body, key, secret, token)
-		c.ExtFields, c.ExtWriter, c.ExtPairs = ext, nil, nil
-	}
-}

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/sluicemq/sluice/internal/acl/sig"
 )
 
 // File is a rules file in RocketMQ's plain_acl.yml shape, as decoded (by
@@ -142,5 +144,5 @@ func (r *Rules) Accounts() int { return len(r.accounts) }
 // names an account whose secret is secret (compared in constant time).
 func (r *Rules) Credentials(key, secret string) bool {
 	a := r.accounts[key]
-	return a != nil && equalConstant(a.secret, secret)
+	return a != nil && sig.EqualConstant(a.secret, secret)
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicemq/sluice/conf"
 	"github.com/sluicemq/sluice/internal/acl"
+	"github.com/sluicemq/sluice/internal/acl/sig"
 	"github.com/sluicemq/sluice/internal/protocol"
 	"github.com/sluicemq/sluice/internal/testutil"
 )
@@ -26,7 +27,7 @@ accounts:
 
 func send(key, secret string) acl.Request {
 	ext := map[string]string{"topic": "orders"}
-	acl.SignExt(ext, []byte("m"), key, secret, "")
+	sig.SignExt(ext, []byte("m"), key, secret, "")
 	return acl.Request{Code: protocol.SendMessage, Remote: netip.MustParseAddr("127.0.0.1"), Ext: ext, Body: []byte("m")}
 }
 

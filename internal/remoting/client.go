@@ -49,7 +49,7 @@ type ClientOptions struct {
 	TLS *tls.Config
 	// Sign, when set, is applied to every request the client sends, after
 	// its opaque and serialize type are set and before it is encoded
-	// (ACL credentials: acl.Signer). It may replace the request's custom
+	// (ACL credentials: sig.Signer). It may replace the request's custom
 	// header.
 	Sign func(*Command)
 }

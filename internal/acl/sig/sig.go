@@ -1,4 +1,10 @@
-package acl
+// Package sig is the signature of RocketMQ 4.x ACL requests, apart from
+// the rules (package acl) so that clients sign without the server side's
+// dependencies: ext fields AccessKey, Signature and optional SecurityToken;
+// Signature = base64(HMAC-SHA1(secretKey, the values of the ext fields
+// sorted by key, then the body)). See package acl for the verification
+// order.
+package sig
 
 import (
 	"crypto/hmac"
@@ -6,6 +12,8 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"slices"
+
+	"github.com/sluicemq/sluice/internal/remoting"
 )
 
 // Ext field names of a signed request (RocketMQ's SessionCredentials).
@@ -66,21 +74,35 @@ func Verify(secret string, ext map[string]string, body []byte) bool {
 		return false
 	}
 	buf := make([]byte, 0, 512+len(body))
-	if signatureEqual(sig, Sign(secret, AppendContent(buf, ext, body))) {
+	if EqualConstant(sig, Sign(secret, AppendContent(buf, ext, body))) {
 		return true
 	}
 	_, token := ext[FieldSecurityToken]
-	if token && signatureEqual(sig, Sign(secret, AppendContent(buf[:0], ext, body, FieldSecurityToken))) {
+	if token && EqualConstant(sig, Sign(secret, AppendContent(buf[:0], ext, body, FieldSecurityToken))) {
 		return true
 	}
 	_, uniq := ext[FieldUniqueKeyQuery]
-	return uniq && signatureEqual(sig, Sign(secret, AppendContent(buf[:0], ext, body, FieldUniqueKeyQuery)))
+	return uniq && EqualConstant(sig, Sign(secret, AppendContent(buf[:0], ext, body, FieldUniqueKeyQuery)))
 }
 
-func signatureEqual(got, want string) bool { return equalConstant(got, want) }
-
-// equalConstant compares a and b in time that depends on their lengths
+// EqualConstant compares a and b in time that depends on their lengths
 // only.
-func equalConstant(a, b string) bool {
+func EqualConstant(a, b string) bool {
 	return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1
+}
+
+// Signer returns a remoting.ClientOptions.Sign that signs every request
+// with key and secret (and token, if not empty) the way the Java broker
+// verifies. The request gets a custom header of its own (a map), so a
+// header shared between requests is never written to.
+func Signer(key, secret, token string) func(*remoting.Command) {
+	return func(c *remoting.Command) {
+		src := c.ExtMap()
+		ext := make(map[string]string, len(src)+3)
+		for k, v := range src {
+			ext[k] = v
+		}
+		SignExt(ext, c.Body, key, secret, token)
+		c.ExtFields, c.ExtWriter, c.ExtPairs = ext, nil, nil
+	}
 }
