@@ -145,6 +145,12 @@ func TestMQBroker_BadInput(t *testing.T) {
 	require.Equal(t, exitError, run([]string{"-c", bad}, &out, &errb, nil))
 	require.Contains(t, errb.String(), "segmnt_size")
 	require.Equal(t, 1, strings.Count(strings.TrimSpace(errb.String()), "\n")+1, "one line")
+	// --acl with the embedded nameserver (which checks the same file)
+	// needs the broker's own account to register.
+	errb.Reset()
+	require.Equal(t, exitUsage, run([]string{"--acl", testutil.WriteACL(t, testutil.ACLRules)}, &out, &errb, nil))
+	require.Contains(t, errb.String(), "acl.access_key")
+	require.Contains(t, errb.String(), "SLUICE_ACL_ACCESS_KEY")
 	out.Reset()
 	require.Equal(t, exitOK, run([]string{"-h"}, &out, &errb, nil))
 	require.Contains(t, out.String(), "--store-dir")
