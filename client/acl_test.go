@@ -1,6 +1,7 @@
 package client
 
 import (
+	"crypto/tls"
 	"errors"
 	"testing"
 	"time"
@@ -12,14 +13,17 @@ import (
 	"github.com/sluicemq/sluice/nameserver"
 )
 
-// newACLCluster starts a nameserver and a broker sharing testutil.ACLRules; the
-// cluster's own clients (admin, route waits) sign as rootroot.
-func newACLCluster(t *testing.T) *cluster {
+// newACLCluster starts a nameserver and a broker sharing testutil.ACLRules;
+// the cluster's own clients (admin, route waits) sign as rootroot. With
+// tlsMode enforcing, both servers take TLS only and every client of the
+// cluster dials TLS (self-signed certificates: not verified).
+func newACLCluster(t *testing.T, tlsMode string) *cluster {
 	t.Helper()
 	file := testutil.WriteACL(t, testutil.ACLRules)
 	nc := conf.DefaultNameserver()
 	nc.Listen = "127.0.0.1:0"
 	nc.ACL.File = file
+	nc.TLS.Mode = tlsMode
 	ns, err := nameserver.New(nc, quiet())
 	require.NoError(t, err)
 	require.NoError(t, ns.Start())
@@ -27,6 +31,11 @@ func newACLCluster(t *testing.T) *cluster {
 	c := &cluster{t: t, ns: ns, auth: []Option{WithCredentials("rootroot", "root-secret-1")}}
 	cfg := brokerConfig(t, ns.Addr(), "broker-a", t.TempDir())
 	cfg.ACL = conf.BrokerACL{File: file, AccessKey: "rootroot", SecretKey: "root-secret-1"}
+	if tlsMode == conf.TLSEnforcing {
+		cfg.TLS.Mode = tlsMode
+		cfg.NamesrvTLS = conf.ClientTLS{Enabled: true, Insecure: true}
+		c.auth = append(c.auth, WithTLS(&tls.Config{InsecureSkipVerify: true})) //nolint:gosec // self-signed test servers
+	}
 	c.brokers = append(c.brokers, startBrokerCfg(t, cfg))
 	c.cfgs = append(c.cfgs, cfg)
 	c.waitRoute("TBW102", 1)
@@ -35,9 +44,16 @@ func newACLCluster(t *testing.T) *cluster {
 
 // TestCredentials: producers and consumers sign with their accounts and
 // work; a producer without credentials, or with a consumer's, is refused
-// with the broker's NO_PERMISSION remark.
+// with the broker's NO_PERMISSION remark; in plaintext, and over TLS
+// (client.WithTLS) against servers that enforce it.
 func TestCredentials(t *testing.T) {
-	c := newACLCluster(t)
+	for _, mode := range []string{conf.TLSDisabled, conf.TLSEnforcing} {
+		t.Run("tls="+mode, func(t *testing.T) { testCredentials(t, mode) })
+	}
+}
+
+func testCredentials(t *testing.T, tlsMode string) {
+	c := newACLCluster(t, tlsMode)
 	c.createTopic("orders", 2)
 	ctx := ctxT(t, 30*time.Second)
 

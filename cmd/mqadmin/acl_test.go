@@ -49,3 +49,27 @@ func TestMQAdmin_Credentials(t *testing.T) {
 	require.Equal(t, exitUsage, r.code)
 	require.Contains(t, r.stderr, "give --access-key and --secret-key together")
 }
+
+// TestMQAdmin_TLS: against a nameserver that enforces TLS with a
+// self-signed certificate, mqadmin needs --tls; --tls alone verifies and
+// refuses the certificate; --tls-insecure works.
+func TestMQAdmin_TLS(t *testing.T) {
+	ncfg := conf.DefaultNameserver()
+	ncfg.Listen = "127.0.0.1:0"
+	ncfg.TLS.Mode = conf.TLSEnforcing
+	ns, err := nameserver.New(ncfg, quiet())
+	require.NoError(t, err)
+	require.NoError(t, ns.Start())
+	t.Cleanup(func() { ns.Close() })
+
+	r := mqRaw(t, "-n", ns.Addr(), "--timeout", "2s", "clusterList")
+	require.Equal(t, exitError, r.code, "plaintext: %s", r.stderr)
+	r = mqRaw(t, "-n", ns.Addr(), "--tls", "clusterList")
+	require.Equal(t, exitError, r.code, r.stderr)
+	require.Contains(t, r.stderr, "certificate")
+	r = mqRaw(t, "-n", ns.Addr(), "--tls-insecure", "clusterList")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	r = mqRaw(t, "-n", ns.Addr(), "--tls-ca", "/nonexistent/ca.pem", "clusterList")
+	require.Equal(t, exitUsage, r.code, r.stderr)
+	require.Contains(t, r.stderr, "--tls-ca")
+}
