@@ -83,7 +83,9 @@ func (r *Rules) Check(req Request) *Refusal {
 	}
 	acc := r.accounts[key]
 	if acc == nil {
-		return &Refusal{Reason: ReasonUnknownKey, Key: key, Remark: fmt.Sprintf("ACL: access key %q is not an account of this server", key)}
+		// NB: the key is the peer's; a long one is cut in the remark and
+		// the log.
+		return &Refusal{Reason: ReasonUnknownKey, Key: key, Remark: fmt.Sprintf("ACL: access key %q is not an account of this server", shorten(key))}
 	}
 	if len(r.global) > 0 && !matchAny(r.global, req.Remote) {
 		return &Refusal{Reason: ReasonAddress, Key: key, Remark: fmt.Sprintf(
@@ -97,7 +99,7 @@ func (r *Rules) Check(req Request) *Refusal {
 		return &Refusal{Reason: ReasonSignature, Key: key, Remark: fmt.Sprintf(
 			"ACL: access key %q: the request carries no Signature", key)}
 	}
-	if !sig.Verify(acc.secret, req.Ext, req.Body) {
+	if !acc.verifier.Verify(req.Ext, req.Body) {
 		return &Refusal{Reason: ReasonSignature, Key: key, Remark: fmt.Sprintf(
 			"ACL: access key %q: the signature does not match (a wrong secret key, or the request changed after it was signed)", key)}
 	}
@@ -130,6 +132,16 @@ func (a *account) allows(res Resource) bool {
 		}
 	}
 	return owned.allows(res.Need)
+}
+
+// maxShownKey bounds how much of an unknown access key a remark repeats.
+const maxShownKey = 64
+
+func shorten(key string) string {
+	if len(key) <= maxShownKey {
+		return key
+	}
+	return key[:maxShownKey] + "..."
 }
 
 func matchAny(ps []Pattern, ip netip.Addr) bool {

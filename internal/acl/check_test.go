@@ -3,6 +3,7 @@ package acl
 import (
 	"errors"
 	"net/netip"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -58,6 +59,8 @@ func TestCheck(t *testing.T) {
 		{"v2 send allowed", signed(protocol.SendMessageV2, "alice1", "alice-secret", map[string]string{"b": "orders", "a": "g"}, []byte("m"), "127.0.0.1"), "", ""},
 		{"wrong secret", signed(protocol.SendMessage, "alice1", "wrong-secret", map[string]string{"topic": "orders"}, []byte("m"), "127.0.0.1"),
 			ReasonSignature, `ACL: access key "alice1": the signature does not match`},
+		{"long unknown key", signed(protocol.SendMessage, strings.Repeat("k", 5000), "x", map[string]string{"topic": "orders"}, nil, "127.0.0.1"),
+			ReasonUnknownKey, `ACL: access key "` + strings.Repeat("k", 64) + `..." is not an account`},
 		{"unknown key", signed(protocol.SendMessage, "mallory", "x", map[string]string{"topic": "orders"}, nil, "127.0.0.1"),
 			ReasonUnknownKey, `ACL: access key "mallory" is not an account`},
 		{"no credentials", Request{Code: protocol.SendMessage, Remote: localhost, Ext: map[string]string{"topic": "orders"}},

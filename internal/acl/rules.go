@@ -39,6 +39,7 @@ type Rules struct {
 
 type account struct {
 	key, secret  string
+	verifier     *sig.Verifier
 	white        Pattern // unset: any address
 	admin        bool
 	defaultTopic Perm
@@ -69,7 +70,8 @@ func Compile(f File) (*Rules, error) {
 	}
 	for i, a := range f.Accounts {
 		at := func(field string) string { return fmt.Sprintf("accounts[%d].%s", i, field) }
-		acc := &account{key: a.AccessKey, secret: a.SecretKey, admin: a.Admin, defaultTopic: Deny, defaultGroup: Deny}
+		acc := &account{key: a.AccessKey, secret: a.SecretKey, verifier: sig.NewVerifier(a.SecretKey), admin: a.Admin,
+			defaultTopic: Deny, defaultGroup: Deny}
 		switch {
 		case len(a.AccessKey) < minAccessKey:
 			bad(at("accessKey"), "%q: want at least %d characters", a.AccessKey, minAccessKey)

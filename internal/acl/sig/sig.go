@@ -11,7 +11,9 @@ import (
 	"crypto/sha1"
 	"crypto/subtle"
 	"encoding/base64"
+	"hash"
 	"slices"
+	"sync"
 
 	"github.com/sluicemq/sluice/internal/remoting"
 )
@@ -64,25 +66,73 @@ func SignExt(ext map[string]string, body []byte, key, secret, token string) {
 }
 
 // Verify reports whether ext's Signature is the one secret makes for ext
-// and body. It tries what the Java broker signs (every field but
+// and body (see Verifier.Verify). The broker keeps a Verifier per account
+// instead, which reuses its HMAC state and buffers.
+func Verify(secret string, ext map[string]string, body []byte) bool {
+	return NewVerifier(secret).Verify(ext, body)
+}
+
+// Verifier verifies the signatures of one secret. It is safe for
+// concurrent use; HMAC states and content buffers are pooled.
+type Verifier struct {
+	macs sync.Pool // hash.Hash: HMAC-SHA1 keyed with the secret
+	bufs sync.Pool // *[]byte: content buffers
+}
+
+// NewVerifier returns the Verifier of secret.
+func NewVerifier(secret string) *Verifier {
+	key := []byte(secret)
+	v := &Verifier{}
+	v.macs.New = func() any { return hmac.New(sha1.New, key) }
+	v.bufs.New = func() any { b := make([]byte, 0, 1024); return &b }
+	return v
+}
+
+// Verify reports whether ext's Signature is the one the secret makes for
+// ext and body. It tries what the Java broker signs (every field but
 // Signature), then without SecurityToken (the official Go client does not
 // sign it), then without _UNIQUE_KEY_QUERY (Java clients up to 4.9.3).
 // Each comparison is constant-time.
-func Verify(secret string, ext map[string]string, body []byte) bool {
-	sig, ok := ext[FieldSignature]
+func (v *Verifier) Verify(ext map[string]string, body []byte) bool {
+	got, ok := ext[FieldSignature]
 	if !ok {
 		return false
 	}
-	buf := make([]byte, 0, 512+len(body))
-	if EqualConstant(sig, Sign(secret, AppendContent(buf, ext, body))) {
+	if v.matches(got, ext, body) {
 		return true
 	}
-	_, token := ext[FieldSecurityToken]
-	if token && EqualConstant(sig, Sign(secret, AppendContent(buf[:0], ext, body, FieldSecurityToken))) {
+	if _, token := ext[FieldSecurityToken]; token && v.matches(got, ext, body, FieldSecurityToken) {
 		return true
 	}
 	_, uniq := ext[FieldUniqueKeyQuery]
-	return uniq && EqualConstant(sig, Sign(secret, AppendContent(buf[:0], ext, body, FieldUniqueKeyQuery)))
+	return uniq && v.matches(got, ext, body, FieldUniqueKeyQuery)
+}
+
+// signatureLen is the length of a base64 HMAC-SHA1 with padding.
+const signatureLen = 28
+
+func (v *Verifier) matches(got string, ext map[string]string, body []byte, skip ...string) bool {
+	want := v.sign(ext, body, skip...)
+	return subtle.ConstantTimeCompare(want[:], []byte(got)) == 1
+}
+
+// sign returns the signature of ext and body (without skip) in base64.
+func (v *Verifier) sign(ext map[string]string, body []byte, skip ...string) [signatureLen]byte {
+	bp := v.bufs.Get().(*[]byte)
+	content := AppendContent((*bp)[:0], ext, body, skip...)
+	h := v.macs.Get().(hash.Hash)
+	h.Reset()
+	h.Write(content)
+	var sum [sha1.Size]byte
+	h.Sum(sum[:0])
+	v.macs.Put(h)
+	if cap(content) <= 1<<20 { // NB: a huge body's buffer is not kept
+		*bp = content[:0]
+		v.bufs.Put(bp)
+	}
+	var out [signatureLen]byte
+	base64.StdEncoding.Encode(out[:], sum[:])
+	return out
 }
 
 // EqualConstant compares a and b in time that depends on their lengths
@@ -96,13 +146,20 @@ func EqualConstant(a, b string) bool {
 // verifies. The request gets a custom header of its own (a map), so a
 // header shared between requests is never written to.
 func Signer(key, secret, token string) func(*remoting.Command) {
+	v := NewVerifier(secret) // NB: its pooled HMAC states sign too
 	return func(c *remoting.Command) {
 		src := c.ExtMap()
 		ext := make(map[string]string, len(src)+3)
-		for k, v := range src {
-			ext[k] = v
+		for k, val := range src {
+			ext[k] = val
 		}
-		SignExt(ext, c.Body, key, secret, token)
+		ext[FieldAccessKey] = key
+		if token != "" {
+			ext[FieldSecurityToken] = token
+		}
+		delete(ext, FieldSignature)
+		s := v.sign(ext, c.Body)
+		ext[FieldSignature] = string(s[:])
 		c.ExtFields, c.ExtWriter, c.ExtPairs = ext, nil, nil
 	}
 }

@@ -99,3 +99,26 @@ func FuzzAppendContent(f *testing.F) {
 		}
 	})
 }
+
+// TestSigner: the remoting hook signs as SignExt does, on a copy of the
+// header, replacing an earlier attempt's signature.
+func TestSigner(t *testing.T) {
+	shared := map[string]string{"topic": "orders"}
+	cmd := remoting.NewRequest(10, shared, []byte("hello"))
+	sign := Signer("RocketMQ", "12345678", "")
+	sign(cmd)
+	require.Equal(t, map[string]string{"topic": "orders"}, shared, "the caller's header is not written to")
+	want := map[string]string{"topic": "orders"}
+	SignExt(want, []byte("hello"), "RocketMQ", "12345678", "")
+	require.Equal(t, want, cmd.ExtFields)
+	require.Equal(t, "fAOULTYn59DiUXhnk7V/A3FfdzA=", cmd.ExtFields[FieldSignature])
+	sign(cmd) // a retry: signed again over the same fields
+	require.Equal(t, want, cmd.ExtFields)
+	require.True(t, Verify("12345678", cmd.ExtFields, cmd.Body))
+
+	withToken := remoting.NewRequest(10, map[string]string{"topic": "orders"}, nil)
+	Signer("RocketMQ", "12345678", "tok")(withToken)
+	require.Equal(t, "tok", withToken.ExtFields[FieldSecurityToken])
+	require.True(t, Verify("12345678", withToken.ExtFields, nil))
+	require.False(t, Verify("12345679", withToken.ExtFields, nil))
+}
