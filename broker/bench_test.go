@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/internal/message"
+	"github.com/sluicemq/sluice/conf"
 	"github.com/sluicemq/sluice/internal/protocol"
 	"github.com/sluicemq/sluice/internal/remoting"
 	"github.com/sluicemq/sluice/internal/testutil"
@@ -19,7 +20,10 @@ import (
 // go test -run='^$' -bench=. -benchtime=20000x ./broker/
 // Client and broker share the machine's cores: read the ratios.
 
-func benchBroker(b *testing.B) *Broker {
+func benchBroker(b *testing.B) *Broker { return benchBrokerWith(b, func(*conf.Broker) {}) }
+
+// benchBrokerWith is benchBroker with edit applied to its configuration.
+func benchBrokerWith(b *testing.B, edit func(*conf.Broker)) *Broker {
 	cfg := testConfig(b.TempDir())
 	cfg.Store.SegmentSize = 1 << 30
 	cfg.Store.SendQueueSize = 100000
@@ -28,6 +32,7 @@ func benchBroker(b *testing.B) *Broker {
 	// measured by store's BenchmarkSubmitDedup and scripts/bench-ab.sh
 	// (A_ENV=SLUICE_DEDUP_WINDOW=0s).
 	cfg.Dedup.Window = 0
+	edit(&cfg)
 	br, err := New(cfg, Options{Logger: quiet()})
 	if err != nil {
 		b.Fatal(err)
@@ -54,35 +59,40 @@ func BenchmarkSendRoundTrip(b *testing.B) {
 				}
 				h := &protocol.SendMessageRequestHeader{ProducerGroup: "pg", Topic: "bench", DefaultTopic: "TBW102",
 					DefaultTopicQueueNums: 8, QueueID: -1, Properties: "TAGS\x01T\x02KEYS\x01k\x02UNIQ_KEY\x017F0000010001000000000000000A0001\x02"}
-				ext := protocol.Ext(h)
-				warm, err := clients[0].Invoke(context.Background(), br.Addr(), remoting.NewRequest(protocol.SendMessage, ext, body))
-				if err != nil || warm.Code != 0 {
-					b.Fatal(err, warm)
-				}
-				var left atomic.Int64
-				left.Store(int64(b.N))
-				b.SetBytes(int64(len(body)))
-				b.ResetTimer()
-				start := time.Now()
-				var wg sync.WaitGroup
-				for _, c := range clients {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						for left.Add(-1) >= 0 {
-							resp, err := c.Invoke(context.Background(), br.Addr(), remoting.NewRequest(protocol.SendMessage, ext, body))
-							if err != nil || resp.Code != protocol.Success {
-								b.Error(err, resp)
-								return
-							}
-						}
-					}()
-				}
-				wg.Wait()
-				b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "sends/s")
+				sendLoop(b, br.Addr(), clients, protocol.Ext(h), body)
 			})
 		}
 	}
+}
+
+// sendLoop warms up, then sends b.N messages spread over clients and
+// reports sends/s.
+func sendLoop(b *testing.B, addr string, clients []*remoting.Client, ext map[string]string, body []byte) {
+	warm, err := clients[0].Invoke(context.Background(), addr, remoting.NewRequest(protocol.SendMessage, ext, body))
+	if err != nil || warm.Code != 0 {
+		b.Fatal(err, warm)
+	}
+	var left atomic.Int64
+	left.Store(int64(b.N))
+	b.SetBytes(int64(len(body)))
+	b.ResetTimer()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for _, c := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for left.Add(-1) >= 0 {
+				resp, err := c.Invoke(context.Background(), addr, remoting.NewRequest(protocol.SendMessage, ext, body))
+				if err != nil || resp.Code != protocol.Success {
+					b.Error(err, resp)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "sends/s")
 }
 
 // BenchmarkLongPollWakeup: a pull is parked, then a message is sent; the

@@ -18,9 +18,12 @@ import (
 	"github.com/sluicemq/sluice/broker/store"
 	"github.com/sluicemq/sluice/broker/topic"
 	"github.com/sluicemq/sluice/conf"
+	"github.com/sluicemq/sluice/internal/acl"
+	"github.com/sluicemq/sluice/internal/acl/sig"
 	"github.com/sluicemq/sluice/internal/message"
 	"github.com/sluicemq/sluice/internal/protocol"
 	"github.com/sluicemq/sluice/internal/remoting"
+	"github.com/sluicemq/sluice/internal/tlscert"
 )
 
 // Options are the broker's settings beyond conf.Broker.
@@ -66,6 +69,7 @@ type Broker struct {
 	hold      *longpoll.Hold
 	server    *remoting.Server
 	nsc       *remoting.Client // to the nameservers
+	acl       *acl.Watcher     // nil when ACL is off
 	sched     *scheduler
 	tx        *transactions
 	notify    *notifier
@@ -186,6 +190,19 @@ func (b *Broker) Start() error {
 		OnConnect:       b.onConnect,
 		OnDisconnect:    b.onDisconnect,
 	}
+	ts, err := tlscert.Server(b.cfg.TLS, b.cfg.Store.Dir, b.logger)
+	if err != nil {
+		return fmt.Errorf("broker: %w", err)
+	}
+	sopts.TLS = ts
+	if b.cfg.ACL.File != "" {
+		w, err := acl.NewWatcher(b.cfg.ACL.File, conf.LoadACL, b.logger)
+		if err != nil {
+			return fmt.Errorf("broker: %w", err)
+		}
+		b.acl = w
+		sopts.Authorize = w.Guard().Authorize
+	}
 	b.server = remoting.NewServer(b.cfg.Listen, sopts)
 	b.routes()
 	// NB: with a fixed port the store host is set before the server
@@ -217,12 +234,25 @@ func (b *Broker) Start() error {
 	}
 	if b.cfg.MetricsListen != "" {
 		b.metrics.reg.MustRegister(brokerCollector{b})
-		if err := b.metrics.serve(b.cfg.MetricsListen); err != nil {
+		if b.acl != nil {
+			b.metrics.reg.MustRegister(acl.Collector{W: b.acl})
+		}
+		if err := b.metrics.serve(b.cfg.MetricsListen, b.cfg.Pprof, b.acl); err != nil {
 			b.server.Shutdown(context.Background())
 			return fmt.Errorf("broker: metrics listen %s: %w", b.cfg.MetricsListen, err)
 		}
 	}
-	b.nsc = remoting.NewClient(remoting.ClientOptions{SerializeType: remoting.SerializeJSON, Logger: b.logger})
+	nsOpts := remoting.ClientOptions{SerializeType: remoting.SerializeJSON, Logger: b.logger}
+	if b.cfg.ACL.AccessKey != "" {
+		nsOpts.Sign = sig.Signer(b.cfg.ACL.AccessKey, b.cfg.ACL.SecretKey, "")
+	}
+	if nt := b.cfg.NamesrvTLS; nt.Enabled {
+		if nsOpts.TLS, err = tlscert.Client(nt.CAFile, nt.Insecure, "", ""); err != nil {
+			b.server.Shutdown(context.Background())
+			return fmt.Errorf("broker: namesrv_tls: %w", err)
+		}
+	}
+	b.nsc = remoting.NewClient(nsOpts)
 	b.sched = newScheduler(b)
 	b.tx = newTransactions(b)
 	start := b.startReplication
@@ -280,6 +310,9 @@ func (b *Broker) Close() error {
 			errs = append(errs, b.nsc.Close())
 		}
 		b.metrics.close()
+		if b.acl != nil {
+			errs = append(errs, b.acl.Close())
+		}
 		errs = append(errs, b.closeStores())
 		b.closeErr = errors.Join(errs...)
 	})

@@ -2,15 +2,14 @@ package broker
 
 import (
 	"errors"
-	"net"
 	"net/http"
-	"net/http/pprof"
 	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/sluicemq/sluice/internal/acl"
 	"github.com/sluicemq/sluice/internal/servermetrics"
 )
 
@@ -45,20 +44,18 @@ func newMetrics() *metrics {
 }
 
 // serve starts the HTTP endpoint; the broker collector must be registered.
-func (m *metrics) serve(listen string) error {
-	ln, err := net.Listen("tcp", listen)
+func (m *metrics) serve(listen string, pprof bool, w *acl.Watcher) error {
+	ln, err := servermetrics.Listen(listen)
 	if err != nil {
 		return err
 	}
 	m.addr = ln.Addr().String()
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
-	// Go's profiler, for measuring the broker under load:
-	// go tool pprof http://HOST:PORT/debug/pprof/profile?seconds=10
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	m.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	if pprof {
+		servermetrics.HandlePprof(mux)
+	}
+	m.srv = &http.Server{Handler: acl.HTTPAuth(w, mux), ReadHeaderTimeout: 10 * time.Second}
 	m.done = make(chan struct{})
 	go func() {
 		defer close(m.done)

@@ -180,6 +180,16 @@ func (b *Broker) send(ctx context.Context, w remoting.ResponseWriter, req *remot
 		Body: req.Body, Properties: h.Properties,
 	}
 	sp := message.ReadSendProperties(m.Properties)
+	if sp.ReplyToClient != "" && !isReply {
+		// NB: a request (request-reply) names its requester: its reply
+		// goes back on this connection even before the requester's first
+		// heartbeat here (the official Go client heartbeats a broker it
+		// learned of only on its next beat, up to 30 s later, unless the
+		// request's route was new to it; compat TestRequestReply).
+		if c := w.Conn(); c != nil {
+			b.groups.RegisterProducer(h.ProducerGroup, sp.ReplyToClient, c.ID(), time.Now())
+		}
+	}
 	wait := !sp.HasWait || sp.Wait != "false"
 	if code, remark := b.redirect(m, h, sp); code != protocol.Success {
 		release()

@@ -26,6 +26,7 @@ type cluster struct {
 	ns      *nameserver.Server
 	brokers []*broker.Broker
 	cfgs    []conf.Broker
+	auth    []Option // options every client of the cluster gets first (credentials)
 }
 
 func startNamesrv(t testing.TB) *nameserver.Server {
@@ -81,8 +82,8 @@ func (c *cluster) addBroker(name string) *broker.Broker {
 
 // opts returns the options every test client uses.
 func (c *cluster) opts(extra ...Option) []Option {
-	return append([]Option{WithNameServers(c.ns.Addr()), WithLogger(quiet()),
-		WithRouteRefreshInterval(200 * time.Millisecond), WithHeartbeatInterval(500 * time.Millisecond)}, extra...)
+	return append(append([]Option{WithNameServers(c.ns.Addr()), WithLogger(quiet()),
+		WithRouteRefreshInterval(200 * time.Millisecond), WithHeartbeatInterval(500 * time.Millisecond)}, c.auth...), extra...)
 }
 
 // waitRoute waits until topic's route lists brokers brokers.

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"crypto/tls"
 	"log/slog"
 	"net/netip"
 	"os"
@@ -70,6 +71,9 @@ type config struct {
 	hbInterval   time.Duration
 	routeRefresh time.Duration
 	subRefresh   time.Duration // routes of the topics consumers subscribe to
+	accessKey    string        // ACL credentials (WithCredentials); "" = unsigned
+	secretKey    string
+	tls          *tls.Config // WithTLS; nil = plaintext
 
 	// producer
 	group             string

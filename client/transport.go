@@ -71,6 +71,7 @@ func newTransport(cfg *config, onRequest remoting.Handler) *transport {
 	opts := remoting.DefaultClientOptions()
 	opts.Logger = cfg.logger.With(slog.String("component", "client"))
 	opts.OnRequest = onRequest
+	cfg.secure(&opts)
 	t := &transport{forceJSON: cfg.forceJSON, modes: make(map[string]codecMode)}
 	t.mp = remoting.NewClient(opts)
 	t.mp1 = remoting.NewClient(opts)

@@ -98,6 +98,15 @@ type Broker struct {
 	// EmbeddedNamesrv configures the nameserver the broker runs in-process
 	// when NamesrvAddr is empty; ignored otherwise.
 	EmbeddedNamesrv Nameserver `mapstructure:"embedded_namesrv"`
+	// ACL is access control (off unless acl.file is set) and the broker's
+	// own credentials.
+	ACL BrokerACL `mapstructure:"acl"`
+	// TLS is the remoting port's TLS.
+	TLS TLS `mapstructure:"tls"`
+	// Pprof serves net/http/pprof on the metrics listener.
+	Pprof bool `mapstructure:"pprof"`
+	// NamesrvTLS is how the broker dials the nameservers.
+	NamesrvTLS ClientTLS `mapstructure:"namesrv_tls"`
 }
 
 // Broker roles accepted by Broker.Role.
@@ -300,6 +309,7 @@ func DefaultBroker() Broker {
 		PullMaxMessages: 256,
 		GCPercent:       400,
 		EmbeddedNamesrv: DefaultNameserver(),
+		TLS:             defaultTLS(),
 	}
 }
 

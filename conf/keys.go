@@ -66,6 +66,10 @@ func dumpStruct(sb *strings.Builder, v reflect.Value, indent string) {
 			dumpStruct(sb, fv, indent+"  ")
 			continue
 		}
+		if tag == "secret_key" && fv.String() != "" {
+			sb.WriteString(" \"(not shown)\"\n") // NB: a dump may be logged; secrets stay out
+			continue
+		}
 		sb.WriteString(" " + formatValue(fv) + "\n")
 	}
 }

@@ -31,6 +31,12 @@ type Nameserver struct {
 	// Controller runs a controller node inside the nameserver when enabled
 	// (mqnamesrv --controller).
 	Controller Controller `mapstructure:"controller"`
+	// ACL is access control (off unless acl.file is set).
+	ACL ACL `mapstructure:"acl"`
+	// TLS is the remoting port's TLS.
+	TLS TLS `mapstructure:"tls"`
+	// Pprof serves net/http/pprof on the metrics listener.
+	Pprof bool `mapstructure:"pprof"`
 }
 
 // DefaultNameserver returns a valid nameserver configuration listening on
@@ -43,5 +49,6 @@ func DefaultNameserver() Nameserver {
 		ScanInterval:  10 * time.Second,
 		Remoting:      defaultRemoting(),
 		Controller:    DefaultController(),
+		TLS:           defaultTLS(),
 	}
 }

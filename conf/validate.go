@@ -213,6 +213,8 @@ func (b Broker) Validate() error {
 	if b.EmbeddedNamesrv.Controller.Enable {
 		c.fail("embedded_namesrv.controller.enable", "true", "must be false: run the controller in mqnamesrv or mqcontroller")
 	}
+	b.ACL.validate(&c, b)
+	b.TLS.validate(&c, "tls.")
 	b.checkPortClashes(&c)
 	return c.err()
 }
@@ -320,6 +322,7 @@ func (n Nameserver) validate(c *checker, p string) {
 	}
 	c.remoting(p+"remoting.", n.Remoting)
 	n.Controller.validate(c, p+"controller.", n.Controller.Enable)
+	n.TLS.validate(c, p+"tls.")
 }
 
 // humanBytes prints n in the largest binary unit that divides it.

@@ -2,13 +2,13 @@ package nameserver
 
 import (
 	"errors"
-	"net"
 	"net/http"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/sluicemq/sluice/internal/acl"
 	"github.com/sluicemq/sluice/internal/servermetrics"
 )
 
@@ -48,15 +48,21 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 // route table's series, the remoting server's counters and Go's runtime and
 // process series.
 func (s *Server) serveMetrics() error {
-	ln, err := net.Listen("tcp", s.cfg.MetricsListen)
+	ln, err := servermetrics.Listen(s.cfg.MetricsListen)
 	if err != nil {
 		return err
 	}
 	reg := servermetrics.NewRegistry()
 	reg.MustRegister(collector{s}, servermetrics.Remoting{Stats: s.rs.Stats})
+	if s.acl != nil {
+		reg.MustRegister(acl.Collector{W: s.acl})
+	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	s.metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	if s.cfg.Pprof {
+		servermetrics.HandlePprof(mux)
+	}
+	s.metricsSrv = &http.Server{Handler: acl.HTTPAuth(s.acl, mux), ReadHeaderTimeout: 10 * time.Second}
 	s.metricsAddr = ln.Addr().String()
 	go func() {
 		if err := s.metricsSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

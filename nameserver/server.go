@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/conf"
+	"github.com/sluicemq/sluice/internal/acl"
 	"github.com/sluicemq/sluice/internal/remoting"
+	"github.com/sluicemq/sluice/internal/tlscert"
 )
 
 // closeTimeout bounds how long Close waits for running handlers and
@@ -28,6 +30,7 @@ type Server struct {
 	routes *routeTable
 	kv     *kvStore
 	rs     *remoting.Server
+	acl    *acl.Watcher     // nil when ACL is off
 	now    func() time.Time // time source of liveness stamps
 
 	quit      chan struct{}  // closed by Close: stops livenessLoop
@@ -70,14 +73,28 @@ func New(cfg conf.Nameserver, logger *slog.Logger) (*Server, error) {
 		now:    time.Now,
 		quit:   make(chan struct{}),
 	}
-	s.rs = remoting.NewServer(cfg.Listen, remoting.ServerOptions{
+	sopts := remoting.ServerOptions{
 		MaxFrameSize:    int(cfg.Remoting.MaxFrameSize),
 		FrameTimeout:    cfg.Remoting.FrameTimeout,
 		IdleTimeout:     remotingTimeout(cfg.Remoting.IdleTimeout),
 		MaxConnsPerAddr: cfg.Remoting.MaxConnsPerAddr,
 		Logger:          logger,
 		OnDisconnect:    s.onDisconnect,
-	})
+	}
+	ts, err := tlscert.Server(cfg.TLS, "", logger)
+	if err != nil {
+		return nil, fmt.Errorf("nameserver: %w", err)
+	}
+	sopts.TLS = ts
+	if cfg.ACL.File != "" {
+		w, err := acl.NewWatcher(cfg.ACL.File, conf.LoadACL, logger)
+		if err != nil {
+			return nil, fmt.Errorf("nameserver: %w", err)
+		}
+		s.acl = w
+		sopts.Authorize = w.Guard().Authorize
+	}
+	s.rs = remoting.NewServer(cfg.Listen, sopts)
 	s.registerHandlers()
 	return s, nil
 }
@@ -151,6 +168,9 @@ func (s *Server) Close() error {
 		}
 		if s.metricsSrv != nil {
 			s.metricsSrv.Close()
+		}
+		if s.acl != nil {
+			_ = s.acl.Close()
 		}
 	})
 	return s.closeErr

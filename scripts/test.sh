@@ -53,6 +53,9 @@ go test -race -count=1 -timeout 12m ./...
 # detector would report as failures of these tests.
 echo "== compat: official RocketMQ Go client against mqnamesrv + mqbroker"
 (cd scripts/compat && go vet ./... && go test -count=1 -timeout 10m ./...)
+# Once more over TLS: both servers enforce it, every client uses WithTls(true).
+echo "== compat over TLS (enforcing)"
+(cd scripts/compat && SLUICE_COMPAT_TLS=1 go test -count=1 -timeout 10m ./...)
 
 # The peak-shaving demo is a module of its own too (scripts/peakshave), so
 # that its chart library stays out of the main module's dependencies.

@@ -26,6 +26,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/sluicemq/sluice/internal/cli"
 )
 
 // Exit statuses.
@@ -102,6 +104,21 @@ or the NAMESRV_ADDR environment variable.`,
 	pf.StringVarP(&a.namesrvFlag, "namesrvAddr", "n", "", `nameserver addresses, "ip:port;ip:port" (default $NAMESRV_ADDR)`)
 	pf.BoolVar(&a.json, "json", false, "print JSON instead of tables")
 	pf.DurationVar(&a.timeout, "timeout", 5*time.Second, "timeout of each request to a nameserver or broker")
+	pf.StringVar(&a.creds.AccessKey, "access-key", "", cli.CredentialsUsage)
+	pf.StringVar(&a.creds.SecretKey, "secret-key", "", cli.SecretUsage)
+	pf.BoolVar(&a.tls.Enabled, "tls", false, cli.TLSUsage)
+	pf.StringVar(&a.tls.CAFile, "tls-ca", "", cli.TLSCAUsage)
+	pf.BoolVar(&a.tls.Insecure, "tls-insecure", false, cli.TLSInsecureUsage)
+	root.PersistentPreRunE = func(*cobra.Command, []string) error {
+		if problem := a.creds.Resolve(); problem != "" {
+			return usagef("%s", problem)
+		}
+		var err error
+		if a.tlsConfig, err = a.tls.Config(); err != nil {
+			return usagef("%v", err)
+		}
+		return nil
+	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{msg: err.Error()} })
 
 	groups := []struct {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +14,8 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/client"
+	"github.com/sluicemq/sluice/internal/acl/sig"
+	"github.com/sluicemq/sluice/internal/cli"
 	"github.com/sluicemq/sluice/internal/protocol"
 	"github.com/sluicemq/sluice/internal/remoting"
 )
@@ -26,6 +29,9 @@ type app struct {
 	namesrvFlag string
 	json        bool
 	timeout     time.Duration
+	creds       cli.Credentials
+	tls         cli.ClientTLS
+	tlsConfig   *tls.Config // from tls, before any command runs
 
 	rc      *remoting.Client // direct requests, JSON headers
 	admin   *client.Admin
@@ -75,7 +81,15 @@ func (a *app) clientOptions() ([]client.Option, error) {
 		return nil, err
 	}
 	return []client.Option{client.WithNameServers(ns...), client.WithCallTimeout(a.timeout),
-		client.WithLogger(a.logger())}, nil
+		client.WithLogger(a.logger()), client.WithCredentials(a.creds.AccessKey, a.creds.SecretKey), a.withTLS()}, nil
+}
+
+// withTLS is the client option of --tls (none without it).
+func (a *app) withTLS() client.Option {
+	if a.tlsConfig == nil {
+		return client.Combine()
+	}
+	return client.WithTLS(a.tlsConfig)
 }
 
 // adminClient returns the invocation's client.Admin, created on first use.
@@ -104,6 +118,10 @@ func (a *app) remote() *remoting.Client {
 		opts := remoting.DefaultClientOptions()
 		opts.SerializeType = remoting.SerializeJSON
 		opts.Logger = a.logger()
+		if a.creds.AccessKey != "" { // NB: resolved before any command runs (PersistentPreRunE)
+			opts.Sign = sig.Signer(a.creds.AccessKey, a.creds.SecretKey, "")
+		}
+		opts.TLS = a.tlsConfig
 		a.rc = remoting.NewClient(opts)
 		rc := a.rc
 		a.closers = append(a.closers, func() { _ = rc.Close() })

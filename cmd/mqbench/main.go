@@ -15,6 +15,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -32,12 +33,16 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/client"
+	"github.com/sluicemq/sluice/internal/cli"
 	"github.com/sluicemq/sluice/internal/filter"
 )
 
 type options struct {
 	mode      string
 	namesrv   string
+	creds     cli.Credentials
+	tls       cli.ClientTLS
+	tlsConfig *tls.Config
 	topic     string
 	group     string
 	size      int
@@ -80,11 +85,22 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
+// connect returns the options every client of the run gets: the
+// nameservers and the ACL credentials.
+func (o options) connect() client.Option {
+	opts := []client.Option{client.WithNameServers(nameservers(o.namesrv)...),
+		client.WithCredentials(o.creds.AccessKey, o.creds.SecretKey)}
+	if o.tlsConfig != nil {
+		opts = append(opts, client.WithTLS(o.tlsConfig))
+	}
+	return client.Combine(opts...)
+}
+
 // parseOptions reads the mode and flags; false means a usage error, which
 // it has written to stderr.
 func parseOptions(args []string, stderr io.Writer) (options, bool) {
 	if len(args) == 0 || (args[0] != "produce" && args[0] != "consume" && args[0] != "e2e") {
-		fmt.Fprintln(stderr, "usage: mqbench produce|consume|e2e [-n NAMESRV] [-t TOPIC] [--size N] [--producers N] [--consumers N] [--batch N] [--pull-batch N] [--duration D] [--rate N] [--sync] [--sql EXPR] [--json] [--cpuprofile FILE]")
+		fmt.Fprintln(stderr, "usage: mqbench produce|consume|e2e [-n NAMESRV] [-t TOPIC] [--size N] [--producers N] [--consumers N] [--batch N] [--pull-batch N] [--duration D] [--rate N] [--sync] [--sql EXPR] [--json] [--cpuprofile FILE] [--access-key KEY --secret-key SECRET] [--tls] [--tls-ca FILE] [--tls-insecure]")
 		return options{}, false
 	}
 	o := options{mode: args[0]}
@@ -108,7 +124,21 @@ func parseOptions(args []string, stderr io.Writer) (options, bool) {
 	fs.StringVar(&o.sql, "sql", "", "consume: subscribe with this SQL92 expression over message properties instead of the tag bench (client.SQL92)")
 	fs.BoolVar(&o.jsonOut, "json", false, "print the report as JSON")
 	fs.StringVar(&o.cpuprof, "cpuprofile", "", "write a CPU profile of mqbench itself to this file")
+	fs.StringVar(&o.creds.AccessKey, "access-key", "", cli.CredentialsUsage)
+	fs.StringVar(&o.creds.SecretKey, "secret-key", "", cli.SecretUsage)
+	fs.BoolVar(&o.tls.Enabled, "tls", false, cli.TLSUsage)
+	fs.StringVar(&o.tls.CAFile, "tls-ca", "", cli.TLSCAUsage)
+	fs.BoolVar(&o.tls.Insecure, "tls-insecure", false, cli.TLSInsecureUsage)
 	if err := fs.Parse(args[1:]); err != nil {
+		return o, false
+	}
+	if problem := o.creds.Resolve(); problem != "" {
+		fmt.Fprintln(stderr, "mqbench: "+problem)
+		return o, false
+	}
+	var err error
+	if o.tlsConfig, err = o.tls.Config(); err != nil {
+		fmt.Fprintln(stderr, "mqbench:", err)
 		return o, false
 	}
 	set := map[string]bool{}
@@ -318,7 +348,7 @@ func bench(ctx context.Context, o options, stderr io.Writer) (Report, error) {
 // It calls ready once started and warmed up (or failed) and sends once
 // goSend closes.
 func produce(ctx context.Context, o options, i int, c *counters, fail func(error), ready func(), goSend <-chan struct{}) {
-	opts := []client.Option{client.WithNameServers(nameservers(o.namesrv)...), client.WithGroup("mqbench-producer"),
+	opts := []client.Option{o.connect(), client.WithGroup("mqbench-producer"),
 		client.WithInstanceName(fmt.Sprintf("mqbench-p%d-%d", os.Getpid(), i)), client.WithAsyncInflight(max(o.inflight/o.batch, 1))}
 	if o.autoBatch > 0 {
 		opts = append(opts, client.WithAutoBatch(o.autoBatch, min(max(o.autoBatch*(o.size+256), 1024), 4<<20)))
@@ -446,7 +476,7 @@ func (s *probeSelector) Select(_ *client.Message, queues []client.MessageQueue) 
 // 200 ms, until the consumers have had one from every queue.
 func probe(ctx context.Context, o options, c *counters) error {
 	sel := &probeSelector{}
-	p, err := client.NewProducer(client.WithNameServers(nameservers(o.namesrv)...), client.WithGroup("mqbench-producer"),
+	p, err := client.NewProducer(o.connect(), client.WithGroup("mqbench-producer"),
 		client.WithInstanceName(fmt.Sprintf("mqbench-q%d", os.Getpid())), client.WithQueueSelector(sel))
 	if err == nil {
 		err = p.Start()
@@ -481,7 +511,7 @@ func probe(ctx context.Context, o options, c *counters) error {
 // warmUp sends one message (tag "warmup", which consumers do not
 // subscribe to) so that the topic exists before consumers look it up.
 func warmUp(ctx context.Context, o options) error {
-	p, err := client.NewProducer(client.WithNameServers(nameservers(o.namesrv)...), client.WithGroup("mqbench-producer"),
+	p, err := client.NewProducer(o.connect(), client.WithGroup("mqbench-producer"),
 		client.WithInstanceName(fmt.Sprintf("mqbench-w%d", os.Getpid())))
 	if err == nil {
 		err = p.Start()
@@ -501,7 +531,7 @@ func consume(ctx context.Context, o options, i int, c *counters, fail func(error
 	if o.mode == "e2e" {
 		from = client.ConsumeFromLast
 	}
-	cons, err := client.NewPushConsumer(o.group, client.WithNameServers(nameservers(o.namesrv)...),
+	cons, err := client.NewPushConsumer(o.group, o.connect(),
 		client.WithInstanceName(fmt.Sprintf("mqbench-c%d-%d", os.Getpid(), i)), client.WithConsumeFrom(from),
 		client.WithConsumeBatchSize(32), client.WithPullBatchSize(o.pullBatch))
 	if err == nil {

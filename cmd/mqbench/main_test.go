@@ -158,3 +158,25 @@ func TestConsume_SQL(t *testing.T) {
 	require.Equal(t, 2, run([]string{"e2e", "--sql", "n < 30"}, &out, &errb))
 	require.Contains(t, errb.String(), "--sql is for consume")
 }
+
+// TestOptions_Credentials: --access-key/--secret-key, else the
+// environment; one without the other is a usage error.
+func TestOptions_Credentials(t *testing.T) {
+	var errb strings.Builder
+	o, ok := parseOptions([]string{"produce", "--access-key", "alice1", "--secret-key", "s3cret-1"}, &errb)
+	require.True(t, ok, errb.String())
+	require.Equal(t, "alice1", o.creds.AccessKey)
+	require.Equal(t, "s3cret-1", o.creds.SecretKey)
+
+	t.Setenv("SLUICE_ACCESS_KEY", "bobbob")
+	t.Setenv("SLUICE_SECRET_KEY", "s3cret-2")
+	o, ok = parseOptions([]string{"consume"}, &errb)
+	require.True(t, ok, errb.String())
+	require.Equal(t, "bobbob", o.creds.AccessKey)
+	require.Equal(t, "s3cret-2", o.creds.SecretKey)
+
+	t.Setenv("SLUICE_SECRET_KEY", "")
+	_, ok = parseOptions([]string{"produce"}, &errb)
+	require.False(t, ok)
+	require.Contains(t, errb.String(), "give --access-key and --secret-key together")
+}

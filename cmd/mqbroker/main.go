@@ -67,7 +67,12 @@ Flags override the config file, which overrides the environment
   --console-listen HOST:PORT  serve the web console there, or "off" (default 127.0.0.1:8080
                               with the embedded nameserver, off otherwise)
   --console-read-only         the console hides every write
-  -h, --help                  show this help
+` + cli.ServerSecurityUsage + `  -h, --help                  show this help
+
+The broker signs its registrations with acl.access_key and acl.secret_key
+(SLUICE_ACL_ACCESS_KEY, SLUICE_ACL_SECRET_KEY), an admin account of the
+nameservers' ACL. An embedded nameserver gets the broker's --acl and
+--tls-* unless configured apart.
 `
 
 func main() {
@@ -94,6 +99,7 @@ func run(args []string, stdout, stderr io.Writer, ready chan<- [2]string) int {
 	ctl := fs.String("controller", "", "")
 	consoleListen := fs.String("console-listen", "", "")
 	consoleRO := fs.Bool("console-read-only", false, "")
+	sec := cli.AddServerSecurity(fs)
 	if code, ok := cli.Parse(fs, args, usage, stdout, stderr); !ok {
 		return code
 	}
@@ -141,6 +147,20 @@ func run(args []string, stdout, stderr io.Writer, ready chan<- [2]string) int {
 			cfg.Console.ReadOnly = *consoleRO
 		}
 	})
+	sec.Apply(&cfg.ACL.File, &cfg.TLS, &cfg.Pprof)
+	if en := &cfg.EmbeddedNamesrv; cfg.EmbedNamesrv() {
+		if en.ACL.File == "" {
+			en.ACL.File = cfg.ACL.File
+		}
+		if en.TLS.Mode == conf.TLSDisabled {
+			en.TLS = cfg.TLS
+		}
+		if en.TLS.Mode == conf.TLSEnforcing && !cfg.NamesrvTLS.Enabled {
+			// NB: the broker's own nameserver, in this process, with the
+			// broker's certificate (or a self-signed one made for it).
+			cfg.NamesrvTLS = conf.ClientTLS{Enabled: true, Insecure: true}
+		}
+	}
 	if err := cfg.Validate(); err != nil {
 		fmt.Fprintf(stderr, "mqbroker: bad setting: %s (see mqbroker -h)\n", cli.OneLine(err))
 		return exitUsage

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"io"
 	"log/slog"
 	"net/http"
@@ -16,8 +17,10 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/conf"
+	"github.com/sluicemq/sluice/internal/acl/sig"
 	"github.com/sluicemq/sluice/internal/protocol"
 	"github.com/sluicemq/sluice/internal/remoting"
+	"github.com/sluicemq/sluice/internal/testutil"
 	"github.com/sluicemq/sluice/nameserver"
 	"github.com/stretchr/testify/require"
 )
@@ -70,7 +73,7 @@ func TestMQBroker_NamesrvAddrAndPprof(t *testing.T) {
 	require.NoError(t, ns.Start())
 	defer ns.Close()
 
-	cmd := exec.Command(buildBinary(t), "--listen", "127.0.0.1:0", "--store-dir", t.TempDir(), "--metrics-listen", "127.0.0.1:0")
+	cmd := exec.Command(buildBinary(t), "--listen", "127.0.0.1:0", "--store-dir", t.TempDir(), "--pprof", "--metrics-listen", "127.0.0.1:0")
 	cmd.Env = append(os.Environ(), "NAMESRV_ADDR="+ns.Addr())
 	stderr, err := cmd.StderrPipe()
 	require.NoError(t, err)
@@ -142,6 +145,12 @@ func TestMQBroker_BadInput(t *testing.T) {
 	require.Equal(t, exitError, run([]string{"-c", bad}, &out, &errb, nil))
 	require.Contains(t, errb.String(), "segmnt_size")
 	require.Equal(t, 1, strings.Count(strings.TrimSpace(errb.String()), "\n")+1, "one line")
+	// --acl with the embedded nameserver (which checks the same file)
+	// needs the broker's own account to register.
+	errb.Reset()
+	require.Equal(t, exitUsage, run([]string{"--acl", testutil.WriteACL(t, testutil.ACLRules)}, &out, &errb, nil))
+	require.Contains(t, errb.String(), "acl.access_key")
+	require.Contains(t, errb.String(), "SLUICE_ACL_ACCESS_KEY")
 	out.Reset()
 	require.Equal(t, exitOK, run([]string{"-h"}, &out, &errb, nil))
 	require.Contains(t, out.String(), "--store-dir")
@@ -159,4 +168,55 @@ func templateRoute(t *testing.T, c *remoting.Client, ns string) protocol.TopicRo
 		return err == nil && resp.Code == protocol.Success && remoting.DecodeBody(resp.SerializeType, resp.Body, &route) == nil
 	}, 10*time.Second, 20*time.Millisecond, "a broker registered with %s", ns)
 	return route
+}
+
+// TestMQBroker_SecureQuickstart: mqbroker --acl --tls-mode enforcing with
+// its embedded nameserver: the broker registers (signed, over TLS) with
+// the nameserver it embeds; a signed TLS client gets routes and sends; a
+// plaintext client is refused; the self-signed certificate is kept under
+// the store; and no secret appears anywhere in the log of the whole run.
+func TestMQBroker_SecureQuickstart(t *testing.T) {
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	aclFile := testutil.WriteACL(t, testutil.ACLRules)
+	cmd := exec.Command(bin, "--listen", "127.0.0.1:0", "--store-dir", dir, "--acl", aclFile, "--tls-mode", "enforcing")
+	cmd.Env = append(os.Environ(), "SLUICE_EMBEDDED_NAMESRV_LISTEN=127.0.0.1:0",
+		"SLUICE_ACL_ACCESS_KEY=rootroot", "SLUICE_ACL_SECRET_KEY=root-secret-1")
+	var logs testutil.SyncBuffer
+	cmd.Stderr = &logs
+	addr, ns := serving(t, cmd)
+
+	c := remoting.NewClient(remoting.ClientOptions{SerializeType: remoting.SerializeJSON, DialTimeout: 3 * time.Second,
+		TLS: &tls.Config{InsecureSkipVerify: true}, Sign: sig.Signer("alice1", "alice-secret-1", "")}) //nolint:gosec // self-signed
+	defer c.Close()
+	require.Equal(t, addr, templateRoute(t, c, ns).BrokerDatas[0].BrokerAddrs[0])
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	h := &protocol.SendMessageRequestHeader{ProducerGroup: "pg", Topic: "orders", DefaultTopic: "TBW102", DefaultTopicQueueNums: 4, QueueID: 0}
+	resp, err := c.Invoke(ctx, addr, remoting.NewRequest(protocol.SendMessage, protocol.Ext(h), []byte("hello")))
+	require.NoError(t, err)
+	require.Equal(t, protocol.Success, int(resp.Code), resp.Remark)
+	h.Topic = "vault"
+	resp, err = c.Invoke(ctx, addr, remoting.NewRequest(protocol.SendMessage, protocol.Ext(h), []byte("x")))
+	require.NoError(t, err)
+	require.Equal(t, protocol.NoPermission, int(resp.Code), resp.Remark)
+
+	plain := remoting.NewClient(remoting.ClientOptions{SerializeType: remoting.SerializeJSON, DialTimeout: 3 * time.Second})
+	defer plain.Close()
+	_, err = plain.Invoke(ctx, addr, remoting.NewRequest(protocol.GetRouteInfoByTopic, map[string]string{"topic": "TBW102"}, nil))
+	require.Error(t, err, "plaintext to an enforcing broker")
+	_, err = os.Stat(filepath.Join(dir, "tls", "self-signed.crt"))
+	require.NoError(t, err)
+
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, cmd.Wait(), "clean shutdown exits 0")
+	out := logs.String()
+	require.Contains(t, out, "serving a self-signed certificate")
+	require.Contains(t, out, "plaintext connection refused: this port enforces TLS")
+	require.Contains(t, out, `ACL: access key \"alice1\" has no PUB permission on topic \"vault\"`)
+	for _, line := range strings.Split(testutil.ACLRules, "\n") {
+		if _, secret, ok := strings.Cut(line, "secretKey: "); ok {
+			require.NotContains(t, out, secret, "a secret key in the log")
+		}
+	}
 }

@@ -36,7 +36,7 @@ const (
 	exitUsage = cli.ExitUsage
 )
 
-const usage = `Usage: mqnamesrv [-c FILE] [--listen HOST:PORT] [--metrics-listen HOST:PORT]
+const usage = `Usage: mqnamesrv [-c FILE] [--listen HOST:PORT] [--metrics-listen HOST:PORT] [--acl FILE] [--tls-mode MODE]
                  [--controller [--controller-id ID] [--controller-peers PEERS]
                  [--controller-dir DIR]]
 
@@ -56,7 +56,7 @@ defaults.
                               mqbroker --controller)
 ` + controller.FlagsUsage + `  --console-listen HOST:PORT  serve the web console there (off by default)
   --console-read-only         the console hides every write
-  -h, --help                  show this help
+` + cli.ServerSecurityUsage + `  -h, --help                  show this help
 
 Exit status: 0 after a clean shutdown, 1 for an invalid config file or
 environment or a server failure, 2 for a bad command line.
@@ -77,6 +77,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	cf := controller.AddFlags(fs)
 	consoleListen := fs.String("console-listen", "", "")
 	consoleRO := fs.Bool("console-read-only", false, "")
+	sec := cli.AddServerSecurity(fs)
 	if code, ok := cli.Parse(fs, args, usage, stdout, stderr); !ok {
 		return code
 	}
@@ -101,6 +102,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	})
 	cf.Apply(fs, &cfg.Controller)
+	sec.Apply(&cfg.ACL.File, &cfg.TLS, &cfg.Pprof)
 	// NB: LoadNameserver validated file and environment, so a failure now
 	// comes from a flag.
 	if err := cfg.Validate(); err != nil {

@@ -195,3 +195,25 @@ func requireOneLineError(t *testing.T, stderr, want string) {
 	require.True(t, strings.HasPrefix(lines[0], "mqnamesrv: "), lines[0])
 	require.Contains(t, lines[0], want)
 }
+
+// TestMQNamesrv_BadSecurityFlags: a broken ACL file, a missing one and an
+// unknown TLS mode stop mqnamesrv at once with a one-line reason.
+func TestMQNamesrv_BadSecurityFlags(t *testing.T) {
+	broken := filepath.Join(t.TempDir(), "plain_acl.yml")
+	require.NoError(t, os.WriteFile(broken, []byte("accounts:\n  - accessKey: alice1\n    secretKey: 12345678\n    topicPerms: [\"orders=WRITE\"]\n"), 0o600))
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"--acl", broken}, exitError, `line 4: accounts[0].topicPerms[0]: permission "WRITE"`},
+		{[]string{"--acl", filepath.Join(t.TempDir(), "missing.yml")}, exitError, "read ACL file"},
+		{[]string{"--tls-mode", "sometimes"}, exitUsage, "tls.mode"},
+		{[]string{"--tls-mode", "enforcing", "--tls-cert", "c.pem"}, exitUsage, "give tls.cert and tls.key together"},
+	} {
+		var out, errb strings.Builder
+		require.Equal(t, tc.code, run(append([]string{"--listen", "127.0.0.1:0"}, tc.args...), &out, &errb), errb.String())
+		require.Contains(t, errb.String(), tc.want)
+		require.NotContains(t, errb.String(), "12345678")
+	}
+}

@@ -164,6 +164,8 @@ func FuzzProperties(f *testing.F) {
 		}
 		v, _ := PropertyValue(props, PropTranMsg)
 		require.Equal(t, v, sp.TranMsg)
+		v, _ = PropertyValue(props, PropReplyToClient)
+		require.Equal(t, v, sp.ReplyToClient)
 		for _, cluster := range []string{"DefaultCluster", ""} {
 			want, err := SetProperty(DeleteProperty(props, PropWait), PropCluster, cluster)
 			if cluster == "" {

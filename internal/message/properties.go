@@ -210,6 +210,7 @@ func SetProperty(props, name, value string) (string, error) {
 // message, as PropertyValue reads them (the last pair of a name wins).
 type SendProperties struct {
 	Wait, TranMsg, Delay, TimerDeliverMS string
+	ReplyToClient                        string // a request-reply request's requester
 	HasWait, HasDelay, HasTimerDeliverMS bool
 }
 
@@ -231,6 +232,8 @@ func ReadSendProperties(props string) SendProperties {
 			sp.Delay, sp.HasDelay = v, true
 		case PropTimerDeliverMS:
 			sp.TimerDeliverMS, sp.HasTimerDeliverMS = v, true
+		case PropReplyToClient:
+			sp.ReplyToClient = v
 		}
 		i = next
 	}

@@ -2,9 +2,11 @@ package remoting
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -42,6 +44,14 @@ type ClientOptions struct {
 	// NOTIFY_CONSUMER_IDS_CHANGED, CHECK_TRANSACTION_STATE, …). Nil
 	// answers them with REQUEST_CODE_NOT_SUPPORTED.
 	OnRequest Handler
+	// TLS, when set, makes every connection TLS with this configuration
+	// (served over a socketpair to netpoll; see tls.go).
+	TLS *tls.Config
+	// Sign, when set, is applied to every request the client sends, after
+	// its opaque and serialize type are set and before it is encoded
+	// (ACL credentials: sig.Signer). It may replace the request's custom
+	// header.
+	Sign func(*Command)
 }
 
 // DefaultClientOptions returns the defaults (msgpack headers).
@@ -204,8 +214,15 @@ func (c *Client) dial(ctx context.Context, addr string, e *dialEntry) {
 			timeout = left
 		}
 	}
-	nc, err := netpoll.DialConnection("tcp", addr, timeout)
-	if errors.Is(err, netpoll.ErrConnClosed) {
+	var nc netpoll.Connection
+	var remote net.Addr
+	var err error
+	if c.opts.TLS != nil {
+		nc, remote, err = c.dialTLS(ctx, addr, timeout)
+	} else {
+		nc, err = netpoll.DialConnection("tcp", addr, timeout)
+	}
+	if c.opts.TLS == nil && errors.Is(err, netpoll.ErrConnClosed) {
 		// NB: a hang-up while connecting (see refusedError). netpoll also
 		// reports it, now and then, for a connect that a listening peer
 		// accepted (under load, with descriptors reused quickly: "operator
@@ -227,6 +244,10 @@ func (c *Client) dial(ctx context.Context, addr string, e *dialEntry) {
 		_ = nc.SetWriteTimeout(c.opts.WriteTimeout)
 	}
 	conn := newConn(c, nc, c.ids.Add(1), &c.opaque, c.opts.MaxFrameSize, c.opts.SerializeType, false, context.Background())
+	conn.sign = c.opts.Sign
+	if remote != nil {
+		conn.remote, conn.remoteAP = remote, addrPort(remote)
+	}
 	conn.addr = addr
 	_ = nc.AddCloseCallback(conn.onNetpollClose)
 	_ = nc.SetOnRequest(conn.onRequest)

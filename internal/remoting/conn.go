@@ -60,7 +60,8 @@ type Conn struct {
 	// bytes the reader sees to its last; 0 leaves netpoll's per-wait read
 	// timeout (client side).
 	frameTimeout time.Duration
-	opaque       *atomic.Int32 // the owner's opaque counter
+	opaque       *atomic.Int32  // the owner's opaque counter
+	sign         func(*Command) // client side: ClientOptions.Sign, set before the conn is used
 	// NB: a connection-scoped context (like net/http's per-connection
 	// context): handlers and parked requests watch it to learn that the
 	// peer went away. It is cancelled in closeWith.

@@ -88,6 +88,9 @@ func (c *Conn) prepare(req *Command, oneway bool) {
 	}
 	req.SerializeType = SerializeType(c.reqType.Load())
 	req.Opaque = c.opaque.Add(1)
+	if c.sign != nil {
+		c.sign(req)
+	}
 }
 
 // register prepares req and records cl under its opaque. A call with a

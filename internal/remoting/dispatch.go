@@ -112,9 +112,11 @@ type dispatcher struct {
 	handlers map[int16]Handler
 	inline   map[int16]InlineHandler
 	fallback Handler // nil: REQUEST_CODE_NOT_SUPPORTED
-	sem      chan struct{}
-	running  group
-	closing  atomic.Bool
+	// authorize is a Server's ServerOptions.Authorize (nil: none).
+	authorize func(c *Conn, req *Command) (int16, string, bool)
+	sem       chan struct{}
+	running   group
+	closing   atomic.Bool
 
 	orderedMu sync.Mutex
 	// ordered holds, for each connection whose ordered executor runs, the
@@ -144,6 +146,12 @@ func (d *dispatcher) dispatch(c *Conn, req *Command) {
 	if d.closing.Load() {
 		d.reject(c, req, protocol.SystemBusy, "remoting: shutting down; retry on another node")
 		return
+	}
+	if d.authorize != nil {
+		if code, remark, ok := d.authorize(c, req); !ok {
+			d.reject(c, req, code, remark)
+			return
+		}
 	}
 	ih := d.inline[req.Code]
 	if ih != nil && d.queueOrdered(c, req) {

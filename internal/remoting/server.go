@@ -53,6 +53,15 @@ type ServerOptions struct {
 	// OnConnect runs when a connection is established, before its first
 	// request is read. It must not block.
 	OnConnect func(*Conn)
+	// Authorize, when set, decides every request before it is dispatched
+	// (the inline try included), on the connection's reader: ok false
+	// answers the request with code and remark (nothing for a oneway
+	// request) and its handler never runs. It must not block; the broker
+	// and the nameserver check ACL signatures and permissions here.
+	Authorize func(c *Conn, req *Command) (code int16, remark string, ok bool)
+	// TLS, when set, serves TLS connections (permissive: plaintext too, on
+	// the same port) on the path tls.go describes. Nil: plaintext only.
+	TLS *ServerTLS
 	// OnDisconnect runs once per connection after it closed (by either
 	// side, on error, or at Shutdown) and its pending calls failed, on a
 	// goroutine of its own. The broker drops the connection's producer and
@@ -114,20 +123,26 @@ type Server struct {
 	cancelBase context.CancelFunc
 
 	mu      sync.Mutex
-	state   serverState          // guarded by mu
-	conns   map[uint64]*Conn     // guarded by mu
-	perIP   map[netip.Addr]int32 // guarded by mu: open connections by remote IP
-	ln      netpoll.Listener     // set by Start
-	evl     netpoll.EventLoop    // set by Start
-	done    chan struct{}        // closed when Shutdown finishes
-	quit    chan struct{}        // closed by Shutdown: stops houseLoop
-	served  chan struct{}        // closed when serveLoop returns
-	houseWG sync.WaitGroup       // houseLoop
+	state   serverState           // guarded by mu
+	conns   map[uint64]*Conn      // guarded by mu
+	perIP   map[netip.Addr]int32  // guarded by mu: open connections by remote IP
+	ln      netpoll.Listener      // set by Start (plaintext only)
+	tln     net.Listener          // set by Start (with TLS)
+	pending map[net.Conn]struct{} // guarded by mu: TLS-path connections not yet handed to netpoll
+	evl     netpoll.EventLoop     // set by Start
+	done    chan struct{}         // closed when Shutdown finishes
+	quit    chan struct{}         // closed by Shutdown: stops houseLoop
+	served  chan struct{}         // closed when serveLoop returns
+	houseWG sync.WaitGroup        // houseLoop
 
 	peers         *peerLog
 	rejected      atomic.Uint64
 	frameTimeouts atomic.Uint64
-	badFrames     [len(BadFrameReasons)]atomic.Uint64
+	// plaintextRefused counts plaintext connections an enforcing TLS
+	// server closed.
+	plaintextRefused  atomic.Uint64
+	handshakeFailures atomic.Uint64
+	badFrames         [len(BadFrameReasons)]atomic.Uint64
 }
 
 type serverState int
@@ -156,6 +171,7 @@ func NewServer(addr string, opts ServerOptions) *Server {
 		served: make(chan struct{}),
 	}
 	s.d.peers = s.peers
+	s.d.authorize = opts.Authorize
 	s.baseCtx, s.cancelBase = context.WithCancel(context.Background())
 	return s
 }
@@ -200,6 +216,14 @@ func (s *Server) Start() error {
 	if s.state != serverNew {
 		return fmt.Errorf("remoting: server already started")
 	}
+	if s.opts.TLS != nil {
+		if err := s.startTLS(); err != nil {
+			return err
+		}
+		s.houseWG.Add(1)
+		go s.houseLoop()
+		return nil
+	}
 	ln, err := netpoll.CreateListener("tcp", s.addr)
 	if err != nil {
 		return fmt.Errorf("remoting: listen on %s: %w", s.addr, err)
@@ -236,7 +260,10 @@ func (s *Server) Serve() error {
 func (s *Server) Addr() net.Addr {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.ln == nil {
+	switch {
+	case s.tln != nil:
+		return s.tln.Addr()
+	case s.ln == nil:
 		return nil
 	}
 	return s.ln.Addr()
@@ -302,25 +329,31 @@ func (s *Server) closeIdle(now time.Time) {
 
 // onPrepare registers a new connection (netpoll calls it on accept).
 func (s *Server) onPrepare(nc netpoll.Connection) context.Context {
+	return s.prepare(nc, nc.RemoteAddr())
+}
+
+// prepare registers a new connection from remote.
+func (s *Server) prepare(nc netpoll.Connection, remote net.Addr) context.Context {
 	s.mu.Lock()
 	if s.state != serverRunning {
 		s.mu.Unlock()
 		_ = nc.Close()
 		return context.Background()
 	}
-	ip := addrPort(nc.RemoteAddr()).Addr()
+	ip := addrPort(remote).Addr()
 	if n := s.perIP[ip]; s.opts.MaxConnsPerAddr > 0 && int(n) >= s.opts.MaxConnsPerAddr {
 		s.mu.Unlock()
 		s.rejected.Add(1)
 		s.peers.event(time.Now(), slog.LevelWarn, ip, ReasonTooManyConns,
 			"remoting: too many connections from one address; closing the new one",
-			"remote", addrString(nc.RemoteAddr()), "open", n, "limit", s.opts.MaxConnsPerAddr)
+			"remote", addrString(remote), "open", n, "limit", s.opts.MaxConnsPerAddr)
 		// NB: closed by onConnect: closed here, before netpoll registers
 		// it, its close logs a failed detach to stderr, once per connection.
 		return context.Background()
 	}
 	s.perIP[ip]++
 	c := newConn(s, nc, s.ids.Add(1), &s.opaque, s.opts.MaxFrameSize, SerializeJSON, true, s.baseCtx)
+	c.remote, c.remoteAP = remote, addrPort(remote)
 	c.frameTimeout = max(s.opts.FrameTimeout, 0)
 	s.conns[c.id] = c
 	s.mu.Unlock()
@@ -393,6 +426,10 @@ type ServerStats struct {
 	Rejected      uint64            // connections closed at accept: over MaxConnsPerAddr
 	FrameTimeouts uint64            // connections closed: a frame not completed within FrameTimeout
 	BadFrames     map[string]uint64 // connections closed for a bad frame, by reason (BadFrameReasons)
+	// PlaintextRefused counts plaintext connections an enforcing TLS
+	// server closed; TLSHandshakeFailures failed TLS handshakes.
+	PlaintextRefused     uint64
+	TLSHandshakeFailures uint64
 }
 
 // Stats returns the server's counters.
@@ -402,6 +439,8 @@ func (s *Server) Stats() ServerStats {
 	s.mu.Unlock()
 	st.Rejected = s.rejected.Load()
 	st.FrameTimeouts = s.frameTimeouts.Load()
+	st.PlaintextRefused = s.plaintextRefused.Load()
+	st.TLSHandshakeFailures = s.handshakeFailures.Load()
 	st.BadFrames = make(map[string]uint64, len(BadFrameReasons))
 	for i, r := range BadFrameReasons {
 		st.BadFrames[r] = s.badFrames[i].Load()
@@ -465,6 +504,16 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // its server yet, which would leave Serve running forever; so it is
 // retried until serveLoop has exited.
 func (s *Server) stopEventLoop(ctx context.Context) error {
+	if s.tln != nil {
+		_ = s.tln.Close()
+		s.closePending()
+		select {
+		case <-s.served:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	for {
 		_ = s.evl.Shutdown(ctx)
 		select {

@@ -6,11 +6,23 @@
 package servermetrics
 
 import (
+	"net/http"
+	"net/http/pprof"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/sluicemq/sluice/internal/remoting"
 )
+
+// HandlePprof serves Go's profiler on mux (mqbroker and mqnamesrv
+// --pprof), for measuring a server under load:
+// go tool pprof http://HOST:PORT/debug/pprof/profile?seconds=10
+func HandlePprof(mux *http.ServeMux) {
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+}
 
 // NewRegistry returns a registry holding the standard Go runtime and
 // process collectors.
@@ -26,6 +38,9 @@ var (
 		[]string{"reason"}, nil)
 	descFrameTimeouts = prometheus.NewDesc("sluice_remoting_frame_timeouts_total",
 		"Connections closed because a started frame was not completed within remoting.frame_timeout.", nil, nil)
+	descTLS = prometheus.NewDesc("sluice_remoting_tls_refused_total",
+		"Connections closed by TLS: plaintext to an enforcing port (plaintext), failed handshakes (handshake).",
+		[]string{"reason"}, nil)
 	descRefused = prometheus.NewDesc("sluice_remoting_connections_refused_total",
 		"Connections closed at accept: their address already held remoting.max_connections_per_address.", nil, nil)
 )
@@ -38,6 +53,7 @@ func (Remoting) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descBadFrames
 	ch <- descFrameTimeouts
 	ch <- descRefused
+	ch <- descTLS
 }
 
 func (r Remoting) Collect(ch chan<- prometheus.Metric) {
@@ -50,4 +66,6 @@ func (r Remoting) Collect(ch chan<- prometheus.Metric) {
 	}
 	counter(descFrameTimeouts, st.FrameTimeouts)
 	counter(descRefused, st.Rejected)
+	counter(descTLS, st.PlaintextRefused, "plaintext")
+	counter(descTLS, st.TLSHandshakeFailures, "handshake")
 }

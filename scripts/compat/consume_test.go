@@ -344,8 +344,8 @@ func TestResetWhileRunning(t *testing.T) {
 	in.waitIDs(t, ids(want))
 	waitCaughtUp(t, c, topic)
 
-	out, err := exec.Command(mqadmin, "-n", nameserverAddr, "resetOffsetByTime", "-g", group, "-t", topic,
-		"-s", strconv.FormatInt(before.UnixMilli(), 10)).CombinedOutput()
+	out, err := exec.Command(mqadmin, mqadminArgs("resetOffsetByTime", "-g", group, "-t", topic,
+		"-s", strconv.FormatInt(before.UnixMilli(), 10))...).CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	in.waitFor(t, "every message twice", eachTwice(want))
 }
@@ -399,7 +399,7 @@ func TestConsumerStatusAndDirectConsume(t *testing.T) {
 
 	mq := func(args ...string) []byte {
 		t.Helper()
-		out, err := exec.Command(mqadmin, append([]string{"-n", nameserverAddr, "--json"}, args...)...).CombinedOutput()
+		out, err := exec.Command(mqadmin, mqadminArgs(append([]string{"--json"}, args...)...)...).CombinedOutput()
 		require.NoError(t, err, "mqadmin %v: %s", args, out)
 		return out
 	}

@@ -9,5 +9,9 @@
 //
 //	cd scripts/compat && go test -count=1 ./...
 //
+// The servers run with ACL (every client signs, WithCredentials); with
+// SLUICE_COMPAT_TLS=1 they also enforce TLS and the clients use
+// WithTls(true) (scripts/test.sh runs both).
+//
 // The package has no non-test code.
 package compat

@@ -52,6 +52,7 @@ func newProducer(t *testing.T, role string, opts ...producer.Option) rocketmq.Pr
 		producer.WithInstanceName(name(t, role)),
 		producer.WithRetry(2),
 	}
+	base = append(base, producerSecurity(adminCreds)...)
 	p, err := rocketmq.NewProducer(append(base, opts...)...)
 	require.NoError(t, err)
 	require.NoError(t, p.Start())
@@ -62,13 +63,13 @@ func newProducer(t *testing.T, role string, opts ...producer.Option) rocketmq.Pr
 // consumerOptions are a push consumer's options: group, its own client
 // instance, clustering from the first offset unless opts say otherwise.
 func consumerOptions(group, instance string, opts ...consumer.Option) []consumer.Option {
-	return append([]consumer.Option{
+	return append(append([]consumer.Option{
 		consumer.WithNameServer(nameservers),
 		consumer.WithGroupName(group),
 		consumer.WithInstance(instance),
 		consumer.WithConsumerModel(consumer.Clustering),
 		consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset),
-	}, opts...)
+	}, consumerSecurity(adminCreds)...), opts...)
 }
 
 // startPushConsumer subscribes to topic with a tag expression, delivering

@@ -62,9 +62,21 @@ func testMain(m *testing.M) int {
 	}
 	nameserverAddr, brokerAddr = ns.addr, br.addr
 	nameservers = primitive.NamesrvAddr{nameserverAddr}
-	topicAdmin, err = admin.NewAdmin(admin.WithResolver(primitive.NewPassthroughResolver(nameservers)))
+	topicAdmin, err = admin.NewAdmin(append(adminSecurity(), admin.WithResolver(primitive.NewPassthroughResolver(nameservers)))...)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "compat: admin:", err)
+		stopAll(ns, br)
+		return 1
+	}
+
+	// NB: the official admin signs only once its client has registered the
+	// ACL interceptor, which CreateTopic never does and
+	// GetAllSubscriptionGroup does (each call adds one more: call it once).
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
+	_, err = topicAdmin.GetAllSubscriptionGroup(ctx, brokerAddr, 5*time.Second)
+	cancel()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "compat: admin: signing:", err)
 		stopAll(ns, br)
 		return 1
 	}
@@ -126,18 +138,29 @@ func startServers(work string) (ns, br *process, err error) {
 	}
 
 	mqadmin = filepath.Join(bin, "mqadmin")
+	aclFile := filepath.Join(work, "plain_acl.yml")
+	if err := os.WriteFile(aclFile, []byte(compatACL), 0o600); err != nil {
+		return nil, nil, err
+	}
+	security := []string{"--acl", aclFile}
+	brokerEnv := []string{"SLUICE_STORE_SEGMENT_SIZE=67108864",
+		"SLUICE_ACL_ACCESS_KEY=" + adminCreds.AccessKey, "SLUICE_ACL_SECRET_KEY=" + adminCreds.SecretKey}
+	if overTLS {
+		security = append(security, "--tls-mode", "enforcing")
+		brokerEnv = append(brokerEnv, "SLUICE_NAMESRV_TLS_ENABLED=true", "SLUICE_NAMESRV_TLS_INSECURE=true")
+	}
 	ns, err = start("mqnamesrv", filepath.Join(bin, "mqnamesrv"), filepath.Join(work, "mqnamesrv.log"),
 		regexp.MustCompile(`msg="mqnamesrv: listening" addr=(\S+)`), nil,
-		"--listen", "127.0.0.1:0")
+		append([]string{"--listen", "127.0.0.1:0"}, security...)...)
 	if err != nil {
 		return nil, nil, err
 	}
 	br, err = start("mqbroker", filepath.Join(bin, "mqbroker"), filepath.Join(work, "mqbroker.log"),
 		regexp.MustCompile(`serving on (\S+) \(nameserver`),
 		// A small segment keeps the preallocated store file small.
-		[]string{"SLUICE_STORE_SEGMENT_SIZE=67108864"},
-		"-n", ns.addr, "--listen", "127.0.0.1:0", "--store-dir", filepath.Join(work, "store"),
-		"--flush", "async", "--broker-name", brokerName, "--cluster", "DefaultCluster")
+		brokerEnv,
+		append([]string{"-n", ns.addr, "--listen", "127.0.0.1:0", "--store-dir", filepath.Join(work, "store"),
+			"--flush", "async", "--broker-name", brokerName, "--cluster", "DefaultCluster"}, security...)...)
 	return ns, br, err
 }
 

@@ -28,13 +28,13 @@ func TestPullConsumer(t *testing.T) {
 		want[id] = s
 	}
 
-	pc, err := rocketmq.NewPullConsumer(
+	pc, err := rocketmq.NewPullConsumer(append(consumerSecurity(adminCreds),
 		consumer.WithNameServer(nameservers),
 		consumer.WithGroupName(name(t, "group")),
 		consumer.WithInstance(name(t, "pc")),
 		consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset),
 		consumer.WithPullBatchSize(batch),
-	)
+	)...)
 	require.NoError(t, err)
 	require.NoError(t, pc.Subscribe(topic, consumer.MessageSelector{Type: consumer.TAG, Expression: "*"}))
 	require.NoError(t, pc.Start())

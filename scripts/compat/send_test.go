@@ -234,8 +234,8 @@ func TestTransaction(t *testing.T) {
 	t.Parallel()
 	topic := name(t, "topic")
 	createTopic(t, topic, 2)
-	p, err := rocketmq.NewTransactionProducer(compatTx{}, producer.WithNameServer(nameservers),
-		producer.WithGroupName(name(t, "txgroup")), producer.WithInstanceName(name(t, "tx")))
+	p, err := rocketmq.NewTransactionProducer(compatTx{}, append(producerSecurity(adminCreds), producer.WithNameServer(nameservers),
+		producer.WithGroupName(name(t, "txgroup")), producer.WithInstanceName(name(t, "tx")))...)
 	require.NoError(t, err)
 	require.NoError(t, p.Start())
 	t.Cleanup(func() { _ = p.Shutdown() })

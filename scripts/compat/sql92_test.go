@@ -88,12 +88,12 @@ func TestSQL92PullConsumer(t *testing.T) {
 	createTopic(t, topic, 2)
 	want, from := sendSQL92(t, topic)
 
-	pc, err := rocketmq.NewPullConsumer(
+	pc, err := rocketmq.NewPullConsumer(append(consumerSecurity(adminCreds),
 		consumer.WithNameServer(nameservers),
 		consumer.WithGroupName(name(t, "group")),
 		consumer.WithInstance(name(t, "pc")),
 		consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset),
-	)
+	)...)
 	require.NoError(t, err)
 	require.NoError(t, pc.Subscribe(topic, sql92Selector))
 	require.NoError(t, pc.Start())

@@ -1,0 +1,99 @@
+package conf
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/go-viper/mapstructure/v2"
+	"github.com/spf13/viper"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/sluicemq/sluice/internal/acl"
+)
+
+// LoadACL reads and compiles an ACL rules file in RocketMQ's plain_acl.yml
+// shape (internal/acl documents it). Unknown keys are errors; scalars are
+// read leniently as RocketMQ's sample files write them (secretKey: 12345678
+// is the string "12345678"). Each problem is reported with its field and
+// line.
+func LoadACL(path string) (*acl.Rules, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("conf: read ACL file: %w", err)
+	}
+	v := viper.New()
+	v.SetConfigType("yaml")
+	if err := v.ReadConfig(bytes.NewReader(data)); err != nil {
+		return nil, fmt.Errorf("conf: parse ACL file %s: %w", path, err)
+	}
+	var f acl.File
+	if err := v.UnmarshalExact(&f, func(c *mapstructure.DecoderConfig) { c.WeaklyTypedInput = true }); err != nil {
+		return nil, fmt.Errorf("conf: ACL file %s: %w", path, err)
+	}
+	rules, err := acl.Compile(f)
+	if err != nil {
+		addLines(data, err)
+		return nil, fmt.Errorf("conf: ACL file %s:\n%w", path, err)
+	}
+	return rules, nil
+}
+
+// addLines fills in the Line of every acl.FieldError in err from the YAML
+// document data.
+func addLines(data []byte, err error) {
+	var root yaml.Node
+	if yaml.Unmarshal(data, &root) != nil || len(root.Content) == 0 {
+		return
+	}
+	var errs []error
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	} else {
+		errs = []error{err}
+	}
+	for _, e := range errs {
+		var fe *acl.FieldError
+		if errors.As(e, &fe) {
+			if n := yamlAt(root.Content[0], fe.Path); n != nil {
+				fe.Line = n.Line
+			}
+		}
+	}
+}
+
+// yamlAt follows a path such as accounts[1].topicPerms[0] (keys compared
+// without case, as viper reads them) and returns its node, nil if absent.
+func yamlAt(n *yaml.Node, path string) *yaml.Node {
+	for part := range strings.SplitSeq(path, ".") {
+		key, rest, _ := strings.Cut(part, "[")
+		if n = yamlKey(n, key); n == nil {
+			return nil
+		}
+		for rest != "" {
+			idx, after, _ := strings.Cut(rest, "]")
+			i, err := strconv.Atoi(idx)
+			if err != nil || n.Kind != yaml.SequenceNode || i < 0 || i >= len(n.Content) {
+				return nil
+			}
+			n = n.Content[i]
+			rest = strings.TrimPrefix(after, "[")
+		}
+	}
+	return n
+}
+
+func yamlKey(n *yaml.Node, key string) *yaml.Node {
+	if n.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if strings.EqualFold(n.Content[i].Value, key) {
+			return n.Content[i+1]
+		}
+	}
+	return nil
+}

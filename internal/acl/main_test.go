@@ -1,0 +1,9 @@
+package acl
+
+import (
+	"testing"
+
+	"github.com/sluicemq/sluice/internal/testutil"
+)
+
+func TestMain(m *testing.M) { testutil.VerifyTestMain(m) }
