@@ -68,8 +68,9 @@ type Broker struct {
 	groupCfgs *group.ConfigTable
 	hold      *longpoll.Hold
 	server    *remoting.Server
-	nsc       *remoting.Client // to the nameservers
-	acl       *acl.Watcher     // nil when ACL is off
+	nsc       *remoting.Client    // to the nameservers
+	acl       *acl.Watcher        // nil when ACL is off
+	serverTLS *remoting.ServerTLS // nil when TLS is off; the HA port's too
 	sched     *scheduler
 	tx        *transactions
 	notify    *notifier
@@ -195,6 +196,7 @@ func (b *Broker) Start() error {
 		return fmt.Errorf("broker: %w", err)
 	}
 	sopts.TLS = ts
+	b.serverTLS = ts
 	if b.cfg.ACL.File != "" {
 		w, err := acl.NewWatcher(b.cfg.ACL.File, conf.LoadACL, b.logger)
 		if err != nil {

@@ -354,15 +354,11 @@ func (b *Broker) becomeMasterLocked(r controller.Role) {
 			return
 		}
 	}
-	m := ha.NewMaster(b.store.Log(), ha.MasterOptions{
-		SyncTimeout: b.cfg.HA.SyncTimeout,
-		MaxLag:      b.cfg.HA.MaxLag,
-		Logger:      b.logger,
-		OnSyncWait:  b.metrics.observeSyncWait,
-		Epoch:       func() int32 { return b.ctl.epoch.Load() },
-		OnStale:     func(e int32) { go b.fence(fmt.Sprintf("a slave follows epoch %d", e)) },
-		InSync:      b.inSync,
-	})
+	mo := b.haMasterOptions()
+	mo.Epoch = func() int32 { return b.ctl.epoch.Load() }
+	mo.OnStale = func(e int32) { go b.fence(fmt.Sprintf("a slave follows epoch %d", e)) }
+	mo.InSync = b.inSync
+	m := ha.NewMaster(b.store.Log(), mo)
 	b.ctl.epoch.Store(r.MasterEpoch)
 	b.ctl.masterID.Store(r.MasterID)
 	b.ctl.since, b.ctl.prevEnd = time.Now(), end
@@ -422,11 +418,14 @@ func (b *Broker) becomeSlaveLocked(r controller.Role) {
 		return
 	}
 	id, epoch, haAddr := b.ctl.id.Load(), r.MasterEpoch, r.MasterHAAddr
-	s := ha.NewSlave(b.store, ha.SlaveOptions{
-		Master: func() string { return haAddr },
-		Hello:  func() (int64, int32) { return id, epoch },
-		Logger: b.logger,
-	})
+	so, err := b.haSlaveOptions()
+	if err != nil {
+		b.logger.Error("broker: cannot follow the master", "err", err)
+		return
+	}
+	so.Master = func() string { return haAddr }
+	so.Hello = func() (int64, int32) { return id, epoch }
+	s := ha.NewSlave(b.store, so)
 	b.ctl.epoch.Store(r.MasterEpoch)
 	b.ctl.masterID.Store(r.MasterID)
 	b.repl.masterAddr.Store(&r.MasterAddr)

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"net/netip"
@@ -17,6 +18,7 @@ import (
 	"github.com/sluicemq/sluice/conf"
 	"github.com/sluicemq/sluice/internal/protocol"
 	"github.com/sluicemq/sluice/internal/remoting"
+	"github.com/sluicemq/sluice/internal/tlscert"
 )
 
 // replication is the broker's part of a master/slave group (RocketMQ
@@ -45,10 +47,12 @@ func loadStr(p *atomic.Pointer[string]) string {
 // startReplication starts the HA side of the broker's role.
 func (b *Broker) startReplication() error {
 	if b.cfg.IsSlave() {
-		s := ha.NewSlave(b.store, ha.SlaveOptions{
-			Master: func() string { return loadStr(&b.repl.masterHA) },
-			Logger: b.logger,
-		})
+		so, err := b.haSlaveOptions()
+		if err != nil {
+			return err
+		}
+		so.Master = func() string { return loadStr(&b.repl.masterHA) }
+		s := ha.NewSlave(b.store, so)
 		s.Start()
 		b.repl.slave.Store(s)
 		b.wg.Add(1)
@@ -60,18 +64,56 @@ func (b *Broker) startReplication() error {
 		return err
 	}
 	b.repl.haAddr = haAddr
-	m := ha.NewMaster(b.store.Log(), ha.MasterOptions{
-		SyncTimeout: b.cfg.HA.SyncTimeout,
-		MaxLag:      b.cfg.HA.MaxLag,
-		Logger:      b.logger,
-		OnSyncWait:  b.metrics.observeSyncWait,
-	})
+	m := ha.NewMaster(b.store.Log(), b.haMasterOptions())
 	m.Serve(ln)
 	b.repl.master.Store(m)
 	if b.cfg.Role == conf.RoleSyncMaster {
 		b.store.SetReplicaGate(m)
 	}
 	return nil
+}
+
+// haMasterOptions are a master's replication settings: with TLS on, the
+// HA port is TLS (the broker's certificate; the account, not a client
+// certificate, authenticates a slave); with ACL on, slaves must present an
+// admin account.
+func (b *Broker) haMasterOptions() ha.MasterOptions {
+	o := ha.MasterOptions{
+		SyncTimeout: b.cfg.HA.SyncTimeout,
+		MaxLag:      b.cfg.HA.MaxLag,
+		Logger:      b.logger,
+		OnSyncWait:  b.metrics.observeSyncWait,
+	}
+	if b.serverTLS != nil {
+		o.TLS = b.serverTLS.Config.Clone()
+		o.TLS.ClientAuth = tls.NoClientCert
+	}
+	if w := b.acl; w != nil {
+		o.Authenticate = func(key string, content []byte, signature string) bool {
+			return w.Rules().BrokerAccount(key, content, signature)
+		}
+	}
+	return o
+}
+
+// haSlaveOptions are a slave's: TLS to the master when the broker's own
+// TLS is on (verified against namesrv_tls.ca_file; without one, not
+// verified: the group's self-signed certificates), and its broker account
+// (acl.access_key) when set.
+func (b *Broker) haSlaveOptions() (ha.SlaveOptions, error) {
+	o := ha.SlaveOptions{Logger: b.logger}
+	if b.cfg.TLS.Mode != "" && b.cfg.TLS.Mode != conf.TLSDisabled {
+		nt := b.cfg.NamesrvTLS
+		tc, err := tlscert.Client(nt.CAFile, nt.Insecure || nt.CAFile == "", "", "")
+		if err != nil {
+			return o, fmt.Errorf("broker: replication TLS: %w", err)
+		}
+		o.TLS = tc
+	}
+	if b.cfg.ACL.AccessKey != "" {
+		o.Credentials = &ha.Credentials{Key: b.cfg.ACL.AccessKey, Secret: b.cfg.ACL.SecretKey}
+	}
+	return o, nil
 }
 
 // stopReplication stops the HA side; held sends are answered.

@@ -13,6 +13,7 @@ import (
 	"github.com/sluicemq/sluice/conf"
 	"github.com/sluicemq/sluice/internal/protocol"
 	"github.com/sluicemq/sluice/internal/remoting"
+	"github.com/sluicemq/sluice/internal/testutil"
 )
 
 // groupConfigs returns a master's and a slave's configuration registering
@@ -258,4 +259,29 @@ func TestReplication_SlaveReadSuggestion(t *testing.T) {
 	}
 	require.Equal(t, int64(1), pull(0).SuggestWhichBrokerID, "a cold read")
 	require.Equal(t, int64(0), pull(29).SuggestWhichBrokerID, "a hot read")
+}
+
+// TestReplication_TLSAndACL: with TLS and ACL on, a slave replicates over
+// TLS with its broker (admin) account; one with a wrong secret copies
+// nothing and is counted.
+func TestReplication_TLSAndACL(t *testing.T) {
+	ns := startNamesrv(t, "127.0.0.1:0")
+	file := testutil.WriteACL(t, testutil.ACLRules)
+	secure := func(c conf.Broker, secret string) conf.Broker {
+		c.TLS.Mode = conf.TLSPermissive
+		c.ACL = conf.BrokerACL{File: file, AccessKey: "rootroot", SecretKey: secret}
+		return c
+	}
+	mc, sc := groupConfigs(t, ns.Addr(), conf.RoleSyncMaster)
+	master := startBroker(t, secure(mc, "root-secret-1"), Options{})
+	startBroker(t, secure(sc, "root-secret-1"), Options{})
+	c := signedClient(t, remoting.SerializeJSON, "alice1", "alice-secret-1")
+	require.Eventually(t, func() bool { return send(t, c, master.Addr(), "orders", 0, "x", nil).Code == protocol.Success },
+		10*time.Second, 10*time.Millisecond, "a SYNC_MASTER acknowledges once its slave, over TLS, has the send")
+
+	_, bad := groupConfigs(t, ns.Addr(), conf.RoleSyncMaster)
+	bad.BrokerID = 2
+	intruder := startBroker(t, secure(bad, "guess"), Options{})
+	require.Eventually(t, func() bool { return master.repl.master.Load().Status().AuthFailures > 0 }, 10*time.Second, time.Millisecond)
+	require.Equal(t, commitlog.Offset(0), intruder.Store().Log().Next())
 }

@@ -3,6 +3,8 @@ package ha
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/binary"
 	"io"
 	"log/slog"
@@ -18,7 +20,9 @@ import (
 
 	"github.com/sluicemq/sluice/broker/store"
 	"github.com/sluicemq/sluice/commitlog"
+	"github.com/sluicemq/sluice/internal/acl/sig"
 	"github.com/sluicemq/sluice/internal/testutil"
+	"github.com/sluicemq/sluice/internal/tlscert"
 )
 
 func TestMain(m *testing.M) { testutil.VerifyTestMain(m) }
@@ -393,4 +397,45 @@ func TestGate_ControllerMode(t *testing.T) {
 	defer s.Close()
 	require.Eventually(t, func() bool { return strings.Contains(s.Status().LastError, "epoch 4, the master is at 5") }, 5*time.Second, time.Millisecond)
 	require.Equal(t, commitlog.Offset(0), replica.Next(), "a slave copies nothing from a master of another epoch")
+}
+
+// TestStream_TLSAndAccount: with TLS and ACL on, a slave copies the log
+// over TLS after presenting its broker account; a wrong secret, or no TLS,
+// copies nothing.
+func TestStream_TLSAndAccount(t *testing.T) {
+	certPEM, keyPEM, _, err := tlscert.Issue([]string{"127.0.0.1"}, nil, false)
+	require.NoError(t, err)
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	require.NoError(t, err)
+	pool := x509.NewCertPool()
+	require.True(t, pool.AppendCertsFromPEM(certPEM))
+	r := rand.New(rand.NewPCG(17, 18))
+	master := openLog(t, t.TempDir())
+	appendRecords(t, master, r, 50)
+	m := startMaster(t, master, MasterOptions{
+		TLS: &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
+		Authenticate: func(key string, content []byte, signature string) bool {
+			return key == "broker" && sig.EqualConstant(sig.Sign("s3cret", content), signature)
+		}})
+	follow := func(tc *tls.Config, c *Credentials) (*commitlog.Log, *Slave) {
+		replica := openLog(t, t.TempDir())
+		s := NewSlave(&logReplica{l: replica}, SlaveOptions{Master: func() string { return m.Addr().String() },
+			TLS: tc, Credentials: c, RetryInterval: 10 * time.Millisecond, Logger: quiet()})
+		s.Start()
+		t.Cleanup(s.Close)
+		return replica, s
+	}
+	good, _ := follow(&tls.Config{RootCAs: pool, ServerName: "127.0.0.1"}, &Credentials{"broker", "s3cret"})
+	require.Eventually(t, func() bool { return good.Next() == master.Next() }, 10*time.Second, time.Millisecond)
+	requirePrefix(t, master, good)
+
+	before := m.Status().AuthFailures
+	wrong, _ := follow(&tls.Config{RootCAs: pool, ServerName: "127.0.0.1"}, &Credentials{"broker", "guess"})
+	require.Eventually(t, func() bool { return m.Status().AuthFailures >= before+2 }, 10*time.Second, time.Millisecond,
+		"the master refuses the wrong secret, again on each retry")
+	require.Equal(t, commitlog.Offset(0), wrong.Next())
+
+	plain, s := follow(nil, &Credentials{"broker", "s3cret"})
+	require.Eventually(t, func() bool { return s.Status().Reconnects >= 2 }, 10*time.Second, time.Millisecond)
+	require.Equal(t, commitlog.Offset(0), plain.Next(), "no bytes without TLS")
 }

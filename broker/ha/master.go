@@ -1,6 +1,7 @@
 package ha
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -46,7 +47,12 @@ type MasterOptions struct {
 	// them with all_ack_in_sync_state_set), and the replicas (the master
 	// included) the set must hold at least.
 	InSync func() (ids []int64, need, minReplicas int)
-	Logger *slog.Logger
+	// TLS, when set, is the HA port's TLS (the broker's certificate).
+	TLS *tls.Config
+	// Authenticate, when set (ACL on), checks a slave's broker account
+	// (see auth.go).
+	Authenticate func(key string, content []byte, signature string) bool
+	Logger       *slog.Logger
 }
 
 func (o *MasterOptions) defaults() {
@@ -93,6 +99,7 @@ type Master struct {
 	chunks, bytes           atomic.Int64 // sent
 	syncOK, syncTimeout     atomic.Int64 // held puts answered by a slave's ack, by the timeout
 	syncNoSlave, syncClosed atomic.Int64 // answered at once for want of a slave; at Close
+	authFailures            atomic.Int64 // slaves refused for their account
 
 	quit      chan struct{}
 	wg        sync.WaitGroup
@@ -196,6 +203,24 @@ func (m *Master) acceptLoop() {
 // Accept serves a slave's connection; false (and the connection closed)
 // once the master is closed.
 func (m *Master) Accept(c net.Conn) bool {
+	select {
+	case <-m.quit:
+		c.Close()
+		return false
+	default:
+	}
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		if c = m.secure(c); c != nil {
+			m.serveSlave(c)
+		}
+	}()
+	return true
+}
+
+// serveSlave starts a slave's reader and sender.
+func (m *Master) serveSlave(c net.Conn) {
 	s := &slaveConn{addr: c.RemoteAddr().String(), conn: c, since: time.Now(),
 		reported: make(chan struct{}), closed: make(chan struct{})}
 	s.id.Store(-1)
@@ -205,14 +230,13 @@ func (m *Master) Accept(c net.Conn) bool {
 	select {
 	case <-m.quit:
 		c.Close()
-		return false
+		return
 	default:
 	}
 	m.slaves[s] = struct{}{}
 	m.wg.Add(2)
 	go m.readReports(s)
 	go m.sendLoop(s)
-	return true
 }
 
 // readReports reads a slave's offset reports until the connection ends.
@@ -484,13 +508,15 @@ type MasterStatus struct {
 	SyncOK       int64         `json:"syncOk"`
 	SyncTimeouts int64         `json:"syncTimeouts"`
 	SyncNoSlave  int64         `json:"syncNoSlave"`
+	AuthFailures int64         `json:"authFailures"`
 }
 
 // Status reports the master's side of replication.
 func (m *Master) Status() MasterStatus {
 	next := int64(m.log.Next())
 	st := MasterStatus{End: next, Acked: m.acked.Load(), ChunksSent: m.chunks.Load(), BytesSent: m.bytes.Load(),
-		SyncOK: m.syncOK.Load(), SyncTimeouts: m.syncTimeout.Load(), SyncNoSlave: m.syncNoSlave.Load()}
+		SyncOK: m.syncOK.Load(), SyncTimeouts: m.syncTimeout.Load(), SyncNoSlave: m.syncNoSlave.Load(),
+		AuthFailures: m.authFailures.Load()}
 	if m.ln != nil {
 		st.Listen = m.ln.Addr().String()
 	}

@@ -1,6 +1,7 @@
 package ha
 
 import (
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -36,8 +37,13 @@ type SlaveOptions struct {
 	RetryInterval time.Duration
 	// Hello, set in controller mode, returns the slave's broker id and
 	// the master epoch it follows, sent before the first report.
-	Hello  func() (id int64, epoch int32)
-	Logger *slog.Logger
+	Hello func() (id int64, epoch int32)
+	// TLS, when set, dials the master's HA port with TLS.
+	TLS *tls.Config
+	// Credentials, when set (ACL on), are the broker account the slave
+	// opens its connection with.
+	Credentials *Credentials
+	Logger      *slog.Logger
 }
 
 // Slave copies its master's log into a Replica.
@@ -143,6 +149,9 @@ func (s *Slave) session(addr string) error {
 	d := net.Dialer{Timeout: 3 * time.Second}
 	c, err := d.Dial("tcp", addr)
 	if err != nil {
+		return err
+	}
+	if c, err = s.secureDial(c); err != nil {
 		return err
 	}
 	s.mu.Lock()

@@ -142,6 +142,14 @@ func (a *account) addPerm(prefix, s string) error {
 // Accounts returns the number of accounts.
 func (r *Rules) Accounts() int { return len(r.accounts) }
 
+// BrokerAccount reports whether key names an admin account whose secret
+// signs content as signature (base64 HMAC-SHA1), compared in constant
+// time: a slave broker opening its replication connection.
+func (r *Rules) BrokerAccount(key string, content []byte, signature string) bool {
+	a := r.accounts[key]
+	return a != nil && a.admin && sig.EqualConstant(sig.Sign(a.secret, content), signature)
+}
+
 // Credentials returns the basic-auth check of HTTP endpoints: whether key
 // names an account whose secret is secret (compared in constant time).
 func (r *Rules) Credentials(key, secret string) bool {
