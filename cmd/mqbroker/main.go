@@ -212,7 +212,8 @@ func run(args []string, stdout, stderr io.Writer, ready chan<- [2]string) int {
 	if a := b.MetricsAddr(); a != "" {
 		logger.Info("mqbroker: metrics", "url", "http://"+a+"/metrics")
 	}
-	con, err := console.Launch(consoleAddr, cfg.Console.Listen == "", cfg.NamesrvAddr, cfg.Console.ReadOnly, logger, stdout)
+	con, err := console.Launch(consoleAddr, cfg.Console.Listen == "", cfg.NamesrvAddr, cfg.Console.ReadOnly,
+		console.Security{ACLFile: cfg.ACL.File, AccessKey: cfg.ACL.AccessKey, SecretKey: cfg.ACL.SecretKey}, logger, stdout)
 	if err != nil {
 		b.Close()
 		closeNS()

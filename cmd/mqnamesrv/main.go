@@ -136,7 +136,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	// NB: signals are caught from here, before the line callers wait for.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	con, err := console.Launch(cfg.ConsoleAddr(), false, ns.Addr(), cfg.Console.ReadOnly, logger, stdout)
+	con, err := console.Launch(cfg.ConsoleAddr(), false, ns.Addr(), cfg.Console.ReadOnly,
+		console.Security{ACLFile: cfg.ACL.File}, logger, stdout)
 	if err != nil {
 		if node != nil {
 			_ = node.Close()

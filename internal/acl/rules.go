@@ -150,6 +150,16 @@ func (r *Rules) BrokerAccount(key string, content []byte, signature string) bool
 	return a != nil && a.admin && sig.EqualConstant(sig.Sign(a.secret, content), signature)
 }
 
+// Login reports whether secret is key's (compared in constant time) and
+// whether key is an admin account: the console's login.
+func (r *Rules) Login(key, secret string) (admin, ok bool) {
+	a := r.accounts[key]
+	if a == nil || !sig.EqualConstant(a.secret, secret) {
+		return false, false
+	}
+	return a.admin, true
+}
+
 // Credentials returns the basic-auth check of HTTP endpoints: whether key
 // names an account whose secret is secret (compared in constant time).
 func (r *Rules) Credentials(key, secret string) bool {

@@ -5,7 +5,18 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+
+	"github.com/sluicemq/sluice/conf"
+	"github.com/sluicemq/sluice/internal/acl"
 )
+
+// Security is the console's part of ACL: the rules file users log in
+// against (empty: no login) and the account the console signs its own
+// requests with.
+type Security struct {
+	ACLFile              string
+	AccessKey, SecretKey string
+}
 
 // Launch starts the console of mqbroker or mqnamesrv on listen, asking
 // the nameservers in nameServers ("ip:port;ip:port"), and prints its
@@ -13,7 +24,7 @@ import (
 // to bind is a warning and Launch returns nil, nil: the quickstart keeps
 // running when port 8080 is taken. An empty listen starts nothing. Close
 // the result (nil is fine).
-func Launch(listen string, byDefault bool, nameServers string, readOnly bool, logger *slog.Logger, stdout io.Writer) (*Server, error) {
+func Launch(listen string, byDefault bool, nameServers string, readOnly bool, sec Security, logger *slog.Logger, stdout io.Writer) (*Server, error) {
 	if listen == "" {
 		return nil, nil
 	}
@@ -23,13 +34,28 @@ func Launch(listen string, byDefault bool, nameServers string, readOnly bool, lo
 			ns = append(ns, a)
 		}
 	}
-	s, err := New(Options{Listen: listen, NameServers: ns, ReadOnly: readOnly, Logger: logger})
+	opts := Options{Listen: listen, NameServers: ns, ReadOnly: readOnly, AccessKey: sec.AccessKey, SecretKey: sec.SecretKey, Logger: logger}
+	var w *acl.Watcher
+	if sec.ACLFile != "" {
+		var err error
+		if w, err = acl.NewWatcher(sec.ACLFile, conf.LoadACL, logger); err != nil {
+			return nil, fmt.Errorf("console: %w", err)
+		}
+		opts.Auth = &Auth{Check: func(key, secret string) (bool, bool) { return w.Rules().Login(key, secret) }}
+	}
+	s, err := New(opts)
+	if err == nil && w != nil {
+		s.onClose = func() { _ = w.Close() }
+	}
 	if err == nil {
 		if err = s.Start(); err != nil {
 			_ = s.Close()
 		}
 	}
 	if err != nil {
+		if w != nil {
+			_ = w.Close()
+		}
 		if byDefault {
 			logger.Warn("console not started; give --console-listen ip:port, or off", "err", err)
 			return nil, nil

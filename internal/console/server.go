@@ -36,8 +36,12 @@ type Options struct {
 	History     time.Duration
 	// CallTimeout bounds each request to a nameserver or broker (default 3 s).
 	CallTimeout time.Duration
-	// Wrap, if set, wraps the whole handler: the place for an access
-	// control layer (login, session cookie, CSRF check).
+	// Auth, when set (ACL on), makes users log in (see auth.go).
+	Auth *Auth
+	// AccessKey and SecretKey sign the console's own requests to the
+	// nameservers and brokers (an admin account when ACL is on).
+	AccessKey, SecretKey string
+	// Wrap, if set, wraps the whole handler (outside Auth).
 	Wrap   func(http.Handler) http.Handler
 	Logger *slog.Logger
 }
@@ -56,6 +60,8 @@ type Server struct {
 	ctx    context.Context // cancelled by Close; bounds sampling
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // sampleLoop, serve
+
+	onClose func() // Launch's: the ACL watcher
 
 	pullOnce sync.Once
 	pullErr  error // why pull could not start; written in pullOnce
@@ -87,6 +93,9 @@ func New(opts Options) (*Server, error) {
 	}
 	copts := []client.Option{client.WithNameServers(opts.NameServers...), client.WithCallTimeout(opts.CallTimeout),
 		client.WithLogger(opts.Logger)}
+	if opts.AccessKey != "" {
+		copts = append(copts, client.WithCredentials(opts.AccessKey, opts.SecretKey))
+	}
 	ad, err := client.NewAdmin(copts...)
 	if err != nil {
 		return nil, fmt.Errorf("console: %w", err)
@@ -99,6 +108,9 @@ func New(opts Options) (*Server, error) {
 	s := &Server{opts: opts, admin: ad, pull: pc, hist: newHistory(opts.History), now: time.Now}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	var h http.Handler = s.routes()
+	if opts.Auth != nil {
+		h = s.guard(h)
+	}
 	if opts.Wrap != nil {
 		h = opts.Wrap(h)
 	}
@@ -152,6 +164,9 @@ func (s *Server) Close() error {
 	s.wg.Wait()
 	_ = s.pull.Close()
 	_ = s.admin.Close()
+	if s.onClose != nil {
+		s.onClose()
+	}
 	return err
 }
 
@@ -175,6 +190,8 @@ func (s *Server) routes() *http.ServeMux {
 		mux.Handle(pattern, s.api(h))
 	}
 	read("/api/config", s.getConfig)
+	// NB: with ACL on, guard answers it first (auth.go).
+	read("/api/session", func(*http.Request) (any, error) { return map[string]any{"auth": false, "admin": true}, nil })
 	read("/api/cluster", s.getCluster)
 	read("/api/topics", s.getTopics)
 	read("/api/topics/{topic}", s.getTopic)

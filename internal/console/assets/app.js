@@ -18,13 +18,20 @@
       ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
   }
 
+  let csrf = ""; // the session's CSRF token, when ACL is on
+
   async function api(method, path, body) {
     const opts = { method, headers: {} };
     if (body !== undefined) {
       opts.headers["Content-Type"] = "application/json";
       opts.body = JSON.stringify(body);
     }
+    if (method !== "GET") opts.headers["X-CSRF-Token"] = csrf;
     const resp = await fetch(path, opts);
+    if (resp.status === 401 && path !== "/api/login") {
+      login();
+      throw new Error("log in first");
+    }
     let data = null;
     try {
       data = await resp.json();
@@ -520,13 +527,51 @@
     render();
   });
 
-  (async () => {
+  // login shows the ACL login form (the API answered 401).
+  function login() {
+    generation++;
+    clearTimeout(timer);
+    view.innerHTML = '<h1>Log in</h1><p>ACL is on: log in with an account of the broker\'s ACL file.</p>' +
+      '<form id="login-form"><label>Access key <input id="login-key" autocomplete="username"></label> ' +
+      '<label>Secret key <input id="login-secret" type="password" autocomplete="current-password"></label> ' +
+      '<button id="login-submit" type="submit">Log in</button></form><p class="bad" id="login-error"></p>';
+    document.getElementById("login-form").addEventListener("submit", async (ev) => {
+      ev.preventDefault();
+      try {
+        const s = await api("POST", "/api/login", {
+          accessKey: document.getElementById("login-key").value,
+          secretKey: document.getElementById("login-secret").value,
+        });
+        await start(s);
+      } catch (err) {
+        document.getElementById("login-error").textContent = err.message;
+      }
+    });
+    ready("login");
+  }
+
+  // start loads the configuration and renders the page, for a session s
+  // (ACL on: a non-admin account sees a read-only console).
+  async function start(s) {
+    csrf = s.csrf || "";
     try {
       config = await get("/api/config");
     } catch (err) {
       say("console configuration: " + err.message);
     }
-    document.getElementById("mode").textContent = config.readOnly ? "read-only" : "";
+    if (s.auth && !s.admin) config.readOnly = true;
+    document.getElementById("mode").textContent =
+      (s.auth ? s.accessKey + (config.readOnly ? ", read-only" : "") : config.readOnly ? "read-only" : "");
     await render();
+  }
+
+  (async () => {
+    let s;
+    try {
+      s = await get("/api/session");
+    } catch (err) {
+      return; // NB: 401: the login form is shown
+    }
+    await start(s);
   })();
 })();
