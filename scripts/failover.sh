@@ -10,5 +10,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-100}
-SLUICE_FAILOVER_ROUNDS=$rounds go test -count=1 -timeout "$((rounds * 30 + 300))s" -v -run TestFailover_Faults ./scripts/failover/ |
+SLUICE_FAILOVER_ROUNDS=$rounds go test -count=1 -timeout "$((rounds * 30 + 300))s" -v -run "TestFailover_(Faults|Partitions)" ./scripts/failover/ |
 	grep -E 'round [0-9]+:|faults,|^(--- |ok|FAIL)'

@@ -3,9 +3,11 @@
 // mqbroker processes and an mqnamesrv, a producer recording every
 // acknowledgement, and faults injected one at a time at random moments:
 // kill -9 of the master, kill -9 of the controller leader, SIGSTOP of the
-// master past the controllers' timeout (then SIGCONT). After each fault
-// heals, every replica's log must be a byte-for-byte copy of the master's
-// and every acknowledged message must be in it where its answer said.
+// master past the controllers' timeout (then SIGCONT); and, with each
+// broker on a network namespace of its own, a partition of the master and
+// then of a slave (TestFailover_Partitions). After each fault heals, every
+// replica's log must be a byte-for-byte copy of the master's and every
+// acknowledged message must be in it where its answer said.
 //
 //	go test ./scripts/failover/                               # 3 rounds (CI)
 //	SLUICE_FAILOVER_ROUNDS=100 go test -timeout 2h -v ./scripts/failover/
@@ -134,6 +136,14 @@ func cleanEnv() []string {
 	return env
 }
 
+// freeAddrOn returns an address of host whose port was free a moment ago.
+func freeAddrOn(t *testing.T, host string) string {
+	ln, err := net.Listen("tcp", host+":0")
+	require.NoError(t, err)
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
 // freeAddr returns a loopback address whose port was free a moment ago
 // (the processes restart on the same addresses; a port taken in between
 // fails the test loudly).
@@ -164,16 +174,78 @@ type cluster struct {
 	ctl         *controller.Client
 }
 
-func startCluster(t *testing.T) *cluster {
+// hosts places the brokers: on loopback (nil), or each on its own network
+// namespace (partitions: its link can be cut).
+type hosts struct {
+	hub     string   // the root namespace's address on the bridge: controllers, nameserver
+	ns      []string // each broker's namespace
+	addr    []string // each broker's address in it
+	devices []string // each broker's link (inside its namespace)
+}
+
+// netHosts makes a bridge in the root namespace and three namespaces on
+// it, each a broker's "machine" with one address; the cleanup deletes them.
+func netHosts(t *testing.T) *hosts {
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") != "" {
+			t.Fatal("partition faults make network namespaces: CI runs as root")
+		}
+		t.Skip("needs root to make network namespaces (CI runs it)")
+	}
+	tag := fmt.Sprintf("%d", os.Getpid()%100000)
+	net := fmt.Sprintf("10.215.%d", rand.IntN(250)+1)
+	br := "slfb" + tag
+	ipc := func(args ...string) {
+		out, err := exec.Command("ip", args...).CombinedOutput()
+		require.NoError(t, err, "ip %s: %s", strings.Join(args, " "), out)
+	}
+	ipc("link", "add", br, "type", "bridge")
+	t.Cleanup(func() { _ = exec.Command("ip", "link", "del", br).Run() })
+	ipc("addr", "add", net+".254/24", "dev", br)
+	ipc("link", "set", br, "up")
+	h := &hosts{hub: net + ".254"}
+	for i := range 3 {
+		ns := fmt.Sprintf("slf%s-%d", tag, i)
+		host := fmt.Sprintf("slfv%s%d", tag, i)
+		ipc("netns", "add", ns)
+		t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
+		ipc("link", "add", host, "type", "veth", "peer", "name", "eth0", "netns", ns)
+		ipc("link", "set", host, "master", br, "up")
+		ipc("-n", ns, "addr", "add", fmt.Sprintf("%s.%d/24", net, i+1), "dev", "eth0")
+		ipc("-n", ns, "link", "set", "eth0", "up")
+		ipc("-n", ns, "link", "set", "lo", "up")
+		h.ns = append(h.ns, ns)
+		h.addr = append(h.addr, fmt.Sprintf("%s.%d", net, i+1))
+		h.devices = append(h.devices, "eth0")
+	}
+	return h
+}
+
+// partition cuts (or heals) broker i's link: it reaches nothing, and
+// nothing reaches it, until healed.
+func (h *hosts) partition(t *testing.T, i int, cut bool) {
+	state := "up"
+	if cut {
+		state = "down"
+	}
+	out, err := exec.Command("ip", "-n", h.ns[i], "link", "set", h.devices[i], state).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+}
+
+func startCluster(t *testing.T, h *hosts) *cluster {
 	work := t.TempDir()
 	bin := filepath.Join(work, "bin")
 	build(t, bin)
 	c := &cluster{t: t, rc: remoting.NewClient(remoting.ClientOptions{SerializeType: remoting.SerializeJSON})}
 	t.Cleanup(func() { c.rc.Close() })
+	hub := "127.0.0.1"
+	if h != nil {
+		hub = h.hub
+	}
 	var peers []string
 	for i := range 3 {
-		peers = append(peers, fmt.Sprintf("n%d=%s", i, freeAddr(t)))
-		c.ctlAddrs = append(c.ctlAddrs, freeAddr(t))
+		peers = append(peers, fmt.Sprintf("n%d=%s", i, freeAddrOn(t, hub)))
+		c.ctlAddrs = append(c.ctlAddrs, freeAddrOn(t, hub))
 	}
 	for i := range 3 {
 		p := &proc{name: fmt.Sprintf("controller-n%d", i), bin: filepath.Join(bin, "mqcontroller"),
@@ -184,21 +256,29 @@ func startCluster(t *testing.T) *cluster {
 		t.Cleanup(p.kill)
 		c.controllers = append(c.controllers, p)
 	}
-	ns := &proc{name: "mqnamesrv", bin: filepath.Join(bin, "mqnamesrv"), args: []string{"--listen", freeAddr(t)},
+	ns := &proc{name: "mqnamesrv", bin: filepath.Join(bin, "mqnamesrv"), args: []string{"--listen", freeAddrOn(t, hub)},
 		logPath: filepath.Join(work, "ns.log"), readyRE: regexp.MustCompile(`mqnamesrv: listening`)}
 	ns.start(t)
 	t.Cleanup(ns.kill)
 	nsAddr := ns.args[1]
 	c.nsAddr = nsAddr
 	for i := range 3 {
-		addr := freeAddr(t)
+		addr, haAddr := freeAddr(t), freeAddr(t)
+		if h != nil {
+			addr, haAddr = h.addr[i]+":10911", h.addr[i]+":10912" // NB: the namespace is the broker's own
+		}
 		dir := filepath.Join(work, fmt.Sprintf("broker%d", i))
 		p := &proc{name: fmt.Sprintf("broker%d", i), bin: filepath.Join(bin, "mqbroker"),
-			args: []string{"-n", nsAddr, "--listen", addr, "--ha-listen", freeAddr(t), "--store-dir", dir,
+			args: []string{"-n", nsAddr, "--listen", addr, "--ha-listen", haAddr, "--store-dir", dir,
 				"--broker-name", "g", "--controller", strings.Join(c.ctlAddrs, ";")},
 			env: []string{"SLUICE_STORE_SEGMENT_SIZE=" + strconv.Itoa(segSize), "SLUICE_STORE_MAX_MESSAGE_SIZE=65536",
-				"SLUICE_STORE_PREALLOCATE=false", "SLUICE_REGISTER_INTERVAL=500ms", "SLUICE_HA_SYNC_TIMEOUT=2s"},
+				"SLUICE_STORE_PREALLOCATE=false", "SLUICE_REGISTER_INTERVAL=500ms", "SLUICE_HA_SYNC_TIMEOUT=2s",
+				"SLUICE_HA_MAX_CATCHUP_LAG=3s"},
 			logPath: filepath.Join(work, fmt.Sprintf("broker%d.log", i)), readyRE: regexp.MustCompile(`serving on`)}
+		if h != nil {
+			p.args = append([]string{"netns", "exec", h.ns[i], p.bin}, p.args...)
+			p.bin = "ip"
+		}
 		p.start(t)
 		t.Cleanup(p.kill)
 		c.brokers = append(c.brokers, p)
@@ -482,7 +562,7 @@ func rounds(t *testing.T) int {
 }
 
 func TestFailover_Faults(t *testing.T) {
-	c := startCluster(t)
+	c := startCluster(t, nil)
 	master, epoch := c.healthy()
 	pr := startProducer(t, c.nsAddr)
 	r := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
@@ -549,5 +629,41 @@ func TestFailover_Faults(t *testing.T) {
 		t.Logf("%d faults, %d acknowledged messages, 0 lost; new master p50 %v max %v; acknowledged send p50 %v max %v",
 			len(figs), n, nm[len(nm)/2].Round(time.Millisecond), nm[len(nm)-1].Round(time.Millisecond),
 			ac[len(ac)/2].Round(time.Millisecond), ac[len(ac)-1].Round(time.Millisecond))
+	}
+}
+
+// TestFailover_Partitions: each broker on its own network namespace; the
+// master's link is cut (it reaches neither controllers, slaves nor
+// clients) past the controllers' timeout, then healed; then a slave's.
+// After each, the same checks as TestFailover_Faults.
+func TestFailover_Partitions(t *testing.T) {
+	h := netHosts(t)
+	c := startCluster(t, h)
+	master, epoch := c.healthy()
+	pr := startProducer(t, c.nsAddr)
+	pr.ackedBy(t, "", time.Now())
+	for round := range max(rounds(t)/3, 1) {
+		// The master, cut off: fenced, replaced, back as a slave.
+		at := time.Now()
+		h.partition(t, master, true)
+		nm := c.newMaster(master, epoch)
+		elected := time.Since(at)
+		acked := pr.ackedBy(t, c.brokerAddrs[nm], at)
+		h.partition(t, master, false)
+		c.check(pr)
+		t.Logf("round %d: master partitioned: new master after %v, acknowledged send after %v", round,
+			elected.Round(time.Millisecond), acked.Round(time.Millisecond))
+		master, epoch = c.healthy()
+
+		// A slave, cut off: it leaves the SyncStateSet, sends go on; healed,
+		// it catches up and rejoins.
+		slave := (master + 1) % 3
+		at = time.Now()
+		h.partition(t, slave, true)
+		acked = pr.ackedBy(t, c.brokerAddrs[master], at.Add(time.Second))
+		h.partition(t, slave, false)
+		c.check(pr)
+		t.Logf("round %d: slave partitioned: acknowledged sends %v after", round, acked.Round(time.Millisecond))
+		master, epoch = c.healthy()
 	}
 }
