@@ -2,8 +2,9 @@
 # Controller-mode fault injection, many rounds: three mqcontroller, three
 # mqbroker and an mqnamesrv as real processes; kill -9 of the master, kill -9
 # of the controller leader and SIGSTOP of the master in turn, at random
-# moments, with a producer recording every acknowledgement. After each fault
-# heals, every replica must equal the master byte for byte and hold every
+# moments, with a producer recording every acknowledgement; then, each broker
+# on a network namespace of its own (root needed), partitions of the master
+# and of a slave (a third as many rounds). After each fault heals, every replica must equal the master byte for byte and hold every
 # acknowledged message. Prints each round's failover times and a summary.
 #
 #   scripts/failover.sh [ROUNDS]      # default 100
