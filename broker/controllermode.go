@@ -74,6 +74,7 @@ type ctlMode struct {
 	leaderAck  atomic.Int64 // unix nanos of the last heartbeat a leader took
 	notify     chan controller.Role
 	restarting bool // a cut was asked for (Restart); under mu
+	closed     bool // the broker is closing: no new role; under mu
 }
 
 type syncState struct {
@@ -170,6 +171,11 @@ func (b *Broker) startController() error {
 
 // stopController stops the HA side and the controller client.
 func (b *Broker) stopController() {
+	// NB: under mu, so that a role change in progress ends first and none
+	// starts a master or a slave after this.
+	b.ctl.mu.Lock()
+	b.ctl.closed = true
+	b.ctl.mu.Unlock()
 	if b.ctl.haLn != nil {
 		b.ctl.haLn.Close()
 	}
@@ -295,7 +301,7 @@ func (b *Broker) checkLease() {
 func (b *Broker) fence(why string) {
 	b.ctl.mu.Lock()
 	defer b.ctl.mu.Unlock()
-	if b.ctl.role.Load() != roleMaster {
+	if b.ctl.role.Load() != roleMaster || b.ctl.closed {
 		return
 	}
 	b.logger.Error("broker: master fenced: it stops acknowledging", "why", why, "epoch", b.ctl.epoch.Load())
@@ -307,8 +313,8 @@ func (b *Broker) fence(why string) {
 func (b *Broker) applyRole(r controller.Role) {
 	b.ctl.mu.Lock()
 	defer b.ctl.mu.Unlock()
-	if b.ctl.restarting {
-		return // NB: waiting to be opened again, cut
+	if b.ctl.restarting || b.ctl.closed {
+		return // NB: waiting to be opened again, cut; or closing
 	}
 	me := b.ctl.id.Load()
 	switch {

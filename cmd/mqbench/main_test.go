@@ -111,7 +111,9 @@ func TestProbe(t *testing.T) {
 	require.NoError(t, warmUp(t.Context(), o))
 
 	var c counters
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	// NB: long enough for the probe's sends on a loaded machine; it ends
+	// by this deadline, as no consumer answers.
+	ctx, cancel := context.WithTimeout(t.Context(), 6*time.Second)
 	defer cancel()
 	err := probe(ctx, o, &c)
 	require.ErrorContains(t, err, "consumers ready on 0 of 4 queues")
