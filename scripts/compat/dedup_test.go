@@ -18,7 +18,7 @@ import (
 // decodes its output into v.
 func mqadminJSON(t *testing.T, v any, args ...string) {
 	t.Helper()
-	out, err := exec.Command(mqadmin, append([]string{"-n", nameserverAddr, "--json"}, args...)...).CombinedOutput()
+	out, err := exec.Command(mqadmin, mqadminArgs(append([]string{"--json"}, args...)...)...).CombinedOutput()
 	require.NoError(t, err, "mqadmin %v: %s", args, out)
 	require.NoError(t, json.Unmarshal(out, v), "mqadmin %v: %s", args, out)
 }
@@ -71,6 +71,11 @@ func storedMessages(t *testing.T, topic string) int64 {
 // reaches the broker through the proxy because a second proxy in front of
 // the nameserver rewrites the broker's address in the routes it answers.
 func TestDedupSendSyncRetry(t *testing.T) {
+	if overTLS {
+		// NB: the nameserver proxy rewrites the frames it relays, which TLS
+		// hides from it; the suite's plaintext pass runs this test.
+		t.Skip("relayed frames are encrypted over TLS")
+	}
 	t.Parallel()
 	bp := startProxy(t, brokerAddr, nil)
 	np := startProxy(t, nameserverAddr, func(frame []byte) []byte { return replaceInFrame(frame, brokerAddr, bp.addr()) })
@@ -78,9 +83,9 @@ func TestDedupSendSyncRetry(t *testing.T) {
 	createTopic(t, topic, 2)
 	hitsBefore := dedupHits(t)
 
-	p, err := rocketmq.NewProducer(producer.WithNameServer(primitive.NamesrvAddr{np.addr()}),
+	p, err := rocketmq.NewProducer(append(producerSecurity(adminCreds), producer.WithNameServer(primitive.NamesrvAddr{np.addr()}),
 		producer.WithGroupName(name(t, "producer")), producer.WithInstanceName(name(t, "producer")),
-		producer.WithRetry(2), producer.WithSendMsgTimeout(500*time.Millisecond))
+		producer.WithRetry(2), producer.WithSendMsgTimeout(500*time.Millisecond))...)
 	require.NoError(t, err)
 	require.NoError(t, p.Start())
 	t.Cleanup(func() { _ = p.Shutdown() })

@@ -121,6 +121,10 @@ func rerunWithOffsetDir() int {
 	}
 }
 
+// securityArgs and securityEnv are the servers' ACL (and TLS) flags and
+// the broker's account, for the brokers tests start of their own.
+var securityArgs, securityEnv []string
+
 // startServers builds mqnamesrv and mqbroker from the parent module and
 // starts them on free loopback ports, the broker registering with the
 // nameserver and storing under work/store.
@@ -142,13 +146,14 @@ func startServers(work string) (ns, br *process, err error) {
 	if err := os.WriteFile(aclFile, []byte(compatACL), 0o600); err != nil {
 		return nil, nil, err
 	}
-	security := []string{"--acl", aclFile}
-	brokerEnv := []string{"SLUICE_STORE_SEGMENT_SIZE=67108864",
-		"SLUICE_ACL_ACCESS_KEY=" + adminCreds.AccessKey, "SLUICE_ACL_SECRET_KEY=" + adminCreds.SecretKey}
+	securityArgs = []string{"--acl", aclFile}
+	securityEnv = []string{"SLUICE_ACL_ACCESS_KEY=" + adminCreds.AccessKey, "SLUICE_ACL_SECRET_KEY=" + adminCreds.SecretKey}
 	if overTLS {
-		security = append(security, "--tls-mode", "enforcing")
-		brokerEnv = append(brokerEnv, "SLUICE_NAMESRV_TLS_ENABLED=true", "SLUICE_NAMESRV_TLS_INSECURE=true")
+		securityArgs = append(securityArgs, "--tls-mode", "enforcing")
+		securityEnv = append(securityEnv, "SLUICE_NAMESRV_TLS_ENABLED=true", "SLUICE_NAMESRV_TLS_INSECURE=true")
 	}
+	security := securityArgs
+	brokerEnv := append([]string{"SLUICE_STORE_SEGMENT_SIZE=67108864"}, securityEnv...)
 	ns, err = start("mqnamesrv", filepath.Join(bin, "mqnamesrv"), filepath.Join(work, "mqnamesrv.log"),
 		regexp.MustCompile(`msg="mqnamesrv: listening" addr=(\S+)`), nil,
 		append([]string{"--listen", "127.0.0.1:0"}, security...)...)

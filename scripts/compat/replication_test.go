@@ -30,9 +30,10 @@ func startGroupMember(t *testing.T, dir, listen string, args ...string) *process
 	require.NoError(t, os.MkdirAll(dir, 0o755))
 	logs, _ := filepath.Glob(filepath.Join(dir, "log-*"))
 	logPath := filepath.Join(dir, fmt.Sprintf("log-%d", len(logs)))
-	p, err := start(filepath.Base(dir), filepath.Join(bin, "mqbroker"), logPath, servingRE,
-		[]string{"SLUICE_STORE_SEGMENT_SIZE=1048576", "SLUICE_STORE_MAX_MESSAGE_SIZE=65536", "SLUICE_REGISTER_INTERVAL=200ms"},
-		append(base, args...)...)
+	env := append([]string{"SLUICE_STORE_SEGMENT_SIZE=1048576", "SLUICE_STORE_MAX_MESSAGE_SIZE=65536", "SLUICE_REGISTER_INTERVAL=200ms"},
+		securityEnv...)
+	p, err := start(filepath.Base(dir), filepath.Join(bin, "mqbroker"), logPath, servingRE, env,
+		append(append(base, securityArgs...), args...)...)
 	if err != nil && p != nil {
 		p.dumpLog(&testWriter{t})
 	}
@@ -53,7 +54,7 @@ func (w *testWriter) Write(b []byte) (int, error) { w.t.Log(string(b)); return l
 // memberStatus runs mqadmin brokerStatus against addr ("" when it fails:
 // a broker that is not up yet; the callers wait for a value).
 func memberStatus(t *testing.T, addr string) string {
-	out, err := exec.Command(mqadmin, "brokerStatus", "-n", nameserverAddr, "-b", addr).CombinedOutput()
+	out, err := exec.Command(mqadmin, mqadminArgs("brokerStatus", "-b", addr)...).CombinedOutput()
 	if err != nil {
 		t.Logf("mqadmin brokerStatus -b %s: %v: %s", addr, err, out)
 		return ""
