@@ -264,6 +264,7 @@ func (b *Broker) Start() error {
 	if err := start(); err != nil {
 		b.server.Shutdown(context.Background())
 		b.metrics.close()
+		b.sched.offsets.Close() // NB: its loop, which closes it, never started
 		return err
 	}
 	b.started.Store(true)

@@ -61,6 +61,12 @@ func (b *Broker) startReplication() error {
 	}
 	ln, haAddr, err := b.listenHA()
 	if err != nil {
+		if b.cfg.HA.Listen == "" && b.cfg.Role == conf.RoleAsyncMaster {
+			// NB: a lone broker (the default role, no HA port asked for)
+			// serves all the same; only slaves need the port.
+			b.logger.Warn("broker: no replication port: slaves cannot connect (set ha.listen)", "err", err)
+			return nil
+		}
 		return err
 	}
 	b.repl.haAddr = haAddr

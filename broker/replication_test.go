@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"net"
+	"strconv"
 	"testing"
 	"time"
 
@@ -284,4 +285,35 @@ func TestReplication_TLSAndACL(t *testing.T) {
 	intruder := startBroker(t, secure(bad, "guess"), Options{})
 	require.Eventually(t, func() bool { return master.repl.master.Load().Status().AuthFailures > 0 }, 10*time.Second, time.Millisecond)
 	require.Equal(t, commitlog.Offset(0), intruder.Store().Log().Next())
+}
+
+// TestReplication_HAPortTaken: a lone ASYNC_MASTER whose default HA port
+// (listen + 1) is taken serves all the same; one told ha.listen, or a
+// SYNC_MASTER, refuses to start, naming the port.
+func TestReplication_HAPortTaken(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	p, _ := strconv.Atoi(port)
+	c := testConfig(t.TempDir())
+	c.Listen = net.JoinHostPort("127.0.0.1", strconv.Itoa(p-1))
+	if b, err := New(c, Options{Logger: quiet()}); err == nil {
+		err = b.Start()
+		if err == nil {
+			require.Nil(t, b.repl.master.Load(), "no HA port, no master side")
+			require.NoError(t, b.Close())
+		} else {
+			b.Close()
+			require.NotContains(t, err.Error(), "ha listen", "the lone broker starts (or fails on its own port only)")
+		}
+	}
+	c = testConfig(t.TempDir())
+	c.Role = conf.RoleSyncMaster
+	c.HA.Listen = ln.Addr().String()
+	b, err := New(c, Options{Logger: quiet()})
+	require.NoError(t, err)
+	defer b.Close()
+	err = b.Start()
+	require.ErrorContains(t, err, "ha listen "+ln.Addr().String())
 }
