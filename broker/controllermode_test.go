@@ -40,6 +40,25 @@ func ctlConfig(dir, ns, ctl string) conf.Broker {
 	return c
 }
 
+// startCtlGroup starts a nameserver, a controller and three brokers of
+// group "g" in controller mode (edit, if set, changes their configuration).
+func startCtlGroup(t *testing.T, edit func(*conf.Broker)) ([]conf.Broker, []*Broker) {
+	t.Helper()
+	ns := startNamesrv(t, "127.0.0.1:0")
+	ctl := startController(t)
+	var cfgs []conf.Broker
+	var bs []*Broker
+	for range 3 {
+		c := ctlConfig(t.TempDir(), ns.Addr(), ctl.Addr())
+		if edit != nil {
+			edit(&c)
+		}
+		cfgs = append(cfgs, c)
+		bs = append(bs, startBroker(t, c, Options{}))
+	}
+	return cfgs, bs
+}
+
 // roleOf is a broker's controller-mode role.
 func roleOf(b *Broker) int32 { return b.ctl.role.Load() }
 
@@ -78,15 +97,7 @@ func waitGroup(t *testing.T, bs ...*Broker) *Broker {
 // restarted on its store, follows the new one; every acknowledged message
 // is in every replica's log, which are byte-for-byte equal.
 func TestControllerMode_Failover(t *testing.T) {
-	ns := startNamesrv(t, "127.0.0.1:0")
-	ctl := startController(t)
-	var cfgs []conf.Broker
-	var bs []*Broker
-	for range 3 {
-		c := ctlConfig(t.TempDir(), ns.Addr(), ctl.Addr())
-		cfgs = append(cfgs, c)
-		bs = append(bs, startBroker(t, c, Options{}))
-	}
+	cfgs, bs := startCtlGroup(t, nil)
 	m := waitGroup(t, bs...)
 	firstEpoch := m.ctl.epoch.Load()
 	c := newClient(t, remoting.SerializeJSON)
@@ -227,16 +238,7 @@ func (r *restartable) get() *Broker {
 // the new master does not, cuts it there (reopening its store) and
 // follows: the logs end byte-for-byte equal.
 func TestControllerMode_DivergentTailIsCut(t *testing.T) {
-	ns := startNamesrv(t, "127.0.0.1:0")
-	ctl := startController(t)
-	var cfgs []conf.Broker
-	var bs []*Broker
-	for range 3 {
-		c := ctlConfig(t.TempDir(), ns.Addr(), ctl.Addr())
-		c.HA.SyncTimeout = 300 * time.Millisecond
-		cfgs = append(cfgs, c)
-		bs = append(bs, startBroker(t, c, Options{}))
-	}
+	cfgs, bs := startCtlGroup(t, func(c *conf.Broker) { c.HA.SyncTimeout = 300 * time.Millisecond })
 	m := waitGroup(t, bs...)
 	require.Eventually(t, func() bool { ss := m.ctl.syncSet.Load(); return ss != nil && len(ss.ids) == 3 }, 20*time.Second, 10*time.Millisecond)
 	c := newClient(t, remoting.SerializeJSON)

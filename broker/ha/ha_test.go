@@ -210,13 +210,20 @@ func TestStream_SlaveAheadStops(t *testing.T) {
 	replica := openLog(t, t.TempDir())
 	appendRecords(t, replica, r, 50)
 	before := replica.Next()
+	requireStops(t, master, replica, "past its master's end")
+	require.Equal(t, before, replica.Next())
+}
+
+// requireStops follows master with replica and requires replication to
+// stop for good, saying why.
+func requireStops(t *testing.T, master, replica *commitlog.Log, why string) {
+	t.Helper()
 	m := startMaster(t, master, MasterOptions{})
 	s := NewSlave(&logReplica{l: replica}, SlaveOptions{Master: func() string { return m.Addr().String() }, Logger: quiet()})
 	s.Start()
 	defer s.Close()
 	require.Eventually(t, func() bool { return s.Status().Stopped != "" }, 10*time.Second, time.Millisecond)
-	require.Contains(t, s.Status().Stopped, "past its master's end")
-	require.Equal(t, before, replica.Next())
+	require.Contains(t, s.Status().Stopped, why)
 }
 
 // fakeSlave connects to a master and reports the offsets it is given.
@@ -312,12 +319,7 @@ func TestStream_SlaveBehindRetentionStops(t *testing.T) {
 	require.Greater(t, int64(master.Min()), int64(replica.Next()))
 	before := replica.Next()
 
-	m := startMaster(t, master, MasterOptions{})
-	s := NewSlave(&logReplica{l: replica}, SlaveOptions{Master: func() string { return m.Addr().String() }, Logger: quiet()})
-	s.Start()
-	defer s.Close()
-	require.Eventually(t, func() bool { return s.Status().Stopped != "" }, 10*time.Second, time.Millisecond)
-	require.Contains(t, s.Status().Stopped, "no longer retains")
+	requireStops(t, master, replica, "no longer retains")
 	require.Equal(t, before, replica.Next())
 }
 
