@@ -122,13 +122,16 @@ func (h *ControllerRegisterBrokerRequestHeader) FromExt(ext map[string]string) e
 	return r.err
 }
 
-// optID reads an optional broker id: NoBrokerID when absent or empty (Java
-// null).
+// optID reads an optional broker id: NoBrokerID when absent, empty (Java
+// null) or negative (no broker has one).
 func optID(r *extReader, key string) int64 {
 	if v, ok := r.get(key); !ok || v == "" {
 		return NoBrokerID
 	}
-	return r.optInt64(key)
+	if id := r.optInt64(key); id >= 0 {
+		return id
+	}
+	return NoBrokerID
 }
 
 // ControllerRoleHeader is what a controller says about a group's master: the
