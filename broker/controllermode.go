@@ -78,8 +78,20 @@ type ctlMode struct {
 }
 
 type syncState struct {
-	ids   []int64
-	epoch int32
+	ids    []int64
+	epoch  int32
+	slaves []int64 // ids without this broker's: what the gate waits for
+}
+
+// newSyncState is a SyncStateSet as broker me keeps it.
+func newSyncState(ids []int64, epoch int32, me int64) *syncState {
+	ss := &syncState{ids: slices.Clone(ids), epoch: epoch}
+	for _, id := range ss.ids {
+		if id != me {
+			ss.slaves = append(ss.slaves, id)
+		}
+	}
+	return ss
 }
 
 // restart asks the broker's owner to close it and open it again (Restart).
@@ -330,7 +342,7 @@ func (b *Broker) applyRole(r controller.Role) {
 		}
 		// NB: a role without a set (a heartbeat's) leaves the set alone.
 		if ss := b.ctl.syncSet.Load(); len(r.SyncStateSet) > 0 && (ss == nil || r.SyncStateSetEpoch > ss.epoch) {
-			b.ctl.syncSet.Store(&syncState{ids: slices.Clone(r.SyncStateSet), epoch: r.SyncStateSetEpoch})
+			b.ctl.syncSet.Store(newSyncState(r.SyncStateSet, r.SyncStateSetEpoch, me))
 			if m := b.repl.master.Load(); m != nil {
 				m.Kick()
 			}
@@ -369,7 +381,7 @@ func (b *Broker) becomeMasterLocked(r controller.Role) {
 	b.ctl.masterID.Store(r.MasterID)
 	b.ctl.since, b.ctl.prevEnd = time.Now(), end
 	clear(b.ctl.caughtUp)
-	b.ctl.syncSet.Store(&syncState{ids: slices.Clone(r.SyncStateSet), epoch: r.SyncStateSetEpoch})
+	b.ctl.syncSet.Store(newSyncState(r.SyncStateSet, r.SyncStateSetEpoch, b.ctl.id.Load()))
 	b.ctl.leaderAck.Store(time.Now().UnixNano())
 	m.Start()
 	b.repl.master.Store(m)
@@ -484,13 +496,8 @@ func (b *Broker) handleEpochCache(_ context.Context, w remoting.ResponseWriter, 
 // inSync is the master's gate rule: the SyncStateSet's slaves, how many
 // must have a send, and the least replicas the set must hold.
 func (b *Broker) inSync() (ids []int64, need, minReplicas int) {
-	me := b.ctl.id.Load()
 	if ss := b.ctl.syncSet.Load(); ss != nil {
-		for _, id := range ss.ids {
-			if id != me {
-				ids = append(ids, id)
-			}
-		}
+		ids = ss.slaves
 	}
 	minReplicas = b.cfg.HA.MinInSyncReplicas
 	need = len(ids)
@@ -554,7 +561,7 @@ func (b *Broker) keepSyncStateSet() {
 		return
 	}
 	b.logger.Info("broker: SyncStateSet changed", "from", cur, "to", next, "epoch", newEpoch)
-	b.ctl.syncSet.CompareAndSwap(ss, &syncState{ids: next, epoch: newEpoch})
+	b.ctl.syncSet.CompareAndSwap(ss, newSyncState(next, newEpoch, me))
 	m.Kick()
 }
 

@@ -48,6 +48,15 @@
 //	| tx checkLoop           | Broker                        | transaction check interval        | Close               |
 //	| notifyLoop             | Broker                        | a consumer group changed          | Close               |
 //	| metrics HTTP server    | Broker metrics (close waits)  | a scrape                          | Close               |
+//	| ha accept (4.x master) | ha.Master (Serve)             | a slave's connection              | Master.Close        |
+//	| ha secure + readReports| ha.Master (per slave)         | TLS/auth handshake, a report      | conn closed, Close  |
+//	| ha sendLoop            | ha.Master (per slave)         | log end moved, heartbeat timer    | conn closed, Close  |
+//	| ha gateLoop            | ha.Master                     | an ack, a held put, 10 ms ticks   | Master.Close        |
+//	| ha sampleLoop          | ha.Master                     | 10 ms ticker (lag in seconds)     | Master.Close        |
+//	| ha slave run + reporter| ha.Slave                      | a frame, 5 s report ticker, retry | Slave.Close         |
+//	| metaSyncLoop (slave)   | Broker                        | 10 s timer (MetaSyncInterval)     | Close               |
+//	| controllerLoop         | Broker (controller mode)      | 300 ms heartbeat, role notice     | Close               |
+//	| haAcceptLoop           | Broker (controller mode)      | a slave's connection              | Close (HA listener) |
 //	| registration fan-out   | registerAll (waits)           | one per nameserver                | its call returns    |
 //	| consumer status fan-out| handleGetConsumerStatus waits | one per group member              | its call returns    |
 //

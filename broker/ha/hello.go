@@ -121,10 +121,21 @@ func (m *Master) ackedNeeded() int64 {
 	if need > len(ids) {
 		return -1
 	}
-	acks := make([]int64, len(ids))
-	for i, id := range ids {
-		acks[i] = m.AckedBy(id)
+	// NB: per held send: one pass under mu, no allocation for a set of
+	// up to 8 slaves.
+	var buf [8]int64
+	acks := buf[:0]
+	m.mu.Lock()
+	for _, id := range ids {
+		best := int64(-1)
+		for s := range m.slaves {
+			if s.id.Load() == id {
+				best = max(best, s.acked.Load())
+			}
+		}
+		acks = append(acks, best)
 	}
+	m.mu.Unlock()
 	slices.Sort(acks)
 	return acks[len(acks)-need] // NB: the need-th highest
 }
