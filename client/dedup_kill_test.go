@@ -242,6 +242,11 @@ func killsUnderLoad(t *testing.T, window time.Duration, kills int) (int, int) {
 	var stop atomic.Bool
 	var sent atomic.Int64
 	var lastErr atomic.Value
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the producer's last send failure: %v", lastErr.Load())
+		}
+	})
 	var wg sync.WaitGroup
 	const senders = 16
 	answered := make([]int, senders) // per sender, the ids answered

@@ -132,7 +132,21 @@ func NewClient(opts ClientOptions) *Client {
 
 // Conn returns the connection to addr ("ip:port"), dialing it if needed.
 // Concurrent callers share one dial.
-func (c *Client) Conn(ctx context.Context, addr string) (*Conn, error) {
+func (c *Client) Conn(ctx context.Context, addr string) (*Conn, error) { return c.conn(ctx, addr, 0) }
+
+// conn is Conn for a call whose deadline (unix nanos, 0 for none) also
+// bounds dialing and waiting for another caller's dial: a call with a
+// 300 ms timeout does not wait out a 3 s dial.
+func (c *Client) conn(ctx context.Context, addr string, deadline int64) (*Conn, error) {
+	bound := func() context.CancelFunc {
+		if deadline == 0 {
+			return func() {}
+		}
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, time.Unix(0, deadline))
+		deadline = 0
+		return cancel
+	}
 	for {
 		c.mu.Lock()
 		if c.closed {
@@ -144,14 +158,21 @@ func (c *Client) Conn(ctx context.Context, addr string) (*Conn, error) {
 			e = &dialEntry{ready: make(chan struct{})}
 			c.conns[addr] = e
 			c.mu.Unlock()
+			defer bound()()
 			c.dial(ctx, addr, e)
 			return e.conn, e.err
 		}
 		c.mu.Unlock()
 		select {
 		case <-e.ready:
-		case <-ctx.Done():
-			return nil, fmt.Errorf("remoting: dial %s: %w", addr, ctxError(ctx))
+		default:
+			// NB: only a caller that must wait pays for the bound.
+			defer bound()()
+			select {
+			case <-e.ready:
+			case <-ctx.Done():
+				return nil, fmt.Errorf("remoting: dial %s: %w", addr, ctxError(ctx))
+			}
 		}
 		if e.err != nil {
 			return nil, e.err
@@ -293,7 +314,7 @@ func (c *Client) Invoke(ctx context.Context, addr string, req *Command, opts ...
 
 // dialAndDo runs a call on addr's connection, dialing it if needed.
 func (c *Client) dialAndDo(ctx context.Context, addr string, req *Command, o CallOption) (*Command, error) {
-	conn, err := c.Conn(ctx, addr)
+	conn, err := c.conn(ctx, addr, o.deadline)
 	if err == nil {
 		return conn.do(ctx, req, o)
 	}

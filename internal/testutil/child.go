@@ -57,9 +57,17 @@ func KillChild(t testing.TB, name string, env []string, d time.Duration) []strin
 		select {
 		case <-w.c:
 		case <-time.After(60 * time.Second):
-			cmd.Process.Kill()
+			// NB: SIGQUIT first: the Go runtime prints every goroutine's
+			// stack to stderr, which shows where the child is stuck.
+			_ = cmd.Process.Signal(syscall.SIGQUIT)
+			quit := time.AfterFunc(10*time.Second, func() { _ = cmd.Process.Kill() })
 			cmd.Wait()
-			t.Fatalf("child %s did not %s in 60 s; stderr: %s", name, w.what, stderr.String())
+			quit.Stop()
+			out := stderr.String()
+			if len(out) > 64<<10 {
+				out = "..." + out[len(out)-64<<10:]
+			}
+			t.Fatalf("child %s did not %s in 60 s; its stderr (with its goroutines' stacks): %s", name, w.what, out)
 		}
 	}
 	time.Sleep(d)
