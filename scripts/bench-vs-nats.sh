@@ -4,10 +4,18 @@
 #
 #   scripts/bench-vs-nats.sh                 # full scale
 #   N=20000 DURABLE_N=2000 REPLAY=100000 ROUNDS=1 scripts/bench-vs-nats.sh   # quick
+#   ROWS="async batch" scripts/bench-vs-nats.sh   # some rows only (durable async
+#                                                 # batch replay e2e disk repl)
+#
+# Every row also gives the CPU time (user + system) per message of each
+# side's servers (from /proc/PID/stat before and after the run) and of its
+# client (the shell's `time`), in microseconds: on a shared 2-core machine
+# CPU per message, not wall time alone, decides the produce rows.
 #
 # Installs nats-server v2.15.2 and the nats CLI v0.5.0 with `go install` into
-# the temporary folder. On a 2-core machine the clients and the servers share
-# the cores: say so beside the figures.
+# the temporary folder (or uses NATS_BIN, a folder holding both). On a 2-core
+# machine the clients and the servers share the cores: say so beside the
+# figures.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,6 +24,9 @@ DURABLE_N=${DURABLE_N:-50000} # messages per durable produce run
 REPLAY=${REPLAY:-1000000}   # messages stored, then replayed
 SENDERS=${SENDERS:-128}     # concurrent senders in the durable run
 ROUNDS=${ROUNDS:-3}         # alternating rounds per row
+ROWS=${ROWS:-durable async batch replay e2e disk repl}
+REPL_N=${REPL_N:-$DURABLE_N} # messages per replicated durable produce run
+row() { [[ " $ROWS " == *" $1 "* ]]; }
 
 work=$(mktemp -d /tmp/sluice-vs-nats.XXXXXX)
 # NB: the servers are started inside $(...) subshells, so their pids go to a
@@ -32,22 +43,38 @@ trap cleanup EXIT
 bin=$work/bin
 mkdir -p "$bin"
 
-echo "== installing nats-server v2.15.2 and nats CLI v0.5.0 into $bin" >&2
-GOBIN=$bin go install github.com/nats-io/nats-server/v2@v2.15.2
-GOBIN=$bin go install github.com/nats-io/natscli/nats@v0.5.0
+if [ -n "${NATS_BIN:-}" ]; then
+	cp "$NATS_BIN/nats-server" "$NATS_BIN/nats" "$bin/"
+else
+	echo "== installing nats-server v2.15.2 and nats CLI v0.5.0 into $bin" >&2
+	GOBIN=$bin go install github.com/nats-io/nats-server/v2@v2.15.2
+	GOBIN=$bin go install github.com/nats-io/natscli/nats@v0.5.0
+fi
 go build -o "$bin/mqbroker" ./cmd/mqbroker
 go build -o "$bin/mqbench" ./cmd/mqbench
 
-# start_nats NAME SYNC_INTERVAL: prints the client URL.
+# free_ports N: prints N free TCP ports of 127.0.0.1.
+free_ports() {
+	python3 -c 'import socket,sys
+ss = [socket.socket() for _ in range(int(sys.argv[1]))]
+for s in ss: s.bind(("127.0.0.1", 0))
+print(" ".join(str(s.getsockname()[1]) for s in ss))' "$1"
+}
+
+# start_nats NAME SYNC_INTERVAL [CLUSTER_CONF]: prints the client URL. The
+# server's pid goes to $work/NAME.pid (see measured).
 start_nats() {
 	local dir=$work/$1
 	mkdir -p "$dir"
 	cat >"$dir/nats.conf" <<CONF
+server_name: $1
 listen: 127.0.0.1:-1
 jetstream { store_dir: "$dir/store", sync_interval: $2 }
+${3:-}
 CONF
 	"$bin/nats-server" -c "$dir/nats.conf" >"$dir/log" 2>&1 &
 	echo $! >>"$work/pids"
+	echo $! >"$work/$1.pid"
 	for _ in $(seq 100); do
 		if grep -q 'Listening for client connections' "$dir/log"; then
 			echo "nats://$(grep -oE 'client connections on [0-9.:]+' "$dir/log" | awk '{print $4}')"
@@ -59,16 +86,25 @@ CONF
 	exit 1
 }
 
-# start_sluice NAME FLUSH: prints the nameserver address.
+# start_sluice NAME FLUSH [FLAG...]: prints the nameserver address (its
+# embedded one, or the -n given among the flags). The broker's pid goes to
+# $work/NAME.pid (see measured).
 start_sluice() {
-	local dir=$work/$1
+	local name=$1 dir=$work/$1 flush=$2
+	shift 2
 	mkdir -p "$dir"
 	SLUICE_EMBEDDED_NAMESRV_LISTEN=127.0.0.1:0 SLUICE_STORE_SEGMENT_SIZE=$((256 << 20)) \
-		"$bin/mqbroker" --listen 127.0.0.1:0 --store-dir "$dir/store" --flush "$2" >"$dir/out" 2>"$dir/log" &
+		"$bin/mqbroker" --listen "${LISTEN:-127.0.0.1:0}" --store-dir "$dir/store" --flush "$flush" --console-listen off "$@" \
+		>"$dir/out" 2>"$dir/log" &
 	echo $! >>"$work/pids"
+	echo $! >"$work/$name.pid"
 	for _ in $(seq 100); do
 		if grep -q 'serving on' "$dir/out"; then
-			grep -oE 'nameserver [0-9.:]+' "$dir/out" | awk '{print $2}'
+			if grep -qE 'nameserver [0-9.:]+' "$dir/out"; then
+				grep -oE 'nameserver [0-9.:]+' "$dir/out" | awk '{print $2}'
+			else
+				echo "${NS:-}"
+			fi
 			return
 		fi
 		sleep 0.1
@@ -80,13 +116,39 @@ start_sluice() {
 nats_rate() { awk '/aggregated stats/ { agg = $0 } /msgs\/sec/ && !first { first = $0 } END { print (agg != "" ? agg : first) }' | grep -oE '[0-9,]+ msgs/sec' | head -1 | tr -d ',' | awk '{print $1}'; }
 sluice_rate() { python3 -c 'import json,sys; print(round(json.load(sys.stdin)["msgs_per_sec"]))'; }
 
+hz=$(getconf CLK_TCK)
+# ticks PID...: the CPU time (user + system) the processes used so far, in
+# clock ticks (fields 14 and 15 of /proc/PID/stat).
+ticks() {
+	local t=0 p
+	for p in "$@"; do t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done
+	echo "$t"
+}
+
+# measured SERVERS COUNT CMD...: runs CMD (its output as it is) and writes
+# to $work/cpu the CPU microseconds per message (COUNT messages) of the
+# servers (the names given to start_*, comma-separated: summed) and of CMD.
+measured() {
+	local servers=$1 count=$2 pids=() s b a
+	shift 2
+	for s in ${servers//,/ }; do pids+=("$(cat "$work/$s.pid")"); done
+	b=$(ticks "${pids[@]}")
+	local TIMEFORMAT='%U %S'
+	{ time "$@" 2>&3; } 3>&2 2>"$work/time"
+	a=$(ticks "${pids[@]}")
+	awk -v b="$b" -v a="$a" -v hz="$hz" -v n="$count" \
+		'{ printf "%.1f %.1f\n", (a - b) / hz * 1e6 / n, ($1 + $2) * 1e6 / n }' "$work/time" >"$work/cpu"
+}
+
 rows=()
 # pair NAME SLUICE NATS KIND: runs the functions SLUICE and NATS (each
-# given the round number, each printing msgs/s) ROUNDS times, alternating,
-# settling (KIND produce or replay) before each run; the row gives the medians and the median of the rounds'
-# ratios with their range (the machine is shared: one round proves little).
+# given the round number, each printing msgs/s through measured) ROUNDS
+# times, alternating, settling (KIND produce or replay) before each run;
+# the row gives the medians and the median of the rounds' ratios with
+# their range (the machine is shared: one round proves little), and the
+# medians of the servers' and clients' CPU per message.
 pair() {
-	local name=$1 sf=$2 nf=$3 kind=$4 ss=() nn=() rr=() s n r
+	local name=$1 sf=$2 nf=$3 kind=$4 ss=() nn=() rr=() scpu=() ccpu=() ncpu=() dcpu=() s n r
 	for r in $(seq "$ROUNDS"); do
 		# NB: who goes first alternates (Sluice in odd rounds, NATS in
 		# even ones): a run right after heavy writes pays for them (see
@@ -94,27 +156,40 @@ pair() {
 		if [ $((r % 2)) = 1 ]; then
 			settle "$kind"
 			s=$("$sf" "$r")
+			read -r sc cc <"$work/cpu"
 			settle "$kind"
 			n=$("$nf" "$r")
+			read -r nc dc <"$work/cpu"
 		else
 			settle "$kind"
 			n=$("$nf" "$r")
+			read -r nc dc <"$work/cpu"
 			settle "$kind"
 			s=$("$sf" "$r")
+			read -r sc cc <"$work/cpu"
 		fi
 		ss+=("$s")
 		nn+=("$n")
+		scpu+=("$sc")
+		ccpu+=("$cc")
+		ncpu+=("$nc")
+		dcpu+=("$dc")
 		rr+=("$(awk -v s="$s" -v n="$n" 'BEGIN { if (n > 0) printf "%.2f", s / n; else print 0 }')")
-		echo "$name, round $r: sluice $s msgs/s, nats $n msgs/s" >&2
+		echo "$name, round $r: sluice $s msgs/s (server $sc µs/msg, client $cc), nats $n msgs/s (server $nc µs/msg, client $dc)" >&2
 	done
-	local sm nm rm lo hi
+	local sm nm rm lo hi scm ccm ncm dcm
 	sm=$(median "${ss[@]}")
 	nm=$(median "${nn[@]}")
 	rm=$(median "${rr[@]}")
 	lo=$(printf '%s\n' "${rr[@]}" | sort -g | head -1)
 	hi=$(printf '%s\n' "${rr[@]}" | sort -g | tail -1)
-	rows+=("| $name | $sm | $nm | **$rm** ($lo–$hi) |")
-	echo "$name: median sluice $sm, nats $nm, ratio $rm ($lo–$hi)" >&2
+	scm=$(median "${scpu[@]}")
+	ccm=$(median "${ccpu[@]}")
+	ncm=$(median "${ncpu[@]}")
+	dcm=$(median "${dcpu[@]}")
+	rows+=("| $name | $sm | $nm | **$rm** ($lo–$hi) | $scm / $ncm ($(awk -v s="$scm" -v n="$ncm" 'BEGIN { if (n > 0) printf "%.2f", s / n; else print "-" }')) | $ccm / $dcm |")
+	echo "$name: median sluice $sm, nats $nm, ratio $rm ($lo–$hi); server µs/msg $scm / $ncm, client $ccm / $dcm" >&2
+	last_sluice=$sm
 }
 median() { printf '%s\n' "$@" | sort -g | awk '{ a[NR] = $1 } END { print (NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2) }'; }
 
@@ -147,49 +222,163 @@ ns_sync=$(start_sluice sluice-sync sync)
 # (measured: Sluice durable 22k, 30k, 36k msgs/s in the three runs after
 # writing 3 GB, 33-45k before); whichever system ran first after them
 # paid most.
-sluice_durable() { "$bin/mqbench" produce -n "$ns_sync" -t "durable-$1" --size 1024 --sync --producers "$SENDERS" --count "$DURABLE_N" --json 2>/dev/null | sluice_rate; }
-sluice_durable_shared() { "$bin/mqbench" produce -n "$ns_sync" -t "durable-shared-$1" --size 1024 --sync --senders "$SENDERS" --count "$DURABLE_N" --json 2>/dev/null | sluice_rate; }
+sluice_durable() {
+	measured sluice-sync "$DURABLE_N" "$bin/mqbench" produce -n "$ns_sync" -t "durable-$1" --size 1024 --sync --producers "$SENDERS" \
+		--count "$DURABLE_N" --json 2>/dev/null | sluice_rate
+}
+sluice_durable_shared() {
+	measured sluice-sync "$DURABLE_N" "$bin/mqbench" produce -n "$ns_sync" -t "durable-shared-$1" --size 1024 --sync --senders "$SENDERS" \
+		--count "$DURABLE_N" --json 2>/dev/null | sluice_rate
+}
 nats_durable() {
-	"$bin/nats" -s "$nats_sync" bench js pub sync bench.d --stream durable --size 1024 --msgs "$DURABLE_N" --clients "$SENDERS" \
-		--create --storage file --purge --no-progress 2>&1 | nats_rate
+	measured nats-sync "$DURABLE_N" "$bin/nats" -s "$nats_sync" bench js pub sync bench.d --stream durable --size 1024 --msgs "$DURABLE_N" \
+		--clients "$SENDERS" --create --storage file --purge --no-progress 2>&1 | nats_rate
 }
-pair "durable produce 1 KiB, $SENDERS senders with a connection each (Sluice sync flush / NATS sync_interval always)" sluice_durable nats_durable produce
-pair "durable produce 1 KiB, $SENDERS sending goroutines sharing one Sluice producer, vs NATS's $SENDERS connections" sluice_durable_shared nats_durable produce
+if row durable; then
+	pair "durable produce 1 KiB, $SENDERS senders with a connection each (Sluice sync flush / NATS sync_interval always)" sluice_durable nats_durable produce
+	pair "durable produce 1 KiB, $SENDERS sending goroutines sharing one Sluice producer, vs NATS's $SENDERS connections" sluice_durable_shared nats_durable produce
+fi
 
-sluice_async() { "$bin/mqbench" produce -n "$ns_async" -t "async$size-$1" --size "$size" --inflight 256 --count "$N" --json 2>/dev/null | sluice_rate; }
+sluice_async() {
+	measured sluice-async "$N" "$bin/mqbench" produce -n "$ns_async" -t "async$size-$1" --size "$size" --inflight 256 --count "$N" \
+		--json 2>/dev/null | sluice_rate
+}
 nats_async_pub() {
-	"$bin/nats" -s "$nats_async" bench js pub async "bench.a$size" --stream "a$size" --size "$size" --msgs "$N" --batch 256 \
-		--create --storage file --purge --no-progress 2>&1 | nats_rate
+	measured nats-async "$N" "$bin/nats" -s "$nats_async" bench js pub async "bench.a$size" --stream "a$size" --size "$size" --msgs "$N" \
+		--batch 256 --create --storage file --purge --no-progress 2>&1 | nats_rate
 }
-sluice_auto() { "$bin/mqbench" produce -n "$ns_async" -t "auto-$1" --size 1024 --inflight 256 --auto-batch 32 --count "$N" --json 2>/dev/null | sluice_rate; }
-sluice_batch() { "$bin/mqbench" produce -n "$ns_async" -t "batch-$1" --size 1024 --batch 32 --inflight 256 --count "$N" --json 2>/dev/null | sluice_rate; }
-for size in 1024 128; do
-	pair "async produce $size B (pipelined, 256 in flight)" sluice_async nats_async_pub produce
-done
+sluice_auto() {
+	measured sluice-async "$N" "$bin/mqbench" produce -n "$ns_async" -t "auto-$1" --size 1024 --inflight 256 --auto-batch 32 --count "$N" \
+		--json 2>/dev/null | sluice_rate
+}
+sluice_batch() {
+	measured sluice-async "$N" "$bin/mqbench" produce -n "$ns_async" -t "batch-$1" --size 1024 --batch 32 --inflight 256 --count "$N" \
+		--json 2>/dev/null | sluice_rate
+}
+if row async; then
+	for size in 1024 128; do
+		pair "async produce $size B (pipelined, 256 in flight)" sluice_async nats_async_pub produce
+	done
+fi
 size=1024
-pair "Sluice async 1 KiB with the producer's auto-batching (--auto-batch 32) vs NATS async 1 KiB" sluice_auto nats_async_pub produce
-pair "Sluice batch 32 × 1 KiB (8 batches in flight) vs NATS async 1 KiB" sluice_batch nats_async_pub produce
+batch_mbps=
+if row batch; then
+	pair "Sluice async 1 KiB with the producer's auto-batching (--auto-batch 32) vs NATS async 1 KiB" sluice_auto nats_async_pub produce
+	pair "Sluice batch 32 × 1 KiB (8 batches in flight) vs NATS async 1 KiB" sluice_batch nats_async_pub produce
+	batch_mbps=$(awk -v r="$last_sluice" 'BEGIN { printf "%.0f", r * 1024 / 1e6 }')
+fi
 
-"$bin/mqbench" produce -n "$ns_async" -t replay --size 1024 --batch 32 --inflight 256 --count "$REPLAY" --json >/dev/null 2>&1
-"$bin/nats" -s "$nats_async" bench js pub async bench.r --stream replay --size 1024 --msgs "$REPLAY" --batch 256 \
-	--create --storage file --purge --no-progress >/dev/null 2>&1
-sluice_replay() { "$bin/mqbench" consume -n "$ns_async" -t replay -g "replay$pull-$1" --pull-batch "$pull" --count "$REPLAY" --json 2>/dev/null | sluice_rate; }
-nats_replay() { "$bin/nats" -s "$nats_async" bench js ordered --stream replay --msgs "$REPLAY" --no-progress 2>&1 | nats_rate; }
-pull=32
-pair "replay of $REPLAY stored 1 KiB messages (pull batch 32, RocketMQ's default)" sluice_replay nats_replay replay
-pull=128
-pair "replay of $REPLAY stored 1 KiB messages (pull batch 128)" sluice_replay nats_replay replay
+# disk_mbps: the disk's own sequential write, 1 MiB blocks with O_DIRECT
+# and an fdatasync at the end, 1 GiB into the stores' folder, in MB/s.
+disk_mbps() {
+	dd if=/dev/zero of="$work/dd" bs=1M count=1024 oflag=direct conv=fdatasync 2>&1 |
+		awk '/copied/ { for (i = 1; i <= NF; i++) if ($i == "s,") secs = $(i - 1); printf "%.0f\n", $1 / secs / 1e6 }'
+	rm -f "$work/dd"
+}
+disk=
+if row disk; then
+	dd_runs=()
+	for _ in $(seq "$ROUNDS"); do
+		settle produce
+		dd_runs+=("$(disk_mbps)")
+	done
+	disk=$(median "${dd_runs[@]}")
+	echo "disk: sequential write with O_DIRECT + fdatasync ${dd_runs[*]} MB/s, median $disk" >&2
+fi
 
-e2e=$("$bin/mqbench" e2e -n "$ns_async" -t e2e -g e2e --rate 10000 --duration 10s --json 2>/dev/null)
+if row replay; then
+	"$bin/mqbench" produce -n "$ns_async" -t replay --size 1024 --batch 32 --inflight 256 --count "$REPLAY" --json >/dev/null 2>&1
+	"$bin/nats" -s "$nats_async" bench js pub async bench.r --stream replay --size 1024 --msgs "$REPLAY" --batch 256 \
+		--create --storage file --purge --no-progress >/dev/null 2>&1
+	sluice_replay() {
+		measured sluice-async "$REPLAY" "$bin/mqbench" consume -n "$ns_async" -t replay -g "replay$pull-$1" --pull-batch "$pull" \
+			--count "$REPLAY" --json 2>/dev/null | sluice_rate
+	}
+	nats_replay() {
+		measured nats-async "$REPLAY" "$bin/nats" -s "$nats_async" bench js ordered --stream replay --msgs "$REPLAY" --no-progress 2>&1 | nats_rate
+	}
+	pull=32
+	pair "replay of $REPLAY stored 1 KiB messages (pull batch 32, RocketMQ's default)" sluice_replay nats_replay replay
+	pull=128
+	pair "replay of $REPLAY stored 1 KiB messages (pull batch 128)" sluice_replay nats_replay replay
+fi
+
+e2e=
+if row e2e; then
+	e2e=$("$bin/mqbench" e2e -n "$ns_async" -t e2e -g e2e --rate 10000 --duration 10s --json 2>/dev/null)
+fi
+
+# The replicated rows: three Sluice brokers (a SYNC_MASTER and two slaves:
+# a send is acknowledged once a slave has it) against a three-node NATS
+# JetStream cluster with a stream of 3 replicas (acknowledged once a
+# majority has it). Each side writes back on its own schedule (Sluice's
+# async flush, NATS's default sync_interval): replication is the
+# durability, as these setups are run.
+if row repl; then
+	for s in nats-async nats-sync sluice-async sluice-sync; do
+		kill "$(cat "$work/$s.pid")" 2>/dev/null || true
+	done
+	read -r c0 c1 c2 b0 h0 b1 b2 < <(free_ports 7)
+	routes="routes: [nats-route://127.0.0.1:$c0, nats-route://127.0.0.1:$c1, nats-route://127.0.0.1:$c2]"
+	nats_r=$(start_nats nats-r0 2m "cluster { name: bench, listen: 127.0.0.1:$c0, $routes }")
+	start_nats nats-r1 2m "cluster { name: bench, listen: 127.0.0.1:$c1, $routes }" >/dev/null
+	start_nats nats-r2 2m "cluster { name: bench, listen: 127.0.0.1:$c2, $routes }" >/dev/null
+	for _ in $(seq 300); do
+		if cat "$work"/nats-r*/log | grep -q 'JetStream cluster new metadata leader\|Self is new JetStream cluster metadata leader'; then
+			break
+		fi
+		sleep 0.1
+	done
+	ns_r=$(LISTEN=127.0.0.1:$b0 start_sluice sluice-r0 async --role SYNC_MASTER --ha-listen "127.0.0.1:$h0")
+	LISTEN=127.0.0.1:$b1 NS=$ns_r start_sluice sluice-r1 async -n "$ns_r" --role SLAVE --broker-id 1 >/dev/null
+	LISTEN=127.0.0.1:$b2 NS=$ns_r start_sluice sluice-r2 async -n "$ns_r" --role SLAVE --broker-id 2 >/dev/null
+	# NB: a SYNC_MASTER answers SLAVE_NOT_AVAILABLE until a slave is
+	# connected and caught up: wait for one send to succeed.
+	for _ in $(seq 100); do
+		if "$bin/mqbench" produce -n "$ns_r" -t warm --size 16 --count 1 --json >/dev/null 2>&1; then break; fi
+		sleep 0.2
+	done
+	sluice_repl() {
+		measured sluice-r0,sluice-r1,sluice-r2 "$REPL_N" "$bin/mqbench" produce -n "$ns_r" -t "repl-$1" --size 1024 --producers "$SENDERS" \
+			--count "$REPL_N" --json 2>/dev/null | sluice_rate
+	}
+	nats_repl() {
+		measured nats-r0,nats-r1,nats-r2 "$REPL_N" "$bin/nats" -s "$nats_r" bench js pub sync bench.rd --stream repl --replicas 3 --size 1024 \
+			--msgs "$REPL_N" --clients "$SENDERS" --create --storage file --purge --no-progress 2>&1 | nats_rate
+	}
+	pair "replicated produce 1 KiB, $SENDERS senders with a connection each (Sluice SYNC_MASTER + 2 slaves / NATS R3)" sluice_repl nats_repl produce
+	"$bin/mqbench" produce -n "$ns_r" -t repl-replay --size 1024 --batch 32 --inflight 256 --count "$REPLAY" --json >/dev/null 2>&1
+	"$bin/nats" -s "$nats_r" bench js pub async bench.rr --stream repl-replay --replicas 3 --size 1024 --msgs "$REPLAY" --batch 256 \
+		--create --storage file --purge --no-progress >/dev/null 2>&1
+	sluice_repl_replay() {
+		measured sluice-r0,sluice-r1,sluice-r2 "$REPLAY" "$bin/mqbench" consume -n "$ns_r" -t repl-replay -g "rr-$1" --pull-batch 32 \
+			--count "$REPLAY" --json 2>/dev/null | sluice_rate
+	}
+	nats_repl_replay() {
+		measured nats-r0,nats-r1,nats-r2 "$REPLAY" "$bin/nats" -s "$nats_r" bench js ordered --stream repl-replay --msgs "$REPLAY" \
+			--no-progress 2>&1 | nats_rate
+	}
+	pair "replay of $REPLAY stored 1 KiB messages, replicated (pull batch 32 / NATS R3)" sluice_repl_replay nats_repl_replay replay
+fi
 
 echo
-echo "Sluice vs NATS JetStream (file store), loopback, $(nproc) cores shared by clients and servers"
+echo "Sluice vs NATS JetStream (file store), loopback, $(nproc) cores shared by clients and servers, $(date -u +%F)"
 echo
 echo "Medians of $ROUNDS alternating rounds (who goes first alternates too); the ratio is the median of the rounds' ratios (range)."
+echo "CPU: user + system microseconds per message, the servers' (summed over a cluster's) and the clients'."
 echo
-echo "| work | Sluice msgs/s | NATS msgs/s | Sluice / NATS |"
-echo "|---|---|---|---|"
+echo "| work | Sluice msgs/s | NATS msgs/s | Sluice / NATS | server CPU µs/msg, Sluice / NATS (ratio) | client CPU µs/msg, Sluice / NATS |"
+echo "|---|---|---|---|---|---|"
 printf '%s\n' "${rows[@]}"
-echo
-echo "Sluice end-to-end latency at 10,000 msgs/s (send → delivery):"
-echo "$e2e" | python3 -c 'import json,sys; r=json.load(sys.stdin); print("p50 %.2f ms, p99 %.2f ms, p999 %.2f ms, max %.2f ms (%d msgs)" % (r["latency_p50_ms"], r["latency_p99_ms"], r["latency_p999_ms"], r["latency_max_ms"], r["messages"]))'
+if [ -n "$disk" ]; then
+	echo
+	echo "The disk's sequential write (1 MiB blocks, O_DIRECT, fdatasync): $disk MB/s."
+	if [ -n "$batch_mbps" ]; then
+		echo "Batch 32 × 1 KiB produce: $batch_mbps MB/s of bodies, $(awk -v b="$batch_mbps" -v d="$disk" 'BEGIN { printf "%.2f", b / d }') of the disk's."
+	fi
+fi
+if [ -n "$e2e" ]; then
+	echo
+	echo "Sluice end-to-end latency at 10,000 msgs/s (send → delivery):"
+	echo "$e2e" | python3 -c 'import json,sys; r=json.load(sys.stdin); print("p50 %.2f ms, p99 %.2f ms, p999 %.2f ms, max %.2f ms (%d msgs)" % (r["latency_p50_ms"], r["latency_p99_ms"], r["latency_p999_ms"], r["latency_max_ms"], r["messages"]))'
+fi
