@@ -14,6 +14,11 @@
 // supports it, so its unwritten tail reads as zeros. With Options.WarmAhead a
 // warmer goroutine also writes those zeros, and fsyncs them, a little ahead
 // of the appends, so that the fsyncs of sync mode flush data only (warm.go).
+// Measured on ext4 (BenchmarkSegmentWrite, thread CPU per byte of a 64 MiB
+// segment written with an fdatasync every 4 MiB, 10 alternated rounds):
+// preallocated costs 0.90 (1 KiB records) to 0.97 (128 B) of a sparse,
+// growing file, and warming costs 1.13 (1 KiB) to 1.79 (128 B) of it (the
+// zeros are a second write), so async mode preallocates and does not warm.
 // Offsets are global byte positions: the byte at Offset o lives in segment
 // o - o%SegmentSize.
 //
