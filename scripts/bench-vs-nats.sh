@@ -380,5 +380,10 @@ fi
 if [ -n "$e2e" ]; then
 	echo
 	echo "Sluice end-to-end latency at 10,000 msgs/s (send → delivery):"
-	echo "$e2e" | python3 -c 'import json,sys; r=json.load(sys.stdin); print("p50 %.2f ms, p99 %.2f ms, p999 %.2f ms, max %.2f ms (%d msgs)" % (r["latency_p50_ms"], r["latency_p99_ms"], r["latency_p999_ms"], r["latency_max_ms"], r["messages"]))'
+	echo "$e2e" | python3 -c 'import json,sys
+r = json.load(sys.stdin); s = r.get("stages") or {}
+print("p50 %.2f ms, p99 %.2f ms, p999 %.2f ms, max %.2f ms (%d msgs)" % (r["latency_p50_ms"], r["latency_p99_ms"], r["latency_p999_ms"], r["latency_max_ms"], r["messages"]))
+if s:
+    print("send to store p99 %.2f ms, p999 %.2f ms; store to delivery p99 %.2f ms, p999 %.2f ms (store timestamps in ms: each part off by up to 1 ms)" % (s["to_store_p99_ms"], s["to_store_p999_ms"], s["from_store_p99_ms"], s["from_store_p999_ms"]))
+    print("mqbench itself: %d GC pauses, max %.2f ms; its runnable goroutines waited p99 %.2f ms, p999 %.2f ms" % (s["client_gc_pauses"], s["client_gc_pause_max_ms"], s["client_sched_latency_p99_ms"], s["client_sched_latency_p999_ms"]))'
 fi

@@ -26,6 +26,7 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"runtime/pprof"
+	"runtime/trace"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -56,6 +57,7 @@ type options struct {
 	inflight  int
 	jsonOut   bool
 	cpuprof   string
+	tracef    string
 	pullBatch int
 	senders   int
 	autoBatch int
@@ -74,6 +76,8 @@ type Report struct {
 	LatencyP99  float64 `json:"latency_p99_ms"`
 	LatencyP999 float64 `json:"latency_p999_ms"`
 	LatencyMax  float64 `json:"latency_max_ms"`
+	// e2e: the latency's breakdown (see stages).
+	Stages *Stages `json:"stages,omitempty"`
 }
 
 func main() {
@@ -100,7 +104,7 @@ func (o options) connect() client.Option {
 // it has written to stderr.
 func parseOptions(args []string, stderr io.Writer) (options, bool) {
 	if len(args) == 0 || (args[0] != "produce" && args[0] != "consume" && args[0] != "e2e") {
-		fmt.Fprintln(stderr, "usage: mqbench produce|consume|e2e [-n NAMESRV] [-t TOPIC] [--size N] [--producers N] [--consumers N] [--batch N] [--pull-batch N] [--duration D] [--rate N] [--sync] [--sql EXPR] [--json] [--cpuprofile FILE] [--access-key KEY --secret-key SECRET] [--tls] [--tls-ca FILE] [--tls-insecure]")
+		fmt.Fprintln(stderr, "usage: mqbench produce|consume|e2e [-n NAMESRV] [-t TOPIC] [--size N] [--producers N] [--consumers N] [--batch N] [--pull-batch N] [--duration D] [--rate N] [--sync] [--sql EXPR] [--json] [--cpuprofile FILE] [--trace FILE] [--access-key KEY --secret-key SECRET] [--tls] [--tls-ca FILE] [--tls-insecure]")
 		return options{}, false
 	}
 	o := options{mode: args[0]}
@@ -124,6 +128,7 @@ func parseOptions(args []string, stderr io.Writer) (options, bool) {
 	fs.StringVar(&o.sql, "sql", "", "consume: subscribe with this SQL92 expression over message properties instead of the tag bench (client.SQL92)")
 	fs.BoolVar(&o.jsonOut, "json", false, "print the report as JSON")
 	fs.StringVar(&o.cpuprof, "cpuprofile", "", "write a CPU profile of mqbench itself to this file")
+	fs.StringVar(&o.tracef, "trace", "", "write an execution trace of mqbench itself to this file (go tool trace)")
 	fs.StringVar(&o.creds.AccessKey, "access-key", "", cli.CredentialsUsage)
 	fs.StringVar(&o.creds.SecretKey, "secret-key", "", cli.SecretUsage)
 	fs.BoolVar(&o.tls.Enabled, "tls", false, cli.TLSUsage)
@@ -182,6 +187,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 		defer f.Close()
 		defer pprof.StopCPUProfile()
 	}
+	if o.tracef != "" {
+		f, err := os.Create(o.tracef)
+		if err == nil {
+			err = trace.Start(f)
+		}
+		if err != nil {
+			fmt.Fprintln(stderr, "mqbench: --trace:", err)
+			return 1
+		}
+		defer f.Close()
+		defer trace.Stop()
+	}
 
 	rep, err := bench(ctx, o, stderr)
 	if err != nil {
@@ -196,6 +213,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "%s: %d msgs in %.1fs = %.0f msgs/s, %.1f MB/s, %d errors\n", rep.Mode, rep.Messages, rep.Seconds, rep.MsgsPerSec, rep.MBPerSec, rep.Errors)
 		if rep.LatencyMax > 0 {
 			fmt.Fprintf(stdout, "latency ms: p50 %.3f  p99 %.3f  p999 %.3f  max %.3f\n", rep.LatencyP50, rep.LatencyP99, rep.LatencyP999, rep.LatencyMax)
+		}
+		if st := rep.Stages; st != nil {
+			fmt.Fprintf(stdout, "send to store ms: p99 %.3f  p999 %.3f  max %.3f; store to delivery ms: p99 %.3f  p999 %.3f  max %.3f "+
+				"(store timestamps are in ms: each side is off by up to 1 ms)\n",
+				st.ToStoreP99, st.ToStoreP999, st.ToStoreMax, st.FromStoreP99, st.FromStoreP999, st.FromStoreMax)
+			fmt.Fprintf(stdout, "mqbench itself: %d GC pauses, max %.3f ms; goroutines waited to run p99 %.3f ms, p999 %.3f ms\n",
+				st.GCPauses, st.GCPauseMax, st.SchedP99, st.SchedP999)
 		}
 	}
 	return 0
@@ -234,6 +258,8 @@ type counters struct {
 	firstErr          atomic.Pointer[error]
 	probed            sync.Map     // e2e: queues that delivered a probe
 	probedQueues      atomic.Int64 // their count
+	toStore           histogram    // e2e: send to the broker's store timestamp
+	fromStore         histogram    // e2e: the store timestamp to delivery
 }
 
 func (c *counters) failed(err error) {
@@ -294,6 +320,7 @@ func bench(ctx context.Context, o options, stderr io.Writer) (Report, error) {
 	}
 	ready.Wait()
 	start, startMono := time.Now(), monoNow()
+	rt0 := readRuntime()
 	if o.mode == "consume" {
 		for i := range o.consumers {
 			wg.Add(1)
@@ -337,10 +364,14 @@ func bench(ctx context.Context, o options, stderr io.Writer) (Report, error) {
 		}
 	}
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-	return Report{Mode: o.mode, Seconds: el, Messages: c.msgs.Load(), Errors: c.errs.Load(),
+	rep := Report{Mode: o.mode, Seconds: el, Messages: c.msgs.Load(), Errors: c.errs.Load(),
 		MsgsPerSec: float64(c.msgs.Load()) / el, MBPerSec: float64(c.bytes.Load()) / el / 1e6,
 		LatencyP50: ms(c.lat.quantile(0.5)), LatencyP99: ms(c.lat.quantile(0.99)), LatencyP999: ms(c.lat.quantile(0.999)),
-		LatencyMax: ms(c.lat.max)}, nil
+		LatencyMax: ms(c.lat.max)}
+	if o.mode == "e2e" {
+		rep.Stages = stages(&c, rt0, readRuntime())
+	}
+	return rep, nil
 }
 
 // produce sends until ctx ends, at its share of --rate when set. In e2e
@@ -554,7 +585,10 @@ func consume(ctx context.Context, o options, i int, c *counters, fail func(error
 				}
 				n++
 				if o.mode == "e2e" && len(m.Body) >= 8 {
-					c.lat.record(now.Sub(time.Unix(0, int64(binary.BigEndian.Uint64(m.Body)))))
+					born := time.Unix(0, int64(binary.BigEndian.Uint64(m.Body)))
+					c.lat.record(now.Sub(born))
+					c.toStore.record(max(m.StoreTimestamp.Sub(born), 0))
+					c.fromStore.record(max(now.Sub(m.StoreTimestamp), 0))
 				}
 				c.bytes.Add(int64(len(m.Body)))
 			}

@@ -73,6 +73,11 @@ func TestMQBench(t *testing.T) {
 	e := runJSON(t, "e2e", "-n", ns, "-t", "e2e", "-g", "g2", "--rate", "200", "--count", "100", "--duration", "60s", "--json")
 	require.Greater(t, e.Messages, int64(0))
 	require.Greater(t, e.LatencyP50, 0.0)
+	require.NotNil(t, e.Stages, "e2e breaks its latency down")
+	// NB: the store timestamp is in ms, so each part may exceed the whole by
+	// up to 1 ms, no more.
+	require.LessOrEqual(t, e.Stages.ToStoreMax, e.LatencyMax+1)
+	require.LessOrEqual(t, e.Stages.FromStoreMax, e.LatencyMax+1)
 
 	var out, errb strings.Builder
 	require.Equal(t, 2, run([]string{"nope"}, &out, &errb))
