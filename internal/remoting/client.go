@@ -102,14 +102,8 @@ type Client struct {
 	conns  map[string]*dialEntry // guarded by mu: by address
 	closed bool                  // guarded by mu
 
-	sweepOnce sync.Once
-	sweepStop chan struct{}
-	sweepDone chan struct{}
+	sweepOnce sync.Once // registers with the sweeper at the first call with a deadline
 }
-
-// sweepInterval is how often call deadlines (Deadline) are checked: a
-// call times out at most this late.
-const sweepInterval = 10 * time.Millisecond
 
 // dialEntry is one address's connection, or the dial in progress.
 type dialEntry struct {
@@ -124,8 +118,7 @@ func NewClient(opts ClientOptions) *Client {
 	if _, err := CodecFor(opts.SerializeType); err != nil {
 		opts.SerializeType = SerializeMsgpack
 	}
-	c := &Client{opts: opts, d: newDispatcher(opts.Logger, opts.MaxInflight), conns: make(map[string]*dialEntry),
-		sweepStop: make(chan struct{}), sweepDone: make(chan struct{})}
+	c := &Client{opts: opts, d: newDispatcher(opts.Logger, opts.MaxInflight), conns: make(map[string]*dialEntry)}
 	c.d.fallback = opts.OnRequest
 	return c
 }
@@ -325,45 +318,6 @@ func (c *Client) dialAndDo(ctx context.Context, addr string, req *Command, o Cal
 	return nil, nil
 }
 
-func (c *Client) startSweeper() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		close(c.sweepDone)
-		return
-	}
-	go c.sweep()
-}
-
-func (c *Client) sweep() {
-	defer close(c.sweepDone)
-	t := time.NewTicker(sweepInterval)
-	defer t.Stop()
-	var conns []*Conn
-	for {
-		select {
-		case <-c.sweepStop:
-			return
-		case now := <-t.C:
-			conns = conns[:0]
-			c.mu.Lock()
-			for _, e := range c.conns {
-				select {
-				case <-e.ready:
-					if e.conn != nil {
-						conns = append(conns, e.conn)
-					}
-				default:
-				}
-			}
-			c.mu.Unlock()
-			for _, conn := range conns {
-				conn.expire(now.UnixNano())
-			}
-		}
-	}
-}
-
 // Close closes every connection (pending calls fail with ErrClosed), then
 // waits for running OnRequest handlers and Async callbacks. Later
 // calls fail with ErrClosed. Close is idempotent.
@@ -379,9 +333,8 @@ func (c *Client) Close() error {
 	c.mu.Unlock()
 
 	c.d.closing.Store(true)
-	c.sweepOnce.Do(func() { close(c.sweepDone) })
-	close(c.sweepStop)
-	<-c.sweepDone
+	c.sweepOnce.Do(func() {}) // NB: no registration after Close
+	sweepUnregister(c)
 	for _, e := range entries {
 		select {
 		case <-e.ready:
@@ -401,7 +354,7 @@ func (c *Client) Close() error {
 
 func (c *Client) dispatch(conn *Conn, req *Command) { c.d.dispatch(conn, req) }
 func (c *Client) background() *group                { return &c.bg }
-func (c *Client) deadlines() bool                   { c.sweepOnce.Do(c.startSweeper); return true }
+func (c *Client) deadlines() bool                   { c.sweepOnce.Do(func() { sweepRegister(c) }); return true }
 func (c *Client) logger() *slog.Logger              { return c.opts.Logger }
 
 // badFrame logs every bad frame: a client's peers are the servers it
