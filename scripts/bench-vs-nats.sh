@@ -6,6 +6,8 @@
 #   N=20000 DURABLE_N=2000 REPLAY=100000 ROUNDS=1 scripts/bench-vs-nats.sh   # quick
 #   ROWS="async batch" scripts/bench-vs-nats.sh   # some rows only (durable async
 #                                                 # batch replay e2e disk repl)
+#   PERF=1 scripts/bench-vs-nats.sh          # also the servers' system calls per
+#                                            # message (perf stat, as root)
 #
 # Every row also gives the CPU time (user + system) per message of each
 # side's servers (from /proc/PID/stat before and after the run) and of its
@@ -125,19 +127,36 @@ ticks() {
 	echo "$t"
 }
 
+# The system calls counted per message with PERF=1 (perf stat on the
+# syscall tracepoints; needs perf and root).
+syscalls="sendmsg sendto write writev recvmsg recvfrom read readv pwrite64 pread64 fdatasync fsync epoll_wait epoll_pwait futex nanosleep"
+
 # measured SERVERS COUNT CMD...: runs CMD (its output as it is) and writes
 # to $work/cpu the CPU microseconds per message (COUNT messages) of the
-# servers (the names given to start_*, comma-separated: summed) and of CMD.
+# servers (the names given to start_*, comma-separated: summed) and of CMD,
+# and with PERF=1 the servers' system calls per message ("-" without).
 measured() {
-	local servers=$1 count=$2 pids=() s b a
+	local servers=$1 count=$2 pids=() s b a perf_pid=
 	shift 2
 	for s in ${servers//,/ }; do pids+=("$(cat "$work/$s.pid")"); done
+	if [ "${PERF:-0}" = 1 ]; then
+		perf stat -x, -o "$work/perf" -e "$(printf 'syscalls:sys_enter_%s,' $syscalls | sed 's/,$//')" \
+			-p "$(IFS=,; echo "${pids[*]}")" 2>/dev/null &
+		perf_pid=$!
+		sleep 0.3 # NB: perf attaches before the run starts
+	fi
 	b=$(ticks "${pids[@]}")
 	local TIMEFORMAT='%U %S'
 	{ time "$@" 2>&3; } 3>&2 2>"$work/time"
 	a=$(ticks "${pids[@]}")
-	awk -v b="$b" -v a="$a" -v hz="$hz" -v n="$count" \
-		'{ printf "%.1f %.1f\n", (a - b) / hz * 1e6 / n, ($1 + $2) * 1e6 / n }' "$work/time" >"$work/cpu"
+	local sc=-
+	if [ -n "$perf_pid" ]; then
+		kill -INT "$perf_pid"
+		wait "$perf_pid" 2>/dev/null || true
+		sc=$(awk -F, -v n="$count" '$3 ~ /syscalls:/ { t += $1 } END { printf "%.2f", t / n }' "$work/perf")
+	fi
+	awk -v b="$b" -v a="$a" -v hz="$hz" -v n="$count" -v sc="$sc" \
+		'{ printf "%.1f %.1f %s\n", (a - b) / hz * 1e6 / n, ($1 + $2) * 1e6 / n, sc }' "$work/time" >"$work/cpu"
 }
 
 rows=()
@@ -148,7 +167,7 @@ rows=()
 # their range (the machine is shared: one round proves little), and the
 # medians of the servers' and clients' CPU per message.
 pair() {
-	local name=$1 sf=$2 nf=$3 kind=$4 ss=() nn=() rr=() scpu=() ccpu=() ncpu=() dcpu=() s n r
+	local name=$1 sf=$2 nf=$3 kind=$4 ss=() nn=() rr=() scpu=() ccpu=() ncpu=() dcpu=() ssys=() nsys=() s n r
 	for r in $(seq "$ROUNDS"); do
 		# NB: who goes first alternates (Sluice in odd rounds, NATS in
 		# even ones): a run right after heavy writes pays for them (see
@@ -156,17 +175,17 @@ pair() {
 		if [ $((r % 2)) = 1 ]; then
 			settle "$kind"
 			s=$("$sf" "$r")
-			read -r sc cc <"$work/cpu"
+			read -r sc cc ss_ <"$work/cpu"
 			settle "$kind"
 			n=$("$nf" "$r")
-			read -r nc dc <"$work/cpu"
+			read -r nc dc ns_ <"$work/cpu"
 		else
 			settle "$kind"
 			n=$("$nf" "$r")
-			read -r nc dc <"$work/cpu"
+			read -r nc dc ns_ <"$work/cpu"
 			settle "$kind"
 			s=$("$sf" "$r")
-			read -r sc cc <"$work/cpu"
+			read -r sc cc ss_ <"$work/cpu"
 		fi
 		ss+=("$s")
 		nn+=("$n")
@@ -174,6 +193,8 @@ pair() {
 		ccpu+=("$cc")
 		ncpu+=("$nc")
 		dcpu+=("$dc")
+		ssys+=("$ss_")
+		nsys+=("$ns_")
 		rr+=("$(awk -v s="$s" -v n="$n" 'BEGIN { if (n > 0) printf "%.2f", s / n; else print 0 }')")
 		echo "$name, round $r: sluice $s msgs/s (server $sc µs/msg, client $cc), nats $n msgs/s (server $nc µs/msg, client $dc)" >&2
 	done
@@ -187,7 +208,11 @@ pair() {
 	ccm=$(median "${ccpu[@]}")
 	ncm=$(median "${ncpu[@]}")
 	dcm=$(median "${dcpu[@]}")
-	rows+=("| $name | $sm | $nm | **$rm** ($lo–$hi) | $scm / $ncm ($(awk -v s="$scm" -v n="$ncm" 'BEGIN { if (n > 0) printf "%.2f", s / n; else print "-" }')) | $ccm / $dcm |")
+	local sys=
+	if [ "${PERF:-0}" = 1 ]; then
+		sys=" $(median "${ssys[@]}") / $(median "${nsys[@]}") |"
+	fi
+	rows+=("| $name | $sm | $nm | **$rm** ($lo–$hi) | $scm / $ncm ($(awk -v s="$scm" -v n="$ncm" 'BEGIN { if (n > 0) printf "%.2f", s / n; else print "-" }')) | $ccm / $dcm |$sys")
 	echo "$name: median sluice $sm, nats $nm, ratio $rm ($lo–$hi); server µs/msg $scm / $ncm, client $ccm / $dcm" >&2
 	last_sluice=$sm
 }
@@ -367,8 +392,13 @@ echo
 echo "Medians of $ROUNDS alternating rounds (who goes first alternates too); the ratio is the median of the rounds' ratios (range)."
 echo "CPU: user + system microseconds per message, the servers' (summed over a cluster's) and the clients'."
 echo
-echo "| work | Sluice msgs/s | NATS msgs/s | Sluice / NATS | server CPU µs/msg, Sluice / NATS (ratio) | client CPU µs/msg, Sluice / NATS |"
-echo "|---|---|---|---|---|---|"
+if [ "${PERF:-0}" = 1 ]; then
+	echo "| work | Sluice msgs/s | NATS msgs/s | Sluice / NATS | server CPU µs/msg, Sluice / NATS (ratio) | client CPU µs/msg, Sluice / NATS | server syscalls/msg, Sluice / NATS |"
+	echo "|---|---|---|---|---|---|---|"
+else
+	echo "| work | Sluice msgs/s | NATS msgs/s | Sluice / NATS | server CPU µs/msg, Sluice / NATS (ratio) | client CPU µs/msg, Sluice / NATS |"
+	echo "|---|---|---|---|---|---|"
+fi
 printf '%s\n' "${rows[@]}"
 if [ -n "$disk" ]; then
 	echo
