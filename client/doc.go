@@ -70,8 +70,8 @@
 // answer is handled on the connection's reader, and the callbacks of sends
 // answered together run in order on one completion goroutine. A failed
 // first attempt goes on as Send does, on a reused worker goroutine. Calls
-// carry a deadline that one sweeper per connection pool enforces, not a
-// timer each. To a Sluice broker async sends go over two connections: a
+// carry a deadline that one sweeper per process enforces, not a timer
+// each. To a Sluice broker async sends go over two connections: a
 // queue with an even id uses the first, one with an odd id the second, so
 // each queue's sends keep their order while the two connections' round
 // trips overlap (one connection bounds a producer's async rate: 95.5k

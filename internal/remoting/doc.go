@@ -107,7 +107,7 @@
 // uses its connection), with options (CallOption). By default it registers
 // the call under a fresh opaque from its owner's counter, writes, and
 // waits for the response, the context, or the connection's end. Deadline
-// adds a deadline that the Client's sweeper (every 10 ms) enforces instead
+// adds a deadline that the Clients' sweeper (every 10 ms) enforces instead
 // of a timer per call (a context deadline on a Server's connection);
 // Oneway returns once the frame is written; Async hands the outcome to a
 // callback on a goroutine of the owner's, Inline to one run where the call
@@ -132,8 +132,10 @@
 //	|                            |                   | in Shutdown/Close                 |
 //	| OnDisconnect hooks         | Server            | hook return; waited in Shutdown   |
 //	| flusher per connection     | Conn              | the connection's close            |
-//	| deadline sweeper           | Client            | Close (started by the first call  |
-//	|                            |                   | with a Deadline)                  |
+//	| deadline sweeper, one per  | the open Clients  | the Close that leaves no Client   |
+//	| process (sweeper.go)       | together          | registered, which waits for it    |
+//	|                            |                   | (a Client registers at its first  |
+//	|                            |                   | call with a Deadline)             |
 //	| Async calls: the dial and  | Server / Client   | callback return; waited in        |
 //	| the callback               |                   | Shutdown/Close                    |
 //	| context watcher of an      | context.AfterFunc | at once: it fails the call (an    |

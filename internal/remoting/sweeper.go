@@ -10,8 +10,9 @@ import (
 const sweepInterval = 10 * time.Millisecond
 
 // sweeper checks the call deadlines of every Client of the process on one
-// goroutine, which runs while some Client has made a call with a deadline
-// and is not closed.
+// goroutine, sweepLoop, which runs while some Client has made a call with
+// a deadline and is not closed: the open Clients own it together, and the
+// Close that leaves none waits for it to end.
 //
 // NB: a ticker per Client woke 100 times a second each, calls or not:
 // mqbench's durable row runs 128 producers in one process, whose sweepers
@@ -19,10 +20,11 @@ const sweepInterval = 10 * time.Millisecond
 var sweeper struct {
 	mu      sync.Mutex
 	clients map[*Client]struct{} // guarded by mu
-	running bool                 // guarded by mu: sweepLoop runs
+	stop    chan struct{}        // guarded by mu: non-nil while sweepLoop runs
+	done    chan struct{}        // guarded by mu: closed when that sweepLoop ends
 }
 
-// sweepRegister adds c to the clients swept.
+// sweepRegister adds c to the clients swept, starting the loop if needed.
 func sweepRegister(c *Client) {
 	sweeper.mu.Lock()
 	defer sweeper.mu.Unlock()
@@ -30,41 +32,51 @@ func sweepRegister(c *Client) {
 		sweeper.clients = make(map[*Client]struct{})
 	}
 	sweeper.clients[c] = struct{}{}
-	if !sweeper.running {
-		sweeper.running = true
-		go sweepLoop()
+	if sweeper.stop == nil {
+		sweeper.stop, sweeper.done = make(chan struct{}), make(chan struct{})
+		go sweepLoop(sweeper.stop, sweeper.done)
 	}
 }
 
-// sweepUnregister removes c; the loop may still sweep it once, which is
+// sweepUnregister removes c; when no Client is left it stops the loop and
+// waits for it to end. The loop may sweep c once more before that, which is
 // harmless: a closed Client has no connections left.
 func sweepUnregister(c *Client) {
 	sweeper.mu.Lock()
 	delete(sweeper.clients, c)
+	if len(sweeper.clients) > 0 || sweeper.stop == nil {
+		sweeper.mu.Unlock()
+		return
+	}
+	done := sweeper.done
+	close(sweeper.stop)
+	sweeper.stop, sweeper.done = nil, nil
 	sweeper.mu.Unlock()
+	<-done
 }
 
-// sweepLoop expires late calls every sweepInterval until no Client is left.
-func sweepLoop() {
+// sweepLoop expires late calls every sweepInterval until stop is closed.
+func sweepLoop(stop, done chan struct{}) {
+	defer close(done)
 	t := time.NewTicker(sweepInterval)
 	defer t.Stop()
 	var clients []*Client
-	for now := range t.C {
-		sweeper.mu.Lock()
-		if len(sweeper.clients) == 0 {
-			sweeper.running = false
-			sweeper.mu.Unlock()
+	for {
+		select {
+		case <-stop:
 			return
+		case now := <-t.C:
+			sweeper.mu.Lock()
+			for c := range sweeper.clients {
+				clients = append(clients, c)
+			}
+			sweeper.mu.Unlock()
+			for _, c := range clients {
+				c.expire(now.UnixNano())
+			}
+			clear(clients) // NB: keeps no closed Client alive
+			clients = clients[:0]
 		}
-		for c := range sweeper.clients {
-			clients = append(clients, c)
-		}
-		sweeper.mu.Unlock()
-		for _, c := range clients {
-			c.expire(now.UnixNano())
-		}
-		clear(clients) // NB: keeps no closed Client alive
-		clients = clients[:0]
 	}
 }
 
