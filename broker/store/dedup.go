@@ -83,31 +83,51 @@ const pendingPos = -1
 // dedupWindow remembers, per topic, the UNIQ_KEY of every message stored in
 // the last window, oldest first, at most max of them.
 //
-// Entries sit in a ring in insertion order (about store time order: the put
-// path inserts as it stores; the dispatcher adds what it did not, at open
-// and on a slave). A key's live entry is found through slots, an
-// open-addressing table (linear probing, at most half full, deletion by
-// backward shift: no tombstones, unlike a Go map under this churn of one
-// insert and one delete per message). A slot holds the low 32 bits of the
-// key's first hash (its home slot and a tag that spares most probes a
-// ring read) and the ring index + 1; 0 is empty. An entry no slot points
-// to (superseded, or its put failed) is dead (zero key) and leaves with its
-// turn.
+// Entries sit in a queue in insertion order (about store time order: the
+// put path inserts as it stores; the dispatcher adds what it did not, at
+// open and on a slave), numbered by sequence, held in chunks of
+// dedupChunk: a chunk the head leaves is reused at the tail, so the queue
+// grows and shrinks without copying. A key's live entry is found through
+// slots, an open-addressing table (linear probing, at most half full,
+// deletion by backward shift: no tombstones, unlike a Go map under this
+// churn of one insert and one delete per message). A slot holds the key's
+// tag (the low 31 bits of its first hash, its home slot, with bit 31 set so
+// that a used slot is never 0) and the low 32 bits of the entry's sequence;
+// 0 is empty. An entry no slot points to (superseded, or its put failed) is
+// dead (zero key) and leaves with its turn.
+//
+// The table doubles when half full, incrementally: the old table stays
+// searchable while each insert moves a few of its slots to the new one
+// (deleting there leaves dedupTomb, so that probes go on past it).
+// NB: the queue grew by copying and the table was rebuilt at once, under
+// the lock every send takes: filling to 2M keys, the longest insert took
+// 0.36-0.78 s (BenchmarkDedupFill), a stall of every send of the broker
+// in the minutes after each start.
 type dedupWindow struct {
 	window int64 // ms
 	max    int
 	now    func() time.Time
 
-	mu    sync.Mutex
-	ring  []dedupEntry // ring[seq % len(ring)] for seq in [head, head+n)
-	head  uint64
-	n     int
-	slots []uint64 // tag<<32 | ring index+1; len a power of 2, >= 2*len(ring)
-	live  int      // entries a slot points to
+	mu     sync.Mutex
+	chunks [][]dedupEntry // the queue: sequence seq at chunks[(seq-base)/dedupChunk][(seq-base)%dedupChunk]
+	base   uint64         // the first sequence of chunks[0], a multiple of dedupChunk
+	spare  []dedupEntry   // a chunk the head left, for the tail
+	head   uint64         // the oldest entry's sequence; [head, head+n) are in the queue
+	n      int
+	slots  []uint64 // len a power of 2, at most half used
+	old    []uint64 // while the table grows: the previous one, not yet moved from old[moved:]
+	moved  int
+	live   int // entries a slot points to
 
 	hits, misses, expired, cut atomic.Int64 // metrics
 	keys                       atomic.Int64 // live, for status without the lock
 }
+
+const (
+	dedupChunk = 4096 // entries per chunk of the queue (192 KiB)
+	dedupMove  = 8    // old slots moved to the new table per insert while it grows
+	dedupTomb  = 1    // an old table's deleted slot (a used slot has bit 63 set)
+)
 
 func newDedupWindow(o DedupOptions, now func() time.Time) *dedupWindow {
 	if o.Window <= 0 {
@@ -117,65 +137,134 @@ func newDedupWindow(o DedupOptions, now func() time.Time) *dedupWindow {
 		o.MaxKeys = 2_000_000
 	}
 	w := &dedupWindow{window: o.Window.Milliseconds(), max: o.MaxKeys, now: now}
-	w.resize(min(1024, o.MaxKeys))
+	w.slots = make([]uint64, w.slotsFor(min(1024, o.MaxKeys)))
 	return w
 }
+
+// slotsFor is the table size for n live keys: a power of 2, at least 2n.
+func (w *dedupWindow) slotsFor(n int) int { return max(16, 1<<bits.Len(uint(2*n-1))) }
 
 // nowMs is the window's clock in unix ms.
 func (w *dedupWindow) nowMs() int64 { return w.now().UnixMilli() }
 
-func (w *dedupWindow) mask() uint64 { return uint64(len(w.slots) - 1) }
+// entry returns the queue's entry of sequence seq.
+// REQUIRES: w.mu held, seq in [head, head+n) or the next to append.
+func (w *dedupWindow) entry(seq uint64) *dedupEntry {
+	i := seq - w.base
+	return &w.chunks[i/dedupChunk][i%dedupChunk]
+}
 
-// find returns the slot of k's live entry, or -1.
+// seqOf returns the sequence a used slot points to: the live one whose low
+// 32 bits it holds (the queue holds fewer than 2^32 entries).
+func (w *dedupWindow) seqOf(sl uint64) uint64 { return w.head + uint64(uint32(sl)-uint32(w.head)) }
+
+// slotTag is k's tag in a slot's high half (see dedupWindow).
+func slotTag(k dedupKey) uint64 { return uint64(uint32(k.a)) | 1<<31 }
+
+// probe returns the index of k's slot in table t, or -1.
 // REQUIRES: w.mu held.
-func (w *dedupWindow) find(k dedupKey) int {
-	tag, m := uint64(uint32(k.a)), w.mask()
+func (w *dedupWindow) probe(t []uint64, k dedupKey) int {
+	tag, m := slotTag(k), uint64(len(t)-1)
 	for i := tag & m; ; i = (i + 1) & m {
-		sl := w.slots[i]
+		sl := t[i]
 		if sl == 0 {
 			return -1
 		}
-		if sl>>32 == tag && w.ring[sl&0xFFFFFFFF-1].key == k {
+		if sl>>32 == tag && w.entry(w.seqOf(sl)).key == k {
 			return int(i)
 		}
 	}
 }
 
-// place points a free slot of k's probe sequence to ring index ri.
-// REQUIRES: w.mu held, k not in slots, slots at most half full.
-func (w *dedupWindow) place(k dedupKey, ri int) {
-	tag, m := uint64(uint32(k.a)), w.mask()
-	i := tag & m
-	for w.slots[i] != 0 {
-		i = (i + 1) & m
+// find returns the table holding k's live entry's slot and its index, or
+// (nil, -1). REQUIRES: w.mu held.
+func (w *dedupWindow) find(k dedupKey) ([]uint64, int) {
+	if i := w.probe(w.slots, k); i >= 0 {
+		return w.slots, i
 	}
-	w.slots[i] = tag<<32 | uint64(ri+1)
+	if w.old != nil {
+		if i := w.probe(w.old, k); i >= 0 {
+			return w.old, i
+		}
+	}
+	return nil, -1
 }
 
-// unslot empties slot i, shifting back the entries after it that probing
-// would no longer reach. REQUIRES: w.mu held.
-func (w *dedupWindow) unslot(i int) {
-	m := w.mask()
-	for j := (uint64(i) + 1) & m; w.slots[j] != 0; j = (j + 1) & m {
-		home := (w.slots[j] >> 32) & m
+// place points a free slot of the table to sequence seq of key k, growing
+// the table first when it is half full. REQUIRES: w.mu held, k has no slot.
+func (w *dedupWindow) place(k dedupKey, seq uint64) {
+	if 2*(w.live+1) > len(w.slots) {
+		w.grow()
+	}
+	w.put(w.slots, slotTag(k)<<32|uint64(uint32(seq)))
+	w.move(dedupMove)
+}
+
+// put stores the used slot value sl in its home slot of table t, or the
+// first free one after it. REQUIRES: w.mu held, t less than full.
+func (w *dedupWindow) put(t []uint64, sl uint64) {
+	m := uint64(len(t) - 1)
+	i := (sl >> 32) & m
+	for t[i] != 0 {
+		i = (i + 1) & m
+	}
+	t[i] = sl
+}
+
+// grow starts moving the table to one twice its size (finishing a move
+// still under way first). REQUIRES: w.mu held.
+func (w *dedupWindow) grow() {
+	w.move(len(w.old))
+	w.old, w.moved = w.slots, 0
+	w.slots = make([]uint64, 2*len(w.old))
+}
+
+// move moves up to n slots of the old table to the new one.
+// REQUIRES: w.mu held.
+func (w *dedupWindow) move(n int) {
+	for ; n > 0 && w.old != nil; n-- {
+		// NB: a moved slot becomes a tombstone, so that probes of the old
+		// table go on past it; an empty one stays empty, so that they end
+		// (the old table was at most half used, and gets no new slots).
+		if sl := w.old[w.moved]; sl > dedupTomb {
+			w.put(w.slots, sl)
+			w.old[w.moved] = dedupTomb
+		}
+		if w.moved++; w.moved == len(w.old) {
+			w.old = nil
+		}
+	}
+}
+
+// unslot empties slot i of table t: in the current table, shifting back the
+// entries after it that probing would no longer reach; in the old one,
+// leaving a tombstone. REQUIRES: w.mu held.
+func (w *dedupWindow) unslot(t []uint64, i int) {
+	if len(t) != len(w.slots) {
+		t[i] = dedupTomb
+		return
+	}
+	m := uint64(len(t) - 1)
+	for j := (uint64(i) + 1) & m; t[j] != 0; j = (j + 1) & m {
+		home := (t[j] >> 32) & m
 		// NB: the entry at j stays when its home is cyclically in (i, j].
 		if (uint64(i) < j && uint64(i) < home && home <= j) || (uint64(i) > j && (home > uint64(i) || home <= j)) {
 			continue
 		}
-		w.slots[i] = w.slots[j]
+		t[i] = t[j]
 		i = int(j)
 	}
-	w.slots[i] = 0
+	t[i] = 0
 }
 
 // lookupLocked returns k's entry unless it has none or it is expired.
 // REQUIRES: w.mu held.
 func (w *dedupWindow) lookupLocked(k dedupKey, now int64) (*dedupEntry, bool) {
-	i := w.find(k)
+	t, i := w.find(k)
 	if i < 0 {
 		return nil, false
 	}
-	e := &w.ring[w.slots[i]&0xFFFFFFFF-1]
+	e := w.entry(w.seqOf(t[i]))
 	if e.pos != pendingPos && e.ts < now-w.window {
 		return nil, false // NB: expired, not yet evicted
 	}
@@ -191,20 +280,23 @@ func (w *dedupWindow) insertLocked(e dedupEntry, now int64) uint64 {
 	if w.n == w.max {
 		w.popLocked(true)
 	}
-	if w.n == len(w.ring) {
-		w.resize(min(2*len(w.ring), w.max))
-	}
 	seq := w.head + uint64(w.n)
-	ri := int(seq % uint64(len(w.ring)))
-	w.ring[ri] = e
+	if seq-w.base == uint64(len(w.chunks))*dedupChunk {
+		c := w.spare
+		if c == nil {
+			c = make([]dedupEntry, dedupChunk)
+		}
+		w.chunks, w.spare = append(w.chunks, c), nil
+	}
+	*w.entry(seq) = e
 	w.n++
-	if i := w.find(e.key); i >= 0 {
+	if t, i := w.find(e.key); i >= 0 {
 		// NB: the key's expired entry: it dies, its slot is the new one's.
-		old := w.slots[i]
-		w.ring[old&0xFFFFFFFF-1].key = dedupKey{}
-		w.slots[i] = old&^0xFFFFFFFF | uint64(ri+1)
+		old := t[i]
+		w.entry(w.seqOf(old)).key = dedupKey{}
+		t[i] = old&^0xFFFFFFFF | uint64(uint32(seq))
 	} else {
-		w.place(e.key, ri)
+		w.place(e.key, seq)
 		w.live++
 	}
 	w.keys.Store(int64(w.live))
@@ -215,7 +307,7 @@ func (w *dedupWindow) insertLocked(e dedupEntry, now int64) uint64 {
 // REQUIRES: w.mu held.
 func (w *dedupWindow) evictLocked(now int64) {
 	for w.n > 0 {
-		e := &w.ring[w.head%uint64(len(w.ring))]
+		e := w.entry(w.head)
 		if e.pos == pendingPos || e.ts >= now-w.window {
 			return
 		}
@@ -226,7 +318,7 @@ func (w *dedupWindow) evictLocked(now int64) {
 // popLocked drops the head entry; cut says the bound forced it out.
 // REQUIRES: w.mu held, w.n > 0.
 func (w *dedupWindow) popLocked(cut bool) {
-	e := &w.ring[w.head%uint64(len(w.ring))]
+	e := w.entry(w.head)
 	if e.key != (dedupKey{}) {
 		w.unslot(w.find(e.key))
 		w.live--
@@ -240,24 +332,11 @@ func (w *dedupWindow) popLocked(cut bool) {
 	*e = dedupEntry{}
 	w.head++
 	w.n--
-}
-
-// resize gives the ring size entries (keeping sequence positions) and
-// rebuilds the slots for it.
-// REQUIRES: w.mu held, size >= w.n.
-func (w *dedupWindow) resize(size int) {
-	ring := make([]dedupEntry, size)
-	for i := range w.n {
-		seq := w.head + uint64(i)
-		ring[seq%uint64(size)] = w.ring[seq%uint64(len(w.ring))]
-	}
-	w.ring = ring
-	w.slots = make([]uint64, max(16, 1<<bits.Len(uint(2*size-1))))
-	for i := range w.n {
-		ri := int((w.head + uint64(i)) % uint64(size))
-		if k := ring[ri].key; k != (dedupKey{}) {
-			w.place(k, ri)
-		}
+	if w.head-w.base == dedupChunk {
+		// NB: the head left its chunk (cleared entry by entry): the tail's next.
+		w.spare = w.chunks[0]
+		w.chunks = append(w.chunks[:0], w.chunks[1:]...)
+		w.base += dedupChunk
 	}
 }
 
@@ -267,7 +346,7 @@ func (w *dedupWindow) removeLocked(k dedupKey, seq uint64) {
 	if seq < w.head || seq >= w.head+uint64(w.n) {
 		return // NB: cut by the bound meanwhile
 	}
-	e := &w.ring[seq%uint64(len(w.ring))]
+	e := w.entry(seq)
 	if e.key != k {
 		return
 	}
@@ -283,7 +362,7 @@ func (w *dedupWindow) fillLocked(seq uint64, pos, queueOffset, ts int64, size, q
 	if seq < w.head || seq >= w.head+uint64(w.n) {
 		return // NB: cut by the bound meanwhile
 	}
-	e := &w.ring[seq%uint64(len(w.ring))]
+	e := w.entry(seq)
 	e.pos, e.queueOffset, e.ts, e.size, e.queueID = pos, queueOffset, ts, size, queueID
 }
 
@@ -330,8 +409,7 @@ func (s *Store) DedupStatus() DedupStatus {
 	w.mu.Lock()
 	w.evictLocked(w.nowMs())
 	for i := range w.n {
-		seq := w.head + uint64(i)
-		if e := &w.ring[seq%uint64(len(w.ring))]; e.key != (dedupKey{}) && e.pos != pendingPos {
+		if e := w.entry(w.head + uint64(i)); e.key != (dedupKey{}) && e.pos != pendingPos {
 			st.Oldest = e.ts
 			break
 		}

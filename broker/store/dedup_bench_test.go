@@ -92,3 +92,33 @@ func BenchmarkDedupWindowMemory(b *testing.B) {
 		runtime.KeepAlive(w)
 	}
 }
+
+// BenchmarkDedupFill: the window filling from empty to max_keys (2M, the
+// default), one insert per message under the window's lock, as the put
+// path does. It reports the mean and the longest insert: a send waits for
+// the longest, and the window fills after every start (and again whenever
+// traffic rises), so a long one is a stall of every send of the broker.
+//
+//	go test -run='^$' -bench=DedupFill -benchtime=1x ./broker/store/
+func BenchmarkDedupFill(b *testing.B) {
+	const keys = 2_000_000
+	for range b.N {
+		now := time.UnixMilli(1_700_000_000_000)
+		w := newDedupWindow(DedupOptions{Window: time.Hour, MaxKeys: keys}, func() time.Time { return now })
+		var longest, total time.Duration
+		for i := range keys {
+			k := dedupKey{a: uint64(i) * 0x9E3779B97F4A7C15, b: uint64(i)}
+			start := time.Now()
+			w.mu.Lock()
+			if _, ok := w.lookupLocked(k, now.UnixMilli()); !ok {
+				w.insertLocked(dedupEntry{key: k, pos: int64(i), ts: now.UnixMilli()}, now.UnixMilli())
+			}
+			w.mu.Unlock()
+			d := time.Since(start)
+			total += d
+			longest = max(longest, d)
+		}
+		b.ReportMetric(float64(total.Nanoseconds())/keys, "ns/insert")
+		b.ReportMetric(float64(longest.Microseconds()), "longest-µs")
+	}
+}

@@ -321,65 +321,94 @@ func TestDedup_DispatcherFeed(t *testing.T) {
 }
 
 // TestDedupWindow_TableInvariants drives the window's table with random
-// inserts, failed puts, expiry and the bound, and checks after each step
-// that every live entry is found at its own ring index, that dead ones are
-// not, and that the slots count the live entries.
+// inserts, failed puts, expiry and the bound, and checks, after each step
+// of a small window and every few hundred steps of one that grows its
+// table (moving it incrementally) and turns its queue's chunks over, that
+// every live entry is found pointing at its own sequence, that dead ones
+// are not, and that the slots count the live entries.
 func TestDedupWindow_TableInvariants(t *testing.T) {
-	now := int64(1_000_000)
-	w := newDedupWindow(DedupOptions{Window: time.Second, MaxKeys: 300}, func() time.Time { return time.UnixMilli(now) })
-	r := rand.New(rand.NewPCG(1, 2))
-	var pending []struct {
-		k   dedupKey
-		seq uint64
+	for _, c := range []struct{ max, keys, steps, every int }{
+		{300, 500, 1500, 1},
+		{20_000, 40_000, 50_000, 997},
+	} {
+		t.Run(fmt.Sprint("max=", c.max), func(t *testing.T) {
+			now := int64(1_000_000)
+			w := newDedupWindow(DedupOptions{Window: time.Second, MaxKeys: c.max}, func() time.Time { return time.UnixMilli(now) })
+			r := rand.New(rand.NewPCG(1, 2))
+			var pending []struct {
+				k   dedupKey
+				seq uint64
+			}
+			grew := 0
+			for step := range c.steps {
+				k := dedupKeyOf("t", fmt.Sprint(r.IntN(c.keys)))
+				w.mu.Lock()
+				size := len(w.slots)
+				switch op := r.IntN(10); {
+				case op < 6:
+					if _, ok := w.lookupLocked(k, now); !ok {
+						w.insertLocked(dedupEntry{key: k, pos: int64(step), ts: now}, now)
+					}
+				case op < 8:
+					if _, ok := w.lookupLocked(k, now); !ok {
+						seq := w.insertLocked(dedupEntry{key: k, pos: pendingPos, ts: now}, now)
+						pending = append(pending, struct {
+							k   dedupKey
+							seq uint64
+						}{k, seq})
+					}
+				case op < 9 && len(pending) > 0:
+					p := pending[len(pending)-1]
+					pending = pending[:len(pending)-1]
+					if r.IntN(2) == 0 {
+						w.removeLocked(p.k, p.seq)
+					} else {
+						w.fillLocked(p.seq, int64(step), 0, now, 1, 0)
+					}
+				default:
+					now += int64(r.IntN(300 * 300 / c.max))
+				}
+				if len(w.slots) != size {
+					grew++
+				}
+				if step%c.every == 0 || step == c.steps-1 {
+					checkDedupTable(t, w, step)
+				}
+				require.LessOrEqual(t, w.n, c.max)
+				w.mu.Unlock()
+			}
+			_, i := w.find(dedupKeyOf("t", "never"))
+			require.Equal(t, -1, i)
+			if c.max > 2*dedupChunk {
+				require.Greater(t, grew, 2, "the table grew, incrementally")
+				require.Greater(t, w.base, uint64(2*dedupChunk), "the queue turned its chunks over")
+			}
+		})
 	}
-	for step := range 1500 {
-		k := dedupKeyOf("t", fmt.Sprint(r.IntN(500)))
-		w.mu.Lock()
-		switch op := r.IntN(10); {
-		case op < 6:
-			if _, ok := w.lookupLocked(k, now); !ok {
-				w.insertLocked(dedupEntry{key: k, pos: int64(step), ts: now}, now)
-			}
-		case op < 8:
-			if _, ok := w.lookupLocked(k, now); !ok {
-				seq := w.insertLocked(dedupEntry{key: k, pos: pendingPos, ts: now}, now)
-				pending = append(pending, struct {
-					k   dedupKey
-					seq uint64
-				}{k, seq})
-			}
-		case op < 9 && len(pending) > 0:
-			p := pending[len(pending)-1]
-			pending = pending[:len(pending)-1]
-			if r.IntN(2) == 0 {
-				w.removeLocked(p.k, p.seq)
-			} else {
-				w.fillLocked(p.seq, int64(step), 0, now, 1, 0)
-			}
-		default:
-			now += int64(r.IntN(300))
+}
+
+// checkDedupTable checks the window's table against its queue.
+// REQUIRES: w.mu held.
+func checkDedupTable(t *testing.T, w *dedupWindow, step int) {
+	live, used := 0, 0
+	for i := range w.n {
+		seq := w.head + uint64(i)
+		if e := w.entry(seq); e.key != (dedupKey{}) {
+			live++
+			tab, si := w.find(e.key)
+			require.GreaterOrEqual(t, si, 0, "step %d: a live entry is found", step)
+			require.Equal(t, uint64(uint32(seq)), tab[si]&0xFFFFFFFF, "step %d", step)
 		}
-		live, used := 0, 0
-		for i := range w.n {
-			ri := int((w.head + uint64(i)) % uint64(len(w.ring)))
-			if e := w.ring[ri]; e.key != (dedupKey{}) {
-				live++
-				si := w.find(e.key)
-				require.GreaterOrEqual(t, si, 0, "step %d: a live entry is found", step)
-				require.Equal(t, uint64(ri+1), w.slots[si]&0xFFFFFFFF, "step %d", step)
-			}
-		}
-		for _, sl := range w.slots {
-			if sl != 0 {
+	}
+	for _, tab := range [][]uint64{w.slots, w.old} {
+		for _, sl := range tab {
+			if sl > dedupTomb {
 				used++
 			}
 		}
-		require.Equal(t, w.live, live, "step %d", step)
-		require.Equal(t, live, used, "step %d", step)
-		require.LessOrEqual(t, w.n, 300)
-		w.mu.Unlock()
 	}
-	require.Equal(t, -1, w.find(dedupKeyOf("t", "never")))
+	require.Equal(t, w.live, live, "step %d", step)
+	require.Equal(t, live, used, "step %d", step)
 }
 
 // TestDedup_RepeatsWithinOneSubmit: a burst (one Submit) in which a message
