@@ -61,7 +61,7 @@ func (l *Log) AppendRaw(at Offset, data []byte) error {
 		return fmt.Errorf("%w: %d bytes at %d cross the end of a %d-byte segment", ErrRawGap, len(data), at, ss)
 	}
 	if l.active == nil || at == l.active.base+ss {
-		seg, err := l.createSegment(at)
+		seg, err := l.newSegment(at)
 		if err != nil {
 			l.failWrite(err, -1, 0)
 			return l.stickyErr()
@@ -70,6 +70,7 @@ func (l *Log) AppendRaw(at Offset, data []byte) error {
 		l.segs = append(l.segs, seg)
 		l.segMu.Unlock()
 		l.active, l.wpos = seg, 0
+		l.precreate(at + ss)
 	}
 	if l.warm != nil {
 		l.warm.claim(at + Offset(len(data)))

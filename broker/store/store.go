@@ -260,6 +260,7 @@ func (s *Store) logOptions() commitlog.Options {
 		FlushInterval:     c.FlushInterval,
 		GroupCommitWindow: c.GroupCommitWindow,
 		NoPreallocate:     !c.Preallocate,
+		PrecreateNext:     true, // NB: the put path never waits to create a segment
 		WarmAhead:         warmAhead,
 		DiskFullHint:      diskHint(c),
 		Retention: commitlog.RetentionOptions{
