@@ -283,6 +283,7 @@ type outgoing struct {
 	flag     int32
 	props    string
 	ids      []string
+	id1      [1]string // ids' array for a single message (no allocation of its own)
 	batch    bool
 	reply    bool   // a request-reply reply (MSG_TYPE reply): SEND_REPLY_MESSAGE_V2
 	async    bool   // sent by launch (SendAsync, SendBatchAsync, auto-batched): over the queue's lane (request.lane)
@@ -400,8 +401,9 @@ func (p *Producer) prepare(m *Message) (*outgoing, error) {
 	if err != nil {
 		return nil, err
 	}
-	o := &outgoing{m: m, topic: m.Topic, body: m.Body, flag: m.Flag, props: props, ids: []string{id}, group: p.cfg.group,
+	o := &outgoing{m: m, topic: m.Topic, body: m.Body, flag: m.Flag, props: props, id1: [1]string{id}, group: p.cfg.group,
 		reply: m.Properties[message.PropMsgType] == replyMsgType}
+	o.ids = o.id1[:]
 	if p.cfg.compressOver > 0 && len(m.Body) >= p.cfg.compressOver {
 		if c, err := message.Compress(m.Body, p.cfg.compressLevel); err == nil && len(c) < len(m.Body) {
 			o.body, o.sysFlag = c, message.FlagCompressed

@@ -226,12 +226,13 @@ func (t *transport) tryInline(ctx context.Context, addr string, r request, ok []
 	if err != nil {
 		return false
 	}
+	code := r.code // NB: a copy: captured, r would move to the heap
 	done := func(resp *remoting.Command, err error) {
 		if err != nil {
-			cb(nil, wrapTransport(addr, r.code, err))
+			cb(nil, wrapTransport(addr, code, err))
 			return
 		}
-		cb(resp, checkCode(addr, r.code, resp, ok))
+		cb(resp, checkCode(addr, code, resp, ok))
 	}
 	if _, err := c.Invoke(ctx, addr, cmd, remoting.Deadline(r.deadline()), remoting.Inline(done), remoting.NoDial()); err == nil {
 		return true
