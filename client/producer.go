@@ -393,11 +393,7 @@ func (p *Producer) prepare(m *Message) (*outgoing, error) {
 	if m.DelayLevel > 0 && !m.DeliverAt.IsZero() {
 		return nil, invalidMessage("set a delay level or a delivery time, not both")
 	}
-	id := m.MsgID
-	if id == "" {
-		id = p.core.ids.Next()
-	}
-	props, err := m.sendProperties(id)
+	props, id, err := m.sendProperties(m.MsgID, p.core.ids)
 	if err != nil {
 		return nil, err
 	}
@@ -426,6 +422,9 @@ func (p *Producer) prepareBatch(msgs []*Message) (*outgoing, error) {
 	}
 	items := make([]message.BatchItem, len(msgs))
 	ids := make([]string, len(msgs))
+	var all strings.Builder
+	all.Grow(len(msgs) * 64)
+	at := make([]int, 2*len(msgs)+1) // member i's properties start at at[2*i], its fresh id at at[2*i+1] (or -1)
 	for i, m := range msgs {
 		switch {
 		case m == nil:
@@ -437,15 +436,23 @@ func (p *Producer) prepareBatch(msgs []*Message) (*outgoing, error) {
 		case len(m.Body) == 0:
 			return nil, invalidMessage("batch member %d has an empty body", i)
 		}
-		ids[i] = m.MsgID
-		if ids[i] == "" {
-			ids[i] = p.core.ids.Next()
-		}
-		props, err := m.sendProperties(ids[i])
+		var err error
+		at[2*i] = all.Len()
+		ids[i], at[2*i+1], err = m.appendSendProperties(&all, m.MsgID, p.core.ids)
 		if err != nil {
 			return nil, fmt.Errorf("batch member %d: %w", i, err)
 		}
-		items[i] = message.BatchItem{Flag: m.Flag, Body: m.Body, Properties: props}
+		items[i] = message.BatchItem{Flag: m.Flag, Body: m.Body}
+	}
+	// NB: the members' properties and fresh ids are cut from one string:
+	// one allocation for the batch, not two per member.
+	at[2*len(msgs)] = all.Len()
+	props := all.String()
+	for i := range items {
+		items[i].Properties = props[at[2*i]:at[2*i+2]]
+		if idAt := at[2*i+1]; idAt >= 0 {
+			ids[i] = props[idAt : idAt+message.UniqIDLen]
+		}
 	}
 	body, err := batchBody(items)
 	if err != nil {
