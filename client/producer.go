@@ -423,8 +423,11 @@ func (p *Producer) prepareBatch(msgs []*Message) (*outgoing, error) {
 	items := make([]message.BatchItem, len(msgs))
 	ids := make([]string, len(msgs))
 	var all strings.Builder
-	all.Grow(len(msgs) * (len(message.PropUniqKey) + message.UniqIDLen + 2)) // NB: the UNIQ_KEY pair; more grows it
-	at := make([]int, 2*len(msgs)+1) // member i's properties start at at[2*i], its fresh id at at[2*i+1] (or -1)
+	// NB: sized for the UNIQ_KEY pairs; more properties grow it.
+	all.Grow(len(msgs) * (len(message.PropUniqKey) + message.UniqIDLen + 2))
+	// Member i's properties start at at[2*i], its fresh id at at[2*i+1]
+	// (or -1).
+	at := make([]int, 2*len(msgs)+1)
 	for i, m := range msgs {
 		switch {
 		case m == nil:
