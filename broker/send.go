@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sluicemq/sluice/broker/store"
@@ -209,12 +210,13 @@ func (b *Broker) send(ctx context.Context, w remoting.ResponseWriter, req *remot
 			return true
 		}
 	}
+	asked := h.QueueID // NB: a copy: captured, h would move to the heap
 	done := func(res store.PutResult) {
 		release()
 		qid := m.QueueID
 		switch {
 		case m.Topic == transHalfTopic:
-			qid = h.QueueID // NB: as Java: the queue asked for, not the half topic's
+			qid = asked // NB: as Java: the queue asked for, not the half topic's
 		case res.Duplicates > 0:
 			qid = res.QueueID // NB: the stored copy's, which a retry may not have picked
 		}
@@ -406,14 +408,31 @@ func (b *Broker) answerPut(w remoting.ResponseWriter, req *remoting.Command, res
 		return
 	}
 	code, remark := putCode(res, putSend)
-	resp := remoting.NewResponse(req, code, remark)
+	a := sendAnswers.Get().(*sendAnswer)
+	a.resp = remoting.Command{Header: remoting.Header{Code: code, Language: protocol.LanguageGo,
+		Version: protocol.CurrentVersion, Remark: remark}}
 	if res.Stored() {
 		// NB: written into the frame without a map (ExtWriter).
-		resp.ExtWriter = &protocol.SendMessageResponseHeader{MsgID: msgID, QueueID: queueID,
+		a.hdr = protocol.SendMessageResponseHeader{MsgID: msgID, QueueID: queueID,
 			QueueOffset: res.QueueOffset, Region: defaultRegion, TraceOn: true, Duplicates: int32(res.Duplicates)}
+		a.resp.ExtWriter = &a.hdr
 	}
-	_ = w.WriteSoon(resp)
+	_ = w.WriteSoon(&a.resp)
+	// NB: a ResponseWriter keeps nothing of the command once Write
+	// returns (the frame is encoded, or the recorder copied it).
+	*a = sendAnswer{}
+	sendAnswers.Put(a)
 }
+
+// sendAnswer is a send's answer: the response and its ext header, reused
+// (two allocations per send saved). Write sets the opaque, the flag and
+// the serialize type.
+type sendAnswer struct {
+	resp remoting.Command
+	hdr  protocol.SendMessageResponseHeader
+}
+
+var sendAnswers = sync.Pool{New: func() any { return new(sendAnswer) }}
 
 // sendBatch stores a SEND_BATCH_MESSAGE as consecutive records (spec 3.1
 // step 8).
@@ -454,18 +473,19 @@ func (b *Broker) sendBatch(ctx context.Context, w remoting.ResponseWriter, req *
 	batch := &store.Batch{Template: message.Message{Topic: h.Topic, QueueID: h.QueueID, SysFlag: h.SysFlag,
 		BornTimestamp: h.BornTimestamp, BornHost: peerAddr(w), StoreHost: b.storeHost, ReconsumeTimes: h.ReconsumeTimes},
 		Items: items}
+	topicName, asked := h.Topic, h.QueueID // NB: copies: captured, h would move to the heap
 	done := func(res store.PutResult) {
 		release()
 		bytes := 0
 		for _, it := range items {
 			bytes += len(it.Body)
 		}
-		qid := h.QueueID
+		qid := asked
 		if res.Duplicates > 0 {
 			qid = res.QueueID
 			bytes = 0 // NB: a partly repeated batch's stored bytes are not known here
 		}
-		b.stats.recordPut(h.Topic, len(items)-res.Duplicates, bytes)
+		b.stats.recordPut(topicName, len(items)-res.Duplicates, bytes)
 		ids := make([]byte, 0, len(res.Positions)*(message.OffsetMsgIDLenV6+1))
 		for i, p := range res.Positions {
 			if i > 0 {

@@ -99,16 +99,18 @@ var reserved = map[string]bool{
 	message.PropTimerDeliverMS: true,
 }
 
-// fieldProperties is sendProperties for a message without user
-// properties: the pairs are written straight from the fields, in the
-// sorted order AppendProperties gives them, with no map in between.
-func (m *Message) fieldProperties(id string) (string, error) {
-	var b strings.Builder
+// fieldProperties appends to b the properties of a message without user
+// properties (see appendSendProperties): the pairs are written straight
+// from the fields, in the sorted order AppendProperties gives them, with
+// no map in between. A fresh id from gen is written into b (no string of
+// its own): idAt is where, or -1.
+func (m *Message) fieldProperties(b *strings.Builder, id string, gen *message.UniqIDGenerator) (idAt int, err error) {
+	start := b.Len()
 	add := func(k, v string) error {
 		if v == "" || strings.ContainsRune(v, '\x02') {
 			return invalidMessage("property %q=%q cannot be encoded (empty, or holds \\x01/\\x02)", k, v)
 		}
-		if b.Len() > 0 {
+		if b.Len() > start {
 			b.WriteByte(message.PropertySeparator)
 		}
 		b.WriteString(k)
@@ -117,7 +119,6 @@ func (m *Message) fieldProperties(id string) (string, error) {
 		return nil
 	}
 	b.Grow(len(m.Tags) + len(id) + len(m.ShardingKey) + 40)
-	var err error
 	if m.DelayLevel > 0 {
 		err = add(message.PropDelay, strconv.Itoa(m.DelayLevel))
 	}
@@ -133,25 +134,64 @@ func (m *Message) fieldProperties(id string) (string, error) {
 	if !m.DeliverAt.IsZero() && err == nil {
 		err = add(message.PropTimerDeliverMS, strconv.FormatInt(m.DeliverAt.UnixMilli(), 10))
 	}
-	if id != "" && err == nil {
+	idAt = -1
+	switch {
+	case err != nil:
+	case id != "":
 		err = add(message.PropUniqKey, id)
+	case gen != nil:
+		raw := gen.NextBytes()
+		if b.Len() > start {
+			b.WriteByte(message.PropertySeparator)
+		}
+		b.WriteString(message.PropUniqKey)
+		b.WriteByte(message.NameValueSeparator)
+		idAt = b.Len()
+		b.Write(raw[:])
 	}
 	if err != nil {
-		return "", err
+		return -1, err
 	}
-	if b.Len() > message.MaxPropertiesLen {
-		return "", invalidMessage("properties are %d bytes, the limit is %d", b.Len(), message.MaxPropertiesLen)
+	if n := b.Len() - start; n > message.MaxPropertiesLen {
+		return -1, invalidMessage("properties are %d bytes, the limit is %d", n, message.MaxPropertiesLen)
 	}
-	return b.String(), nil
+	return idAt, nil
 }
 
-// sendProperties returns m's properties string for a send, with UNIQ_KEY
-// set to id (none when id is empty).
-func (m *Message) sendProperties(id string) (string, error) {
-	if len(m.Properties) == 0 {
-		return m.fieldProperties(id)
+// sendProperties returns m's properties string for a send and its
+// UNIQ_KEY: id, or a fresh one from gen when id is empty (none when gen is
+// nil too).
+func (m *Message) sendProperties(id string, gen *message.UniqIDGenerator) (string, string, error) {
+	var b strings.Builder
+	id, idAt, err := m.appendSendProperties(&b, id, gen)
+	if err != nil {
+		return "", "", err
 	}
-	return m.mapProperties(id)
+	props := b.String()
+	if idAt >= 0 {
+		id = props[idAt : idAt+message.UniqIDLen] // NB: a substring, no allocation
+	}
+	return props, id, nil
+}
+
+// appendSendProperties appends m's properties for a send to b. The id is
+// the one given, or a fresh one from gen: returned, or, when idAt >= 0,
+// written at idAt in b (the caller cuts it from b's string, saving a
+// string per message).
+func (m *Message) appendSendProperties(b *strings.Builder, id string, gen *message.UniqIDGenerator) (string, int, error) {
+	if len(m.Properties) == 0 {
+		idAt, err := m.fieldProperties(b, id, gen)
+		return id, idAt, err
+	}
+	if id == "" && gen != nil {
+		id = gen.Next()
+	}
+	props, err := m.mapProperties(id)
+	if err != nil {
+		return "", -1, err
+	}
+	b.WriteString(props)
+	return id, -1, nil
 }
 
 // mapProperties is sendProperties through a map: user properties (but the

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net/netip"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -52,6 +53,7 @@ func TestDecodeRecords(t *testing.T) {
 // properties are byte for byte what the general path writes, and refuse
 // what it refuses.
 func TestFieldProperties(t *testing.T) {
+	gen := message.NewUniqIDGenerator(netip.MustParseAddr("10.0.0.1"), 7)
 	for _, m := range []*Message{
 		{},
 		{Tags: "TagA"},
@@ -64,7 +66,12 @@ func TestFieldProperties(t *testing.T) {
 		{Keys: []string{""}},
 	} {
 		for _, id := range []string{"", "7F0000010001000000000000000A0001"} {
-			fast, ferr := m.fieldProperties(id)
+			var b strings.Builder
+			_, ferr := m.fieldProperties(&b, id, nil)
+			fast := ""
+			if ferr == nil {
+				fast = b.String() // NB: b is the caller's to drop on an error
+			}
 			slow, serr := m.mapProperties(id)
 			require.Equal(t, slow, fast, "%+v id %q", m, id)
 			require.Equal(t, serr != nil, ferr != nil, "%+v id %q: %v / %v", m, id, serr, ferr)
@@ -72,6 +79,21 @@ func TestFieldProperties(t *testing.T) {
 				require.ErrorIs(t, ferr, ErrInvalidMessage)
 			}
 		}
+		// A fresh id is written into the string and returned as its
+		// UNIQ_KEY.
+		fast, id, ferr := m.sendProperties("", gen)
+		if ferr != nil {
+			require.ErrorIs(t, ferr, ErrInvalidMessage)
+			continue
+		}
+		_, err := message.ParseUniqID(id)
+		require.NoError(t, err)
+		got, _ := message.PropertyValue(fast, message.PropUniqKey)
+		require.Equal(t, id, got)
+		slow, err := m.mapProperties(id)
+		require.NoError(t, err)
+		require.Equal(t, slow, fast)
+		require.NotEqual(t, id, gen.Next(), "ids repeat")
 	}
 }
 

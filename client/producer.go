@@ -283,6 +283,7 @@ type outgoing struct {
 	flag     int32
 	props    string
 	ids      []string
+	id1      [1]string // ids' array for a single message (no allocation of its own)
 	batch    bool
 	reply    bool   // a request-reply reply (MSG_TYPE reply): SEND_REPLY_MESSAGE_V2
 	async    bool   // sent by launch (SendAsync, SendBatchAsync, auto-batched): over the queue's lane (request.lane)
@@ -392,16 +393,13 @@ func (p *Producer) prepare(m *Message) (*outgoing, error) {
 	if m.DelayLevel > 0 && !m.DeliverAt.IsZero() {
 		return nil, invalidMessage("set a delay level or a delivery time, not both")
 	}
-	id := m.MsgID
-	if id == "" {
-		id = p.core.ids.Next()
-	}
-	props, err := m.sendProperties(id)
+	props, id, err := m.sendProperties(m.MsgID, p.core.ids)
 	if err != nil {
 		return nil, err
 	}
-	o := &outgoing{m: m, topic: m.Topic, body: m.Body, flag: m.Flag, props: props, ids: []string{id}, group: p.cfg.group,
+	o := &outgoing{m: m, topic: m.Topic, body: m.Body, flag: m.Flag, props: props, id1: [1]string{id}, group: p.cfg.group,
 		reply: m.Properties[message.PropMsgType] == replyMsgType}
+	o.ids = o.id1[:]
 	if p.cfg.compressOver > 0 && len(m.Body) >= p.cfg.compressOver {
 		if c, err := message.Compress(m.Body, p.cfg.compressLevel); err == nil && len(c) < len(m.Body) {
 			o.body, o.sysFlag = c, message.FlagCompressed
@@ -424,6 +422,12 @@ func (p *Producer) prepareBatch(msgs []*Message) (*outgoing, error) {
 	}
 	items := make([]message.BatchItem, len(msgs))
 	ids := make([]string, len(msgs))
+	var all strings.Builder
+	// NB: sized for the UNIQ_KEY pairs; more properties grow it.
+	all.Grow(len(msgs) * (len(message.PropUniqKey) + message.UniqIDLen + 2))
+	// Member i's properties start at at[2*i], its fresh id at at[2*i+1]
+	// (or -1).
+	at := make([]int, 2*len(msgs)+1)
 	for i, m := range msgs {
 		switch {
 		case m == nil:
@@ -435,15 +439,23 @@ func (p *Producer) prepareBatch(msgs []*Message) (*outgoing, error) {
 		case len(m.Body) == 0:
 			return nil, invalidMessage("batch member %d has an empty body", i)
 		}
-		ids[i] = m.MsgID
-		if ids[i] == "" {
-			ids[i] = p.core.ids.Next()
-		}
-		props, err := m.sendProperties(ids[i])
+		var err error
+		at[2*i] = all.Len()
+		ids[i], at[2*i+1], err = m.appendSendProperties(&all, m.MsgID, p.core.ids)
 		if err != nil {
 			return nil, fmt.Errorf("batch member %d: %w", i, err)
 		}
-		items[i] = message.BatchItem{Flag: m.Flag, Body: m.Body, Properties: props}
+		items[i] = message.BatchItem{Flag: m.Flag, Body: m.Body}
+	}
+	// NB: the members' properties and fresh ids are cut from one string:
+	// one allocation for the batch, not two per member.
+	at[2*len(msgs)] = all.Len()
+	props := all.String()
+	for i := range items {
+		items[i].Properties = props[at[2*i]:at[2*i+2]]
+		if idAt := at[2*i+1]; idAt >= 0 {
+			ids[i] = props[idAt : idAt+message.UniqIDLen]
+		}
 	}
 	body, err := batchBody(items)
 	if err != nil {

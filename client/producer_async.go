@@ -34,8 +34,9 @@ func (p *Producer) tryAsyncFirst(ctx context.Context, o *outgoing, done func(Sen
 	req := p.sendRequest(q, o, start, min(p.cfg.sendTimeout, deadline.Sub(start)))
 	o.hold()
 	defer o.drop() // NB: the write has returned
-	return p.core.tr.tryInline(ctx, addr, req, sendOKCodes, func(resp *remoting.Command, err error) {
-		if err == nil {
+	code := req.code
+	return p.core.tr.tryInline(ctx, addr, req, func(resp *remoting.Command, err error) {
+		if err = settle(addr, code, sendOKCodes, resp, err); err == nil {
 			var res SendResult
 			if res, err = sendResult(resp, q, o); err == nil {
 				p.faults.record(q.BrokerName, time.Since(start), false)

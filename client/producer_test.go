@@ -93,16 +93,24 @@ func TestProducer_SendModes(t *testing.T) {
 		for i := range 5 {
 			msgs = append(msgs, &Message{Topic: "modes", Body: fmt.Appendf(nil, "batch-%d", i), Tags: "TB", Keys: []string{fmt.Sprintf("bk%d", i)}})
 		}
+		// NB: members with user properties (written through a map) and
+		// with an id of their own, among members whose ids are made.
+		msgs[1].Properties = map[string]string{"color": "red"}
+		msgs[3].MsgID = "7F0000010001000000000000000B0003"
 		res, err := p.SendBatch(ctx, msgs)
 		require.NoError(t, err)
 		ids, offIDs := strings.Split(res.MsgID, ","), strings.Split(res.OffsetMsgID, ",")
 		require.Len(t, ids, 5)
+		require.Equal(t, msgs[3].MsgID, ids[3])
 		require.Len(t, offIDs, 5)
 		for i, oid := range offIDs {
 			got, err := a.QueryByID(ctx, oid)
 			require.NoError(t, err)
 			require.Equal(t, fmt.Sprintf("batch-%d", i), string(got.Body))
 			require.Equal(t, ids[i], got.MsgID, "batch members carry UNIQ_KEY")
+			require.Equal(t, "TB", got.Tags)
+			require.Equal(t, []string{fmt.Sprintf("bk%d", i)}, got.Keys)
+			require.Equal(t, msgs[i].Properties["color"], got.Properties["color"])
 			require.Equal(t, res.Queue.QueueID, got.Queue.QueueID, "one queue for the whole batch")
 			require.Equal(t, res.QueueOffset+int64(i), got.QueueOffset, "consecutive offsets")
 		}

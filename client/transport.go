@@ -207,11 +207,23 @@ func checkCode(addr string, code int16, resp *remoting.Command, ok []int16) erro
 	return newBrokerError(addr, code, resp.Code, resp.Remark)
 }
 
-// tryInline sends r to addr and has cb called with the outcome (as call's,
-// with ok as the accepted codes) on the goroutine that completes the call:
-// cb must not block. It returns false, having sent nothing, unless addr's
-// codec is known and a connection to it is open.
-func (t *transport) tryInline(ctx context.Context, addr string, r request, ok []int16, cb func(*remoting.Command, error)) bool {
+// settle turns the raw outcome of a call to addr with code into call's,
+// with ok as the accepted codes: an error wrapped, or a *BrokerError for
+// an answer with another code.
+func settle(addr string, code int16, ok []int16, resp *remoting.Command, err error) error {
+	if err != nil {
+		return wrapTransport(addr, code, err)
+	}
+	return checkCode(addr, code, resp, ok)
+}
+
+// tryInline sends r to addr and has cb called with the raw outcome (which
+// cb passes through settle) on the goroutine that completes the call: cb
+// must not block. It returns false, having sent nothing, unless addr's
+// codec is known and a connection to it is open. NB: cb goes to the
+// connection as it is: a closure wrapping it here was an allocation per
+// send.
+func (t *transport) tryInline(ctx context.Context, addr string, r request, cb func(*remoting.Command, error)) bool {
 	var st remoting.SerializeType
 	switch t.mode(addr) {
 	case codecMsgpack:
@@ -226,14 +238,7 @@ func (t *transport) tryInline(ctx context.Context, addr string, r request, ok []
 	if err != nil {
 		return false
 	}
-	done := func(resp *remoting.Command, err error) {
-		if err != nil {
-			cb(nil, wrapTransport(addr, r.code, err))
-			return
-		}
-		cb(resp, checkCode(addr, r.code, resp, ok))
-	}
-	if _, err := c.Invoke(ctx, addr, cmd, remoting.Deadline(r.deadline()), remoting.Inline(done), remoting.NoDial()); err == nil {
+	if _, err := c.Invoke(ctx, addr, cmd, remoting.Deadline(r.deadline()), remoting.Inline(cb), remoting.NoDial()); err == nil {
 		return true
 	}
 	if c != t.mp1 {
@@ -245,7 +250,7 @@ func (t *transport) tryInline(ctx context.Context, addr string, r request, ok []
 	if _, err := c.Conn(ctx, addr); err != nil {
 		return false
 	}
-	_, err = c.Invoke(ctx, addr, cmd, remoting.Deadline(r.deadline()), remoting.Inline(done), remoting.NoDial())
+	_, err = c.Invoke(ctx, addr, cmd, remoting.Deadline(r.deadline()), remoting.Inline(cb), remoting.NoDial())
 	return err == nil
 }
 

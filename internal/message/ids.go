@@ -152,6 +152,13 @@ func NewUniqIDGenerator(ip netip.Addr, pid int) *UniqIDGenerator {
 
 // Next returns a new UNIQ_KEY.
 func (g *UniqIDGenerator) Next() string {
+	b := g.NextBytes()
+	return string(b[:])
+}
+
+// NextBytes is Next without a string: a caller that writes the id into
+// something larger saves the string's allocation.
+func (g *UniqIDGenerator) NextBytes() [UniqIDLen]byte {
 	now := g.now().UnixMilli()
 	g.mu.Lock()
 	switch {
@@ -178,7 +185,7 @@ func (g *UniqIDGenerator) Next() string {
 	for i, c := range b {
 		out[2*i], out[2*i+1] = upperHex[c>>4], upperHex[c&0xF]
 	}
-	return string(out[:])
+	return out
 }
 
 // UniqID is a decoded UNIQ_KEY.

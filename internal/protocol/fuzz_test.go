@@ -3,6 +3,8 @@ package protocol
 import (
 	"bytes"
 	"sort"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -74,5 +76,27 @@ func FuzzExtFields(f *testing.F) {
 		if errMap == nil {
 			require.Equal(t, fromMap, fromPairs)
 		}
+	})
+}
+
+// FuzzAtoiShort: the fast path of a header's numbers agrees with
+// strconv.ParseInt wherever it answers, and answers every plain decimal
+// of up to 18 digits.
+func FuzzAtoiShort(f *testing.F) {
+	for _, s := range []string{"0", "-1", "7", "-", "", "+5", "1_0", "123456789012345678", "-123456789012345678",
+		"1234567890123456789", "9223372036854775807", "-9223372036854775808", "00042", "--1", "1-", " 1", "٣"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		n, ok := atoiShort(s)
+		want, err := strconv.ParseInt(s, 10, 64)
+		if ok {
+			require.NoError(t, err, "%q", s)
+			require.Equal(t, want, n, "%q", s)
+			return
+		}
+		digits := strings.TrimPrefix(s, "-")
+		plain := digits != "" && len(digits) <= 18 && strings.Trim(digits, "0123456789") == ""
+		require.False(t, plain, "%q is a plain decimal the fast path declined", s)
 	})
 }

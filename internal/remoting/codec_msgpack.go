@@ -322,27 +322,34 @@ func (d *msgpackDecoder) mapLen() (int, error) {
 // bytes reads a string (or bin, or nil as empty) and returns its bytes in
 // the input, after checking its claimed length against what is left.
 func (d *msgpackDecoder) bytes() ([]byte, error) {
-	// NB: fixstr and str8, the common cases, are read here; the decoder
-	// reads the rest.
-	c, ok := d.r.peek()
-	var n int
+	// NB: fixstr and str8, the common cases, are read here without a
+	// call (a header has some fifty strings); the decoder reads the rest.
+	b := d.r.b[d.r.i:]
+	var n, hl int
 	switch {
-	case ok && c >= 0xa0 && c <= 0xbf:
-		d.r.i++
-		n = int(c & 0x1f)
-	case ok && c == 0xd9 && d.r.left() >= 2:
-		n = int(d.r.b[d.r.i+1])
-		d.r.i += 2
+	case len(b) >= 1 && b[0] >= 0xa0 && b[0] <= 0xbf:
+		n, hl = int(b[0]&0x1f), 1
+	case len(b) >= 2 && b[0] == 0xd9:
+		n, hl = int(b[1]), 2
 	default:
 		var err error
 		if n, err = d.dec.DecodeBytesLen(); err != nil {
 			return nil, wrapMsgpack(err)
 		}
+		if n <= 0 {
+			return nil, nil
+		}
+		return d.r.take(n)
 	}
-	if n <= 0 {
+	if n > len(b)-hl {
+		d.r.i += hl
+		return d.r.take(n) // NB: the error
+	}
+	d.r.i += hl + n
+	if n == 0 {
 		return nil, nil
 	}
-	return d.r.take(n)
+	return b[hl : hl+n], nil
 }
 
 // str reads a string (or bin, or nil as ""), copying it out of the input.
@@ -354,21 +361,51 @@ func (d *msgpackDecoder) str() (string, error) {
 type intN interface{ ~int16 | ~int32 }
 
 func decodeIntN[T intN](d *msgpackDecoder, key string) (T, error) {
-	var v int64
-	var err error
-	if c, ok := d.r.peek(); ok && (c <= 0x7f || c >= 0xe0) { // NB: a positive or negative fixint
-		d.r.i++
-		v = int64(int8(c))
-		if c <= 0x7f {
-			v = int64(c)
+	v, ok := d.fixedInt()
+	if !ok {
+		var err error
+		if v, err = d.dec.DecodeInt64(); err != nil {
+			return 0, wrapMsgpack(err)
 		}
-	} else if v, err = d.dec.DecodeInt64(); err != nil {
-		return 0, wrapMsgpack(err)
 	}
 	if int64(T(v)) != v {
 		return 0, badHeader("msgpack: %s %d out of range", key, v)
 	}
 	return T(v), nil
+}
+
+// fixedInt reads a fixint or an int or uint of 8, 16 or 32 bits, what
+// an opaque, a code or a version is written as, without the library's
+// reader (a call through io.ReadAtLeast per value). ok is false, having
+// read nothing, for anything else.
+func (d *msgpackDecoder) fixedInt() (v int64, ok bool) {
+	b := d.r.b[d.r.i:]
+	if len(b) == 0 {
+		return 0, false
+	}
+	n := 1
+	switch c := b[0]; {
+	case c <= 0x7f:
+		v = int64(c)
+	case c >= 0xe0:
+		v = int64(int8(c))
+	case c == msgpcode.Uint8 && len(b) >= 2:
+		v, n = int64(b[1]), 2
+	case c == msgpcode.Uint16 && len(b) >= 3:
+		v, n = int64(binary.BigEndian.Uint16(b[1:])), 3
+	case c == msgpcode.Uint32 && len(b) >= 5:
+		v, n = int64(binary.BigEndian.Uint32(b[1:])), 5
+	case c == msgpcode.Int8 && len(b) >= 2:
+		v, n = int64(int8(b[1])), 2
+	case c == msgpcode.Int16 && len(b) >= 3:
+		v, n = int64(int16(binary.BigEndian.Uint16(b[1:]))), 3
+	case c == msgpcode.Int32 && len(b) >= 5:
+		v, n = int64(int32(binary.BigEndian.Uint32(b[1:]))), 5
+	default:
+		return 0, false
+	}
+	d.r.i += n
+	return v, true
 }
 
 // language accepts the enum name (what Sluice writes) or its ordinal.
@@ -414,14 +451,33 @@ func (d *msgpackDecoder) extPairs() ([]string, error) {
 	all := string(d.r.b[base:])
 	kv := slices.Grow(d.kv[:0], 2*n)[:2*n]
 	d.kv = kv
-	for i := range kv {
-		p, err := d.bytes()
-		if err != nil {
-			return nil, err
+	// NB: fixstr and str8 are read in the loop, on locals (a call of
+	// bytes per string was half of a send header's decoding); bytes
+	// reads any other form, or fails.
+	b, i := d.r.b, d.r.i
+	for j := range kv {
+		var n int
+		switch {
+		case i < len(b) && b[i] >= 0xa0 && b[i] <= 0xbf:
+			n, i = int(b[i]&0x1f), i+1
+		case i+1 < len(b) && b[i] == 0xd9:
+			n, i = int(b[i+1]), i+2
+		default:
+			d.r.i = i
+			p, err := d.bytes()
+			if err != nil {
+				return nil, err
+			}
+			n, i = len(p), d.r.i-len(p)
 		}
-		end := d.r.i - base
-		kv[i] = all[end-len(p) : end]
+		if n > len(b)-i {
+			d.r.i = i
+			return nil, badHeader("msgpack: length %d with %d bytes left", n, len(b)-i)
+		}
+		kv[j] = all[i-base : i-base+n]
+		i += n
 	}
+	d.r.i = i
 	return kv, nil
 }
 

@@ -515,3 +515,32 @@ func TestMsgpack_SendExtAsPairs(t *testing.T) {
 	h := Header{ExtPairs: []string{"k", "1", "k", "2"}}
 	require.Equal(t, map[string]string{"k": "2"}, h.ExtMap(), "the last of a repeated key counts, as in a map")
 }
+
+// TestMsgpack_IntWidths: a number in any int or uint width decodes to its
+// value (other encoders need not pick the smallest form), and one cut
+// short is an error.
+func TestMsgpack_IntWidths(t *testing.T) {
+	forms := map[string][]byte{
+		"fixint": {0x05}, "uint8": {0xcc, 5}, "uint16": {0xcd, 0, 5}, "uint32": {0xce, 0, 0, 0, 5},
+		"uint64": {0xcf, 0, 0, 0, 0, 0, 0, 0, 5}, "int8": {0xd0, 5}, "int16": {0xd1, 0, 5},
+		"int32": {0xd2, 0, 0, 0, 5}, "int64": {0xd3, 0, 0, 0, 0, 0, 0, 0, 5},
+	}
+	for name, v := range forms {
+		for _, key := range []string{"code", "version", "opaque", "flag"} {
+			b := append([]byte{0x81, 0xa0 | byte(len(key))}, key...)
+			var h Header
+			require.NoError(t, MsgpackCodec.DecodeHeader(append(b, v...), &h), "%s %s", name, key)
+			// NB: key is the one field set.
+			require.Equal(t, int64(5), int64(h.Code)+int64(h.Version)+int64(h.Opaque)+int64(h.Flag), "%s %s", name, key)
+			for n := 1; n < len(v); n++ {
+				require.ErrorIs(t, MsgpackCodec.DecodeHeader(append(b, v[:n]...), &h), ErrBadHeader, "%s %s cut to %d", name, key, n)
+			}
+		}
+	}
+	var h Header
+	require.NoError(t, MsgpackCodec.DecodeHeader([]byte{0x81, 0xa6, 'o', 'p', 'a', 'q', 'u', 'e', 0xd2, 0xff, 0xff, 0xff, 0xfe}, &h))
+	require.Equal(t, int32(-2), h.Opaque)
+	require.NoError(t, MsgpackCodec.DecodeHeader([]byte{0x81, 0xa4, 'c', 'o', 'd', 'e', 0xd1, 0x80, 0x00}, &h))
+	require.Equal(t, int16(math.MinInt16), h.Code)
+	require.ErrorIs(t, MsgpackCodec.DecodeHeader([]byte{0x81, 0xa4, 'c', 'o', 'd', 'e', 0xce, 0x00, 0x01, 0x00, 0x00}, &h), ErrBadHeader)
+}

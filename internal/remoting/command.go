@@ -100,6 +100,17 @@ type Command struct {
 	SerializeType SerializeType
 	Body          []byte
 	borrowed      bool // Body is a view of the reader's input buffer
+	// inlineW is the ResponseWriter serveInline gives a request read off
+	// a connection, allocated with it (see inbound); nil otherwise.
+	inlineW *responseWriter
+}
+
+// inbound is a frame read off a connection: the command and the writer
+// that answers it if it is a request served inline, in one allocation
+// (the writer lives as long as the request, which handlers keep).
+type inbound struct {
+	cmd Command
+	w   responseWriter
 }
 
 // own makes Body the command's own copy if it was a view of the reader's

@@ -19,6 +19,7 @@ type call struct {
 	deadline int64                 // unix nanos, 0 for none: see Deadline
 	inline   bool                  // cb runs where the call completes (Inline)
 	pairs    bool                  // the response may keep its ext as ExtPairs (see pairsAnswer)
+	code     int16                 // with cb: finish passes errors through invokeErr with it (no closure per call)
 }
 
 // pairsAnswer reports whether the answer to a request with code keeps a
@@ -68,6 +69,9 @@ func (c *Conn) finish(cl *call, cmd *Command, err error) {
 	}
 	if cl.stop != nil {
 		cl.stop()
+	}
+	if err != nil {
+		err = c.invokeErr(cl.code, err)
 	}
 	cb := cl.cb
 	if cl.inline {
@@ -292,13 +296,7 @@ func (c *Conn) expire(now int64) {
 // an error (as invoke's): on a goroutine of the owner's, or with Inline
 // where the call completes.
 func (c *Conn) launch(ctx context.Context, req *Command, o CallOption) {
-	code, cb := req.Code, o.cb
-	cl := &call{inline: o.flags&callInline != 0, deadline: o.deadline, cb: func(cmd *Command, err error) {
-		if err != nil {
-			err = c.invokeErr(code, err)
-		}
-		cb(cmd, err)
-	}}
+	cl := &call{inline: o.flags&callInline != 0, deadline: o.deadline, cb: o.cb, code: req.Code}
 	var err error
 	if ctx.Err() != nil {
 		err = ctxError(ctx)

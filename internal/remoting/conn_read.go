@@ -32,8 +32,8 @@ func (c *Conn) onRequest(_ context.Context, nc netpoll.Connection) error {
 		_ = nc.SetReadDeadline(time.Now().Add(c.frameTimeout))
 	}
 	cmd, size, err := readFrame(r, c.maxFrame, true)
-	var wide *CodeRangeError
-	if err != nil && !errors.As(err, &wide) {
+	wide := asCodeRange(err)
+	if err != nil && wide == nil {
 		c.readFailed(err) // NB: before the release: its hooks may read borrowed bodies
 		_ = r.Release()
 		return nil

@@ -33,6 +33,8 @@ type ResponseWriter interface {
 	// For a oneway request it writes nothing and returns nil. Write is
 	// safe to call from any goroutine; it returns when the frame has
 	// been handed to the kernel (resp.Body may be reused after that).
+	// Neither Write nor WriteSoon keeps resp once it returns: the caller
+	// may reuse the command itself (the broker's send answers do).
 	Write(resp *Command) error
 	// WriteSoon is Write for a goroutine that must not block on the
 	// network (one answering many requests): the frame is queued and the
@@ -242,7 +244,12 @@ func (d *dispatcher) runOrdered(c *Conn, req *Command) {
 
 // serveInline runs ih on the reader and reports whether it served req.
 func (d *dispatcher) serveInline(ih InlineHandler, c *Conn, req *Command) (served bool) {
-	w := &responseWriter{c: c, opaque: req.Opaque, st: req.SerializeType, oneway: req.IsOneway()}
+	w := req.inlineW
+	req.inlineW = nil // NB: one writer per serve: a declined request gets a fresh one
+	if w == nil {
+		w = new(responseWriter)
+	}
+	w.c, w.opaque, w.st, w.oneway = c, req.Opaque, req.SerializeType, req.IsOneway()
 	w.onReader.Store(true)
 	defer func() {
 		w.onReader.Store(false)

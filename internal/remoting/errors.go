@@ -68,6 +68,21 @@ func (e *CodeRangeError) Error() string {
 	return "remoting: request code " + strconv.FormatInt(int64(e.Code), 10) + " does not fit in 16 bits"
 }
 
+// asCodeRange returns err's *CodeRangeError, if it wraps one. NB: the
+// errors.As target escapes to the heap; declared past the nil check, it
+// costs an allocation only when there is an error (it was two per frame
+// read, one in readFrame and one in onRequest).
+func asCodeRange(err error) *CodeRangeError {
+	if err == nil {
+		return nil
+	}
+	var wide *CodeRangeError
+	if errors.As(err, &wide) {
+		return wide
+	}
+	return nil
+}
+
 // ctxError turns a done context into the error an invoke returns: ErrTimeout
 // (also matching context.DeadlineExceeded) for an expired deadline, the
 // context's own error otherwise.

@@ -2,7 +2,6 @@ package remoting
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"math"
 )
@@ -137,10 +136,13 @@ func readFrame(src frameSource, maxFrame int, borrow bool) (*Command, int, error
 	if err != nil {
 		return nil, 0, err
 	}
-	cmd := &Command{SerializeType: st}
+	in := &inbound{cmd: Command{SerializeType: st}}
+	cmd := &in.cmd
+	if borrow {
+		cmd.inlineW = &in.w // NB: read off a connection (DecodeFrame's commands compare equal without it)
+	}
 	herr := codec.DecodeHeader(hdr, &cmd.Header)
-	var wide *CodeRangeError
-	if herr != nil && !errors.As(herr, &wide) {
+	if herr != nil && asCodeRange(herr) == nil {
 		return nil, 0, herr
 	}
 	if bodyLen := int(length) - 4 - hl; bodyLen > 0 {
