@@ -18,15 +18,22 @@ func waitPrecreated(l *Log) *precreation {
 	return l.pre
 }
 
+// seg is the segment size of the precreation tests.
+const seg = 4096
+
+// openPrecreating opens a log with PrecreateNext in a new folder.
+func openPrecreating(t *testing.T) (string, Options, *Log) {
+	dir := t.TempDir()
+	opts := testOptions(seg)
+	opts.PrecreateNext = true
+	return dir, opts, mustOpen(t, dir, opts)
+}
+
 // TestPrecreate_RollUsesIt: with PrecreateNext the segment after the active
 // one exists, preallocated, before the append that rolls into it; the roll
 // takes it and the next one is made; Close removes the one not used.
 func TestPrecreate_RollUsesIt(t *testing.T) {
-	const seg = 4096
-	dir := t.TempDir()
-	opts := testOptions(seg)
-	opts.PrecreateNext = true
-	l := mustOpen(t, dir, opts)
+	dir, _, l := openPrecreating(t)
 	ws := []want{appendOne(t, l, 3000, 1)}
 	p := waitPrecreated(l)
 	require.NotNil(t, p)
@@ -55,11 +62,7 @@ func TestPrecreate_RollUsesIt(t *testing.T) {
 // unused leaves an empty trailing segment, which recovery drops; appends go
 // on where the log ended.
 func TestPrecreate_CrashLeavesEmptyTail(t *testing.T) {
-	const seg = 4096
-	dir := t.TempDir()
-	opts := testOptions(seg)
-	opts.PrecreateNext = true
-	l := mustOpen(t, dir, opts)
+	dir, opts, l := openPrecreating(t)
 	ws := appendSizes(t, l, []int{3000, 500}, 1)
 	require.NoError(t, waitPrecreated(l).err)
 	snap := copyDir(t, dir) // NB: the crash: the files as they are now
@@ -78,7 +81,6 @@ func TestPrecreate_CrashLeavesEmptyTail(t *testing.T) {
 // background (a full disk) is made by the append that rolls, which
 // reports the error if it fails again.
 func TestPrecreate_FailureFallsBack(t *testing.T) {
-	const seg = 4096
 	dir := t.TempDir()
 	fs := &faultFS{}
 	opts := testOptions(seg)

@@ -175,29 +175,24 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	if o.cpuprof != "" {
-		f, err := os.Create(o.cpuprof)
+	for _, p := range []struct {
+		flag, file string
+		start      func(io.Writer) error
+		stop       func()
+	}{{"--cpuprofile", o.cpuprof, pprof.StartCPUProfile, pprof.StopCPUProfile}, {"--trace", o.tracef, trace.Start, trace.Stop}} {
+		if p.file == "" {
+			continue
+		}
+		f, err := os.Create(p.file)
 		if err == nil {
-			err = pprof.StartCPUProfile(f)
+			err = p.start(f)
 		}
 		if err != nil {
-			fmt.Fprintln(stderr, "mqbench: --cpuprofile:", err)
+			fmt.Fprintln(stderr, "mqbench: "+p.flag+":", err)
 			return 1
 		}
 		defer f.Close()
-		defer pprof.StopCPUProfile()
-	}
-	if o.tracef != "" {
-		f, err := os.Create(o.tracef)
-		if err == nil {
-			err = trace.Start(f)
-		}
-		if err != nil {
-			fmt.Fprintln(stderr, "mqbench: --trace:", err)
-			return 1
-		}
-		defer f.Close()
-		defer trace.Stop()
+		defer p.stop()
 	}
 
 	rep, err := bench(ctx, o, stderr)

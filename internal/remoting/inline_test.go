@@ -62,17 +62,7 @@ func TestServer_InlineMixedWithGoroutineAnswers(t *testing.T) {
 // ErrTimeout (wrapping context.DeadlineExceeded) soon after its timeout,
 // and a late answer is dropped.
 func TestClient_DeadlineTimesOut(t *testing.T) {
-	release := make(chan struct{})
-	s := startServer(t, ServerOptions{}, map[int16]Handler{
-		codeEcho: func(ctx context.Context, w ResponseWriter, req *Command) {
-			select {
-			case <-release:
-			case <-ctx.Done():
-			}
-			echo(ctx, w, req)
-		},
-	})
-	defer close(release)
+	s := startHoldingServer(t)
 	c := newClient(t, SerializeMsgpack)
 	start := time.Now()
 	_, err := c.Invoke(context.Background(), s.Addr().String(), NewRequest(codeEcho, nil, nil),
@@ -85,6 +75,23 @@ func TestClient_DeadlineTimesOut(t *testing.T) {
 	conn.mu.Lock()
 	require.Empty(t, conn.pending, "the timed-out call is gone")
 	conn.mu.Unlock()
+}
+
+// startHoldingServer starts a server whose echo handler answers only when
+// the test ends: its calls time out.
+func startHoldingServer(t *testing.T) *Server {
+	release := make(chan struct{})
+	s := startServer(t, ServerOptions{}, map[int16]Handler{
+		codeEcho: func(ctx context.Context, w ResponseWriter, req *Command) {
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+			echo(ctx, w, req)
+		},
+	})
+	t.Cleanup(func() { close(release) })
+	return s
 }
 
 const codeDeferred = 9102

@@ -12,17 +12,7 @@ import (
 // open Client; it keeps running while one is open, and the Close that
 // leaves none waits for it to end.
 func TestSweeper_SharedByClients(t *testing.T) {
-	release := make(chan struct{})
-	s := startServer(t, ServerOptions{}, map[int16]Handler{
-		codeEcho: func(ctx context.Context, w ResponseWriter, req *Command) {
-			select {
-			case <-release:
-			case <-ctx.Done():
-			}
-			echo(ctx, w, req)
-		},
-	})
-	defer close(release)
+	s := startHoldingServer(t)
 	running := func() bool {
 		sweeper.mu.Lock()
 		defer sweeper.mu.Unlock()
