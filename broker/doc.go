@@ -34,6 +34,8 @@
 //	| ordered executor       | remoting.Server (per conn)    | a send declined inline            | its queue is empty  |
 //	| flushLoop              | commitlog.Log                 | waiter kick, interval             | Log.Close           |
 //	| warmer (sync mode)     | commitlog.Log                 | the log end nears the warm edge   | Log.Close           |
+//	| next segment's creation| commitlog.Log (PrecreateNext) | a roll (and Open): one at a time  | segment made; Close |
+//	|                        |                               |                                   | waits for it        |
 //	| durableLoop (sync mode)| store.Store                   | fsync done, put waiting, 10 ms    | Store.Close         |
 //	| retentionLoop          | store.Store                   | retention_interval ticker         | Store.Close         |
 //	| dispatchLoop           | store.Store                   | append kick, fsync (sync mode)    | Store.Close, drained|

@@ -19,6 +19,10 @@
 // preallocated costs 0.90 (1 KiB records) to 0.97 (128 B) of a sparse,
 // growing file, and warming costs 1.13 (1 KiB) to 1.79 (128 B) of it (the
 // zeros are a second write), so async mode preallocates and does not warm.
+// With Options.PrecreateNext (the broker's store sets it) the segment after
+// the active one is created, preallocated and synced in the background, so
+// that the append that rolls into it does not wait for that; an unused one
+// is removed at Close, or by recovery as an empty trailing segment.
 // Offsets are global byte positions: the byte at Offset o lives in segment
 // o - o%SegmentSize.
 //

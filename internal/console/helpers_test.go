@@ -14,9 +14,8 @@ import (
 
 	"github.com/sluicemq/sluice/broker"
 	"github.com/sluicemq/sluice/client"
-	"github.com/sluicemq/sluice/conf"
 	"github.com/sluicemq/sluice/internal/testutil"
-	"github.com/sluicemq/sluice/nameserver"
+	"github.com/sluicemq/sluice/internal/testutil/testcluster"
 	"github.com/stretchr/testify/require"
 )
 
@@ -42,24 +41,7 @@ const sampleEvery = 150 * time.Millisecond
 // TBW102.
 func startEnv(t testing.TB, opts Options) *env {
 	t.Helper()
-	ncfg := conf.DefaultNameserver()
-	ncfg.Listen = "127.0.0.1:0"
-	ns, err := nameserver.New(ncfg, quiet())
-	require.NoError(t, err)
-	require.NoError(t, ns.Start())
-	t.Cleanup(func() { ns.Close() })
-
-	bcfg := conf.DefaultBroker()
-	bcfg.Listen = "127.0.0.1:0"
-	bcfg.Store.Dir = t.TempDir()
-	bcfg.Store.SegmentSize = 16 << 20
-	bcfg.Store.ConsumeQueueEntries = 1000
-	bcfg.NamesrvAddr = ns.Addr()
-	bcfg.RegisterInterval = 100 * time.Millisecond
-	b, err := broker.New(bcfg, broker.Options{Logger: quiet()})
-	require.NoError(t, err)
-	require.NoError(t, b.Start())
-	t.Cleanup(func() { b.Close() })
+	ns, b := testcluster.Start(t, 16<<20)
 
 	opts.Listen = "127.0.0.1:0"
 	opts.NameServers = []string{ns.Addr()}

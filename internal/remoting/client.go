@@ -131,15 +131,6 @@ func (c *Client) Conn(ctx context.Context, addr string) (*Conn, error) { return 
 // bounds dialing and waiting for another caller's dial: a call with a
 // 300 ms timeout does not wait out a 3 s dial.
 func (c *Client) conn(ctx context.Context, addr string, deadline int64) (*Conn, error) {
-	bound := func() context.CancelFunc {
-		if deadline == 0 {
-			return func() {}
-		}
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, time.Unix(0, deadline))
-		deadline = 0
-		return cancel
-	}
 	for {
 		c.mu.Lock()
 		if c.closed {
@@ -151,8 +142,9 @@ func (c *Client) conn(ctx context.Context, addr string, deadline int64) (*Conn, 
 			e = &dialEntry{ready: make(chan struct{})}
 			c.conns[addr] = e
 			c.mu.Unlock()
-			defer bound()()
-			c.dial(ctx, addr, e)
+			dctx, cancel := withDeadline(ctx, deadline)
+			c.dial(dctx, addr, e)
+			cancel()
 			return e.conn, e.err
 		}
 		c.mu.Unlock()
@@ -160,11 +152,8 @@ func (c *Client) conn(ctx context.Context, addr string, deadline int64) (*Conn, 
 		case <-e.ready:
 		default:
 			// NB: only a caller that must wait pays for the bound.
-			defer bound()()
-			select {
-			case <-e.ready:
-			case <-ctx.Done():
-				return nil, fmt.Errorf("remoting: dial %s: %w", addr, ctxError(ctx))
+			if err := waitDial(ctx, deadline, addr, e); err != nil {
+				return nil, err
 			}
 		}
 		if e.err != nil {
@@ -175,6 +164,27 @@ func (c *Client) conn(ctx context.Context, addr string, deadline int64) (*Conn, 
 		}
 		// A dead connection whose close callback has not removed it yet.
 		c.forget(addr, e)
+	}
+}
+
+// withDeadline bounds ctx by deadline (unix nanos, 0 for none).
+func withDeadline(ctx context.Context, deadline int64) (context.Context, context.CancelFunc) {
+	if deadline == 0 {
+		return ctx, func() {}
+	}
+	return context.WithDeadline(ctx, time.Unix(0, deadline))
+}
+
+// waitDial waits for another caller's dial of addr to finish, bounded by
+// ctx and deadline.
+func waitDial(ctx context.Context, deadline int64, addr string, e *dialEntry) error {
+	ctx, cancel := withDeadline(ctx, deadline)
+	defer cancel()
+	select {
+	case <-e.ready:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("remoting: dial %s: %w", addr, ctxError(ctx))
 	}
 }
 

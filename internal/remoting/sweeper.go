@@ -61,6 +61,7 @@ func sweepLoop(stop, done chan struct{}) {
 	t := time.NewTicker(sweepInterval)
 	defer t.Stop()
 	var clients []*Client
+	var conns []*Conn // NB: reused, a tick allocates nothing
 	for {
 		select {
 		case <-stop:
@@ -72,17 +73,18 @@ func sweepLoop(stop, done chan struct{}) {
 			}
 			sweeper.mu.Unlock()
 			for _, c := range clients {
-				c.expire(now.UnixNano())
+				conns = c.expire(now.UnixNano(), conns[:0])
 			}
 			clear(clients) // NB: keeps no closed Client alive
 			clients = clients[:0]
+			clear(conns)
 		}
 	}
 }
 
-// expire fails the calls of c's connections whose deadline is before now.
-func (c *Client) expire(now int64) {
-	var conns []*Conn
+// expire fails the calls of c's connections whose deadline is before now;
+// conns is a buffer for them, returned for reuse.
+func (c *Client) expire(now int64, conns []*Conn) []*Conn {
 	c.mu.Lock()
 	for _, e := range c.conns {
 		select {
@@ -97,4 +99,5 @@ func (c *Client) expire(now int64) {
 	for _, conn := range conns {
 		conn.expire(now)
 	}
+	return conns
 }
