@@ -12,11 +12,12 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/broker"
+	"github.com/sluicemq/sluice/conf"
 	"github.com/sluicemq/sluice/internal/message"
 	"github.com/sluicemq/sluice/internal/protocol"
 	"github.com/sluicemq/sluice/internal/remoting"
 	"github.com/sluicemq/sluice/internal/testutil"
-	"github.com/sluicemq/sluice/internal/testutil/testcluster"
+	"github.com/sluicemq/sluice/nameserver"
 	"github.com/stretchr/testify/require"
 )
 
@@ -36,7 +37,24 @@ type cluster struct {
 // waits until the nameserver knows the broker.
 func startCluster(t *testing.T) *cluster {
 	t.Helper()
-	ns, b := testcluster.Start(t, 8<<20)
+	ncfg := conf.DefaultNameserver()
+	ncfg.Listen = "127.0.0.1:0"
+	ns, err := nameserver.New(ncfg, quiet())
+	require.NoError(t, err)
+	require.NoError(t, ns.Start())
+	t.Cleanup(func() { ns.Close() })
+
+	bcfg := conf.DefaultBroker()
+	bcfg.Listen = "127.0.0.1:0"
+	bcfg.Store.Dir = t.TempDir()
+	bcfg.Store.SegmentSize = 8 << 20
+	bcfg.Store.ConsumeQueueEntries = 1000
+	bcfg.NamesrvAddr = ns.Addr()
+	bcfg.RegisterInterval = 100 * time.Millisecond
+	b, err := broker.New(bcfg, broker.Options{Logger: quiet()})
+	require.NoError(t, err)
+	require.NoError(t, b.Start())
+	t.Cleanup(func() { b.Close() })
 
 	rc := remoting.NewClient(remoting.ClientOptions{SerializeType: remoting.SerializeJSON, Logger: quiet()})
 	t.Cleanup(func() { rc.Close() })

@@ -14,8 +14,9 @@ import (
 
 	"github.com/sluicemq/sluice/broker"
 	"github.com/sluicemq/sluice/client"
+	"github.com/sluicemq/sluice/conf"
 	"github.com/sluicemq/sluice/internal/testutil"
-	"github.com/sluicemq/sluice/internal/testutil/testcluster"
+	"github.com/sluicemq/sluice/nameserver"
 	"github.com/stretchr/testify/require"
 )
 
@@ -41,7 +42,24 @@ const sampleEvery = 150 * time.Millisecond
 // TBW102.
 func startEnv(t testing.TB, opts Options) *env {
 	t.Helper()
-	ns, b := testcluster.Start(t, 16<<20)
+	ncfg := conf.DefaultNameserver()
+	ncfg.Listen = "127.0.0.1:0"
+	ns, err := nameserver.New(ncfg, quiet())
+	require.NoError(t, err)
+	require.NoError(t, ns.Start())
+	t.Cleanup(func() { ns.Close() })
+
+	bcfg := conf.DefaultBroker()
+	bcfg.Listen = "127.0.0.1:0"
+	bcfg.Store.Dir = t.TempDir()
+	bcfg.Store.SegmentSize = 16 << 20
+	bcfg.Store.ConsumeQueueEntries = 1000
+	bcfg.NamesrvAddr = ns.Addr()
+	bcfg.RegisterInterval = 100 * time.Millisecond
+	b, err := broker.New(bcfg, broker.Options{Logger: quiet()})
+	require.NoError(t, err)
+	require.NoError(t, b.Start())
+	t.Cleanup(func() { b.Close() })
 
 	opts.Listen = "127.0.0.1:0"
 	opts.NameServers = []string{ns.Addr()}
