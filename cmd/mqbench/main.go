@@ -515,6 +515,11 @@ func probe(ctx context.Context, o options, c *counters) error {
 	for {
 		for k := int64(0); k < max(sel.queues.Load(), 1); k++ {
 			if _, err := p.Send(ctx, &client.Message{Topic: o.topic, Body: make([]byte, 8), Tags: "probe"}); err != nil {
+				if ctx.Err() != nil {
+					// NB: the run's time ran out during a probe's send:
+					// say how far probing got, as when it ends waiting.
+					return fmt.Errorf("e2e probe: consumers ready on %d of %d queues: %w", c.probedQueues.Load(), sel.queues.Load(), ctx.Err())
+				}
 				return fmt.Errorf("e2e probe: %w", err)
 			}
 		}

@@ -118,7 +118,7 @@ func TestProbe(t *testing.T) {
 	var c counters
 	// NB: long enough for the probe's sends on a loaded machine; it ends
 	// by this deadline, as no consumer answers.
-	ctx, cancel := context.WithTimeout(t.Context(), 6*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	err := probe(ctx, o, &c)
 	require.ErrorContains(t, err, "consumers ready on 0 of 4 queues")
