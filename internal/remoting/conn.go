@@ -110,6 +110,15 @@ type Conn struct {
 	pending  map[int32]*call // guarded by mu: calls waiting for a response
 	closed   bool            // guarded by mu
 	closeErr error           // guarded by mu: why the connection closed
+
+	// soonest is at most the earliest deadline of the pending calls (unix
+	// nanos; 0: none), written under mu and read without it by expire,
+	// which looks at pending only once it has passed. It may be older than
+	// the calls still pending (answered calls leave it alone): expire then
+	// sets it right.
+	// NB: the sweeper looked at every pending call every 10 ms: with 128
+	// producers in one process (mqbench's durable row), 7% of its CPU.
+	soonest atomic.Int64
 }
 
 func newConn(ep endpoint, nc netpoll.Connection, id uint64, opaque *atomic.Int32,

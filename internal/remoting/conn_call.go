@@ -114,6 +114,11 @@ func (c *Conn) register(ctx context.Context, req *Command, cl *call) error {
 	cl.pairs = pairsAnswer(req.Code)
 	c.pending[opaque] = cl
 	c.busy.Add(1)
+	if d := cl.deadline; d != 0 {
+		if e := c.soonest.Load(); e == 0 || d < e {
+			c.soonest.Store(d)
+		}
+	}
 	if cl.cb != nil && ctx.Done() != nil {
 		// NB: set under mu, so finish (which runs after take) sees it.
 		cl.stop = context.AfterFunc(ctx, func() {
@@ -277,15 +282,24 @@ func (c *Conn) invoke(ctx context.Context, req *Command, deadline int64) (*Comma
 
 // expire fails the calls whose deadline is before now with ErrTimeout.
 func (c *Conn) expire(now int64) {
+	if e := c.soonest.Load(); e == 0 || now <= e {
+		return
+	}
 	var late []*call
+	var next int64
 	c.mu.Lock()
 	for opaque, cl := range c.pending {
-		if cl.deadline != 0 && cl.deadline < now {
+		switch d := cl.deadline; {
+		case d == 0:
+		case d < now:
 			delete(c.pending, opaque)
 			c.busy.Add(-1)
 			late = append(late, cl)
+		case next == 0 || d < next:
+			next = d
 		}
 	}
+	c.soonest.Store(next)
 	c.mu.Unlock()
 	for _, cl := range late {
 		c.finish(cl, nil, fmt.Errorf("%w: no response within the call's timeout: %w", ErrTimeout, context.DeadlineExceeded))

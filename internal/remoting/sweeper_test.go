@@ -33,3 +33,42 @@ func TestSweeper_SharedByClients(t *testing.T) {
 	require.NoError(t, c2.Close())
 	require.False(t, running(), "the last Close stopped the sweeper and waited for it")
 }
+
+// TestSweeper_SoonestDeadline: the sweeper skips a connection until the
+// earliest deadline it knows of has passed; an answered call's deadline
+// (still the soonest known) or a later call's does not hide an earlier
+// pending one, and a long deadline pending does not delay a short one.
+func TestSweeper_SoonestDeadline(t *testing.T) {
+	release := make(chan struct{})
+	s := startServer(t, ServerOptions{}, map[int16]Handler{
+		codeEcho: echo,
+		codeDeferred: func(ctx context.Context, w ResponseWriter, req *Command) {
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+			echo(ctx, w, req)
+		},
+	})
+	c := newClient(t, SerializeMsgpack)
+	addr := s.Addr().String()
+	call := func(code int16, d time.Duration) error {
+		_, err := c.Invoke(context.Background(), addr, NewRequest(code, nil, nil), Deadline(time.Now().Add(d)))
+		return err
+	}
+	require.NoError(t, call(codeEcho, 50*time.Millisecond)) // answered: its deadline stays the soonest known
+
+	long := make(chan error, 1)
+	go func() { long <- call(codeDeferred, time.Minute) }()
+	start := time.Now()
+	require.ErrorIs(t, call(codeDeferred, 200*time.Millisecond), ErrTimeout)
+	require.Less(t, time.Since(start), 30*time.Second, "the short call waited for the long one's deadline")
+	require.ErrorIs(t, call(codeDeferred, 100*time.Millisecond), ErrTimeout, "a deadline after the sweep that set the soonest")
+	select {
+	case err := <-long:
+		t.Fatalf("the call with a minute to go ended: %v", err)
+	default:
+	}
+	close(release)
+	require.NoError(t, <-long)
+}
