@@ -31,6 +31,8 @@
 //	|------------------------|-------------------------------|-----------------------------------|---------------------|
 //	| netpoll pollers        | netpoll (process-global)      | epoll                             | never               |
 //	| request handlers       | remoting.Server               | a request frame                   | handler returns     |
+//	| workpool workers       | remoting (open Servers and    | a task: a read event, a handler,  | the last Shutdown;  |
+//	|                        | Clients together)             | a woken pull                      | parked at most 128  |
 //	| ordered executor       | remoting.Server (per conn)    | a send declined inline            | its queue is empty  |
 //	| flushLoop              | commitlog.Log                 | waiter kick, interval             | Log.Close           |
 //	| warmer (sync mode)     | commitlog.Log                 | the log end nears the warm edge   | Log.Close           |
@@ -42,7 +44,7 @@
 //	| checkpointLoop         | store.Store                   | interval                          | Store.Close         |
 //	| diskLoop               | store.Store                   | 1 s ticker (disk use, reserve)    | Store.Close         |
 //	| expireLoop             | longpoll.Hold                 | earliest deadline                 | Hold.Close          |
-//	| woken pull             | longpoll.Hold                 | arrival or deadline               | reply written       |
+//	| woken pull (workpool)  | longpoll.Hold                 | arrival or deadline               | reply written       |
 //	| persistLoop (offsets)  | offset.Table                  | 5 s ticker                        | Table.Close         |
 //	| registerLoop           | Broker (Start / Close)        | register_interval, topic change   | Close               |
 //	| housekeepingLoop       | Broker                        | 10 s ticker                       | Close               |

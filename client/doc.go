@@ -151,9 +151,12 @@
 //	| remoting readers, request | remoting.Client (in core)       | core stop → remoting Close             |
 //	| handlers (NOTIFY)         |                                 |                                        |
 //	| SendAsync workers         | Producer (SendAsync / Close)    | idle 10 s, or Close after the sends    |
-//	| SendAsync completions     | Producer (on the first answer)  | no callback left to run; Close waits   |
+//	| SendAsync completions     | Producer (on the first answer;  | no callback left to run; Close waits   |
+//	|                           | a workpool worker)              |                                        |
 //	| connection flushers,      | remoting.Client (in core)       | the connection's close / Client Close  |
 //	| deadline sweeper          |                                 |                                        |
+//	| workpool workers, parked  | remoting (its open Clients and  | the Close that leaves none open        |
+//	| between tasks             | Servers together)               |                                        |
 //	| rebalanceLoop, commitLoop | PushConsumer (Start / Close)    | consumer quit channel                  |
 //	| lockLoop (orderly)        | PushConsumer (Start / Close)    | consumer quit channel                  |
 //	| consumeLoop × N           | PushConsumer (Start / Close)    | consumer quit channel, after its batch |

@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluicemq/sluice/internal/protocol"
 	"github.com/sluicemq/sluice/internal/remoting"
+	"github.com/sluicemq/sluice/internal/workpool"
 )
 
 // tryAsyncFirst makes the first attempt of an async send without a
@@ -100,7 +101,7 @@ func (c *completions) add(done func(SendResult, error), res SendResult, err erro
 	}
 	c.running = true
 	c.mu.Unlock()
-	go c.run()
+	workpool.Go(c.run)
 }
 
 func (c *completions) run() {

@@ -3,8 +3,9 @@
 // (RocketMQ's PullRequestHoldService).
 //
 // Park never blocks. Wake-ups run each parked request's Wake function on a
-// goroutine of its own, never under the hold's lock and never on the
-// dispatcher's goroutine, so a slow connection cannot stall arrivals.
+// goroutine of its own (a workpool one), never under the hold's lock and
+// never on the dispatcher's goroutine, so a slow connection cannot stall
+// arrivals.
 package longpoll
 
 import (
@@ -12,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluicemq/sluice/internal/workpool"
 )
 
 // Request is one parked pull.
@@ -146,10 +149,10 @@ func (h *Hold) wake(r *Request, expired bool) {
 		return
 	}
 	h.count.Add(-1)
-	go func() {
+	workpool.Go(func() {
 		defer h.wakes.Done()
 		r.Wake(expired)
-	}()
+	})
 }
 
 // Parked returns how many requests are parked.

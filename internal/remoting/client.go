@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cloudwego/netpoll"
+	"github.com/sluicemq/sluice/internal/workpool"
 )
 
 // ClientOptions configures a Client. Zero durations and sizes take the
@@ -101,6 +102,7 @@ type Client struct {
 	mu     sync.Mutex
 	conns  map[string]*dialEntry // guarded by mu: by address
 	closed bool                  // guarded by mu
+	pooled bool                  // guarded by mu: a user of workpool since the first dial
 
 	sweepOnce sync.Once // registers with the sweeper at the first call with a deadline
 }
@@ -139,6 +141,10 @@ func (c *Client) conn(ctx context.Context, addr string, deadline int64) (*Conn, 
 		}
 		e := c.conns[addr]
 		if e == nil {
+			if !c.pooled {
+				c.pooled = true
+				workpool.Acquire() // NB: released at the end of Close
+			}
 			e = &dialEntry{ready: make(chan struct{})}
 			c.conns[addr] = e
 			c.mu.Unlock()
@@ -340,6 +346,9 @@ func (c *Client) Close() error {
 	c.closed = true
 	entries := c.conns
 	c.conns = nil
+	if c.pooled {
+		defer workpool.Release()
+	}
 	c.mu.Unlock()
 
 	c.d.closing.Store(true)

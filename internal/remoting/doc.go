@@ -59,8 +59,9 @@
 // completes the call waiting for its opaque; a request goes to the
 // dispatcher.
 //
-// Dispatch: each request runs its Handler on a goroutine of its own, so a
-// slow handler never stalls the other requests of its connection. A code
+// Dispatch: each request runs its Handler on a goroutine of its own (a
+// workpool one, whose stack has grown already), so a slow handler never
+// stalls the other requests of its connection. A code
 // may also have an InlineHandler (HandleInline), tried first on the
 // reader itself: it serves the request only if it can without blocking
 // (the broker's sends in the common case) and otherwise declines. The
@@ -124,7 +125,8 @@
 //	| goroutine                  | owner             | ends on                           |
 //	|----------------------------|-------------------|-----------------------------------|
 //	| netpoll pollers            | netpoll (global)  | never (ignored by goleak)         |
-//	| OnRequest per connection   | netpoll           | input drained / connection closed |
+//	| OnRequest per connection   | netpoll, run on a | input drained / connection closed |
+//	|                            | workpool worker   |                                   |
 //	| Server.serveLoop           | Server            | Shutdown                          |
 //	| Server.houseLoop           | Server            | Shutdown                          |
 //	| request handlers           | Server / Client   | handler return; waited in Shutdown/Close |
@@ -138,6 +140,9 @@
 //	|                            |                   | call with a Deadline)             |
 //	| Async calls: the dial and  | Server / Client   | callback return; waited in        |
 //	| the callback               |                   | Shutdown/Close                    |
+//	| workpool workers (parked   | the open Servers  | the Shutdown/Close that leaves no |
+//	| between tasks: OnRequest,  | and Clients       | Server or Client open (a Client   |
+//	| handlers, Async calls)     | together          | counts from its first dial)       |
 //	| context watcher of an      | context.AfterFunc | at once: it fails the call (an    |
 //	| Async or Inline call whose |                   | Inline callback runs on it, an    |
 //	| ctx ends first             |                   | Async one goes to the owner's)    |

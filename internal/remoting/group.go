@@ -3,6 +3,8 @@ package remoting
 import (
 	"context"
 	"sync"
+
+	"github.com/sluicemq/sluice/internal/workpool"
 )
 
 // group counts goroutines an owner must wait for. Unlike sync.WaitGroup it
@@ -37,16 +39,16 @@ func (g *group) done() {
 	g.mu.Unlock()
 }
 
-// go runs f on a new goroutine as a member; false (and f not run) once the
-// group is closed.
+// goFunc runs f on a goroutine of workpool as a member; false (and f not
+// run) once the group is closed.
 func (g *group) goFunc(f func()) bool {
 	if !g.add() {
 		return false
 	}
-	go func() {
+	workpool.Go(func() {
 		defer g.done()
 		f()
-	}()
+	})
 	return true
 }
 

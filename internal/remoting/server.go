@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cloudwego/netpoll"
+	"github.com/sluicemq/sluice/internal/workpool"
 )
 
 // ServerOptions configures a Server. Zero fields take the defaults of
@@ -241,6 +242,7 @@ func (s *Server) Start() error {
 		return fmt.Errorf("remoting: event loop: %w", err)
 	}
 	s.ln, s.evl, s.state = ln, evl, serverRunning
+	workpool.Acquire() // NB: released at the end of Shutdown
 	go s.serveLoop()
 	s.houseWG.Add(1)
 	go s.houseLoop()
@@ -476,6 +478,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		return nil
 	}
 	defer close(s.done)
+	defer workpool.Release()
 	s.d.closing.Store(true)
 	close(s.quit)
 	s.houseWG.Wait()
