@@ -215,6 +215,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 				st.ToStoreP99, st.ToStoreP999, st.ToStoreMax, st.FromStoreP99, st.FromStoreP999, st.FromStoreMax)
 			fmt.Fprintf(stdout, "mqbench itself: %d GC pauses, max %.3f ms; goroutines waited to run p99 %.3f ms, p999 %.3f ms\n",
 				st.GCPauses, st.GCPauseMax, st.SchedP99, st.SchedP999)
+			if st.Stale > 0 {
+				fmt.Fprintf(stdout, "left out: %d messages an earlier run sent to the topic\n", st.Stale)
+			}
 		}
 	}
 	return 0
@@ -255,6 +258,8 @@ type counters struct {
 	probedQueues      atomic.Int64 // their count
 	toStore           histogram    // e2e: send to the broker's store timestamp
 	fromStore         histogram    // e2e: the store timestamp to delivery
+	begun             time.Time    // e2e: the run's start; a message born before is an earlier run's
+	stale             atomic.Int64 // e2e: such messages, left out
 }
 
 func (c *counters) failed(err error) {
@@ -263,7 +268,7 @@ func (c *counters) failed(err error) {
 }
 
 func bench(ctx context.Context, o options, stderr io.Writer) (Report, error) {
-	var c counters
+	c := counters{begun: time.Now()}
 	ctx, cancel := context.WithTimeout(ctx, o.duration)
 	defer cancel()
 	c.done = cancel
@@ -583,9 +588,19 @@ func consume(ctx context.Context, o options, i int, c *counters, fail func(error
 					}
 					continue
 				}
-				n++
+				var born time.Time
 				if o.mode == "e2e" && len(m.Body) >= 8 {
-					born := time.Unix(0, int64(binary.BigEndian.Uint64(m.Body)))
+					born = time.Unix(0, int64(binary.BigEndian.Uint64(m.Body)))
+					if born.Before(c.begun) {
+						// NB: sent by an earlier run to the same topic and
+						// left unconsumed (or uncommitted): its latency
+						// spans the runs.
+						c.stale.Add(1)
+						continue
+					}
+				}
+				n++
+				if !born.IsZero() {
 					c.lat.record(now.Sub(born))
 					c.toStore.record(max(m.StoreTimestamp.Sub(born), 0))
 					c.fromStore.record(max(now.Sub(m.StoreTimestamp), 0))

@@ -23,6 +23,9 @@ type Stages struct {
 	GCPauseMax    float64 `json:"client_gc_pause_max_ms"`
 	SchedP99      float64 `json:"client_sched_latency_p99_ms"`
 	SchedP999     float64 `json:"client_sched_latency_p999_ms"`
+	// Stale counts the messages of an earlier run to the same topic
+	// delivered during this one, left out of every figure.
+	Stale int64 `json:"stale_messages,omitempty"`
 }
 
 // The runtime's histograms read at the start and the end of a run.
@@ -42,6 +45,7 @@ func stages(c *counters, before, after []metrics.Sample) *Stages {
 	st := &Stages{
 		ToStoreP99: ms(c.toStore.quantile(0.99)), ToStoreP999: ms(c.toStore.quantile(0.999)), ToStoreMax: ms(c.toStore.max),
 		FromStoreP99: ms(c.fromStore.quantile(0.99)), FromStoreP999: ms(c.fromStore.quantile(0.999)), FromStoreMax: ms(c.fromStore.max),
+		Stale: c.stale.Load(),
 	}
 	gc := histDelta(before[0], after[0])
 	st.GCPauses = gc.count()
