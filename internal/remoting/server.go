@@ -221,6 +221,7 @@ func (s *Server) Start() error {
 		if err := s.startTLS(); err != nil {
 			return err
 		}
+		workpool.Acquire() // NB: released at the end of Shutdown
 		s.houseWG.Add(1)
 		go s.houseLoop()
 		return nil

@@ -109,7 +109,7 @@ func work(w *worker) {
 			f()
 			mu.Lock()
 		}
-		if users == 0 || len(parked) >= maxIdle {
+		if users <= 0 || len(parked) >= maxIdle {
 			mu.Unlock()
 			return
 		}
