@@ -99,7 +99,7 @@ func (c *Conn) writeMode(cmd *Command, mode flushMode) error {
 	if err != nil {
 		// NB: buf is not returned to the pool: netpoll may still hold it.
 		cause := fmt.Errorf("%w: write to %s: %v", ErrConnClosed, addrString(c.remote), err)
-		if gone {
+		if gone && !c.dialed() {
 			// The peer closed the connection, perhaps right after its last
 			// requests (a Go client commits its offsets and closes). Stop
 			// writing but leave closing to the reader: it still handles
@@ -107,7 +107,7 @@ func (c *Conn) writeMode(cmd *Command, mode flushMode) error {
 			// once the input is drained.
 			return cause
 		}
-		c.closeWith(cause)
+		c.closeWith(cause) // NB: see dialed
 		return c.err()
 	}
 	if cap(buf) <= 64<<10 {
@@ -166,9 +166,22 @@ func (c *Conn) flushLocked() {
 		c.wclosed = true
 	}
 	c.wmu.Unlock()
-	if err != nil && !gone {
+	if err != nil && (!gone || c.dialed()) {
 		c.closeWith(fmt.Errorf("%w: write to %s: %v", ErrConnClosed, addrString(c.remote), err))
 	}
+}
+
+// dialed reports whether this side dialed the connection (a Client's). Such
+// a connection is dead once a write finds its peer gone: no answer will
+// come on it, so it closes at once (failing its pending calls; the Client
+// dials anew) instead of waiting for the reader to see the hang-up.
+// NB: netpoll has been seen to miss that hang-up: in CI a producer failed
+// every send for 60 s on such a connection ("remoting: connection closed",
+// written but never closed) to a broker killed and restarted on the same
+// port (client TestProducer_KillsUnderLoad).
+func (c *Conn) dialed() bool {
+	_, ok := c.ep.(*Client)
+	return ok
 }
 
 // peerGone reports whether a write failed because the peer has left:
