@@ -35,6 +35,12 @@ func (s *stream) track(c net.Conn) (net.Conn, error) {
 		c.Close()
 		return nil, net.ErrClosed
 	}
+	if s.cut.Load() {
+		// NB: cut while it was dialed or accepted: partition closed the
+		// connections it found, not this one.
+		c.Close()
+		return nil, errPartitioned
+	}
 	s.conns[c] = struct{}{}
 	return &trackedConn{Conn: c, s: s}, nil
 }
@@ -45,11 +51,11 @@ func (s *stream) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		if s.cut.Load() {
-			c.Close()
-			continue
+		tc, err := s.track(c)
+		if errors.Is(err, errPartitioned) {
+			continue // NB: track closed it
 		}
-		return s.track(c)
+		return tc, err
 	}
 }
 
@@ -71,12 +77,12 @@ var errPartitioned = errors.New("controller: partitioned (test)")
 // partition cuts the node off from its peers (true) or heals it (false):
 // the fault a test injects.
 func (s *stream) partition(cut bool) {
-	s.cut.Store(cut)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cut.Store(cut) // NB: under mu, so that track either sees it or has its connection closed here
 	if !cut {
 		return
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	for c := range s.conns {
 		c.Close()
 	}
