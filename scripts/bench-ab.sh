@@ -10,6 +10,10 @@
 #   ROWS="durable" scripts/bench-ab.sh e426daf HEAD   # some rows only
 #   A_ENV=SLUICE_DEDUP_WINDOW=0s scripts/bench-ab.sh HEAD   # one build, a config change
 #                                 # (A_ENV, B_ENV: variables for that side's brokers)
+#   ROWS="e2e replay32" scripts/bench-ab.sh HEAD~3   # rows not in the default set:
+#                                 # e2e (p99 at E2E_RATE msgs/s for E2E_DURATION, lower
+#                                 # is better) and replay32 (consume REPLAY_N stored
+#                                 # messages, pull batch 32)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,6 +24,9 @@ DURABLE_N=${DURABLE_N:-20000}
 SENDERS=${SENDERS:-128}
 ROUNDS=${ROUNDS:-3}
 ROWS=${ROWS:-async1k async128 batch32 durable durable-shared}
+E2E_RATE=${E2E_RATE:-10000}
+E2E_DURATION=${E2E_DURATION:-6s}
+REPLAY_N=${REPLAY_N:-300000}
 
 work=$(mktemp -d /tmp/sluice-ab.XXXXXX)
 cleanup() {
@@ -82,11 +89,33 @@ rate() { python3 -c 'import json,sys; print(round(json.load(sys.stdin)["msgs_per
 cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
 # run SIDE ROW: one run of a row on a fresh broker of SIDE; prints msgs/s
-# and the broker's CPU time per message in microseconds (user + system:
-# less sensitive than throughput to what else the machine runs).
+# (e2e: the p99 latency in ms) and the broker's CPU time per message in
+# microseconds (user + system: less sensitive than throughput to what else
+# the machine runs).
 run() {
 	local side=$1 row=$2 flush=async args n=$N pid c0 r
 	case $row in
+	e2e | replay32)
+		read -r dir ns < <(start "$side" "$flush")
+		pid=$(cat "$dir/pid")
+		if [ "$row" = replay32 ]; then
+			"$work/$side/mqbench" produce -n "$ns" -t ab-replay --size 1024 --batch 32 --inflight 256 --count "$REPLAY_N" \
+				--json >/dev/null 2>&1
+			c0=$(cpu "$pid")
+			r=$("$work/$side/mqbench" consume -n "$ns" -t ab-replay -g ab-replay --pull-batch 32 --count "$REPLAY_N" \
+				--json 2>/dev/null | rate)
+			n=$REPLAY_N
+		else
+			c0=$(cpu "$pid")
+			read -r r n < <("$work/$side/mqbench" e2e -n "$ns" -t ab-e2e -g ab-e2e --rate "$E2E_RATE" --duration "$E2E_DURATION" \
+				--json 2>/dev/null | python3 -c 'import json,sys; j=json.load(sys.stdin); print(j["latency_p99_ms"], j["messages"])')
+		fi
+		r="$r $(python3 -c "print(round(($(cpu "$pid") - $c0) / $(getconf CLK_TCK) / $n * 1e6, 1))")"
+		stop "$dir"
+		sync
+		echo "$r"
+		return
+		;;
 	async1k) args=(--size 1024 --inflight 256 --count "$N") ;;
 	async128) args=(--size 128 --inflight 256 --count "$N") ;;
 	batch32) args=(--size 1024 --batch 32 --inflight 256 --count "$N") ;;
@@ -103,7 +132,7 @@ run() {
 	echo "$r"
 }
 
-printf '%-16s %s\n' row "per round: a msgs/s (broker CPU us/msg) | b msgs/s (CPU) | b/a throughput"
+printf '%-16s %s\n' row "per round: a msgs/s (broker CPU us/msg) | b msgs/s (CPU) | b/a throughput (e2e: p99 ms, b/a p99)"
 for row in $ROWS; do
 	line=""
 	for r in $(seq "$ROUNDS"); do
