@@ -517,13 +517,17 @@ func probe(ctx context.Context, o options, c *counters) error {
 	}
 	defer p.Close()
 	giveUp := time.Now().Add(30 * time.Second)
+	// stopped says how far probing got when it stops short.
+	stopped := func(why error) error {
+		return fmt.Errorf("e2e probe: consumers ready on %d of %d queues: %w", c.probedQueues.Load(), sel.queues.Load(), why)
+	}
 	for {
 		for k := int64(0); k < max(sel.queues.Load(), 1); k++ {
 			if _, err := p.Send(ctx, &client.Message{Topic: o.topic, Body: make([]byte, 8), Tags: "probe"}); err != nil {
 				if ctx.Err() != nil {
 					// NB: the run's time ran out during a probe's send:
 					// say how far probing got, as when it ends waiting.
-					return fmt.Errorf("e2e probe: consumers ready on %d of %d queues: %w", c.probedQueues.Load(), sel.queues.Load(), ctx.Err())
+					return stopped(ctx.Err())
 				}
 				return fmt.Errorf("e2e probe: %w", err)
 			}
@@ -534,12 +538,12 @@ func probe(ctx context.Context, o options, c *counters) error {
 			}
 			select {
 			case <-ctx.Done():
-				return fmt.Errorf("e2e probe: consumers ready on %d of %d queues: %w", c.probedQueues.Load(), sel.queues.Load(), ctx.Err())
+				return stopped(ctx.Err())
 			case <-time.After(5 * time.Millisecond):
 			}
 		}
 		if time.Now().After(giveUp) {
-			return fmt.Errorf("e2e probe: consumers ready on %d of %d queues after 30s", c.probedQueues.Load(), sel.queues.Load())
+			return stopped(errors.New("gave up after 30s"))
 		}
 	}
 }

@@ -217,15 +217,22 @@ func (s *Server) Start() error {
 	if s.state != serverNew {
 		return fmt.Errorf("remoting: server already started")
 	}
+	start := s.startNetpoll
 	if s.opts.TLS != nil {
-		if err := s.startTLS(); err != nil {
-			return err
-		}
-		workpool.Acquire() // NB: released at the end of Shutdown
-		s.houseWG.Add(1)
-		go s.houseLoop()
-		return nil
+		start = s.startTLS
 	}
+	if err := start(); err != nil {
+		return err
+	}
+	workpool.Acquire() // NB: released at the end of Shutdown
+	s.houseWG.Add(1)
+	go s.houseLoop()
+	return nil
+}
+
+// startNetpoll listens on a netpoll listener and starts serveLoop.
+// REQUIRES: s.mu held, state serverNew.
+func (s *Server) startNetpoll() error {
 	ln, err := netpoll.CreateListener("tcp", s.addr)
 	if err != nil {
 		return fmt.Errorf("remoting: listen on %s: %w", s.addr, err)
@@ -243,10 +250,7 @@ func (s *Server) Start() error {
 		return fmt.Errorf("remoting: event loop: %w", err)
 	}
 	s.ln, s.evl, s.state = ln, evl, serverRunning
-	workpool.Acquire() // NB: released at the end of Shutdown
 	go s.serveLoop()
-	s.houseWG.Add(1)
-	go s.houseLoop()
 	return nil
 }
 
