@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -34,7 +35,32 @@ func DecodeBody(st SerializeType, b []byte, v any) error {
 	if st != SerializeMsgpack {
 		return json.Unmarshal(b, v)
 	}
+	if err := checkMsgpackBody(b); err != nil {
+		return err
+	}
 	dec := msgpack.NewDecoder(bytes.NewReader(b))
 	dec.SetCustomStructTag("json")
 	return dec.Decode(v)
+}
+
+// checkMsgpackBody walks a msgpack body with the header codec's validator
+// before it is decoded: every claimed map, array, string, bin and ext
+// length must fit in the bytes left, nesting stops at msgpackMaxDepth, and
+// nothing may follow the value (as for JSON).
+// NB: the msgpack library allocates what an array header claims (4 billion
+// elements for 5 bytes), so a body is never handed to it unchecked.
+func checkMsgpackBody(b []byte) error {
+	d := msgpackDecoders.Get().(*msgpackDecoder)
+	d.r = sliceReader{b: b}
+	err := d.skip(0)
+	if err == nil && d.r.left() > 0 {
+		err = fmt.Errorf("%d bytes after the value", d.r.left())
+	}
+	d.r = sliceReader{}
+	msgpackDecoders.Put(d)
+	if err != nil {
+		msg := strings.TrimPrefix(err.Error(), ErrBadHeader.Error()+": ")
+		return fmt.Errorf("%w: body: %s", ErrBadFrame, msg)
+	}
+	return nil
 }
