@@ -35,7 +35,11 @@ func TestServer_InlineMixedWithGoroutineAnswers(t *testing.T) {
 	s.Handle(codeInline, slow)
 	s.Handle(codeEcho, slow)
 	s.HandleInline(codeInline, func(ctx context.Context, w ResponseWriter, req *Command) bool {
-		if rand.IntN(3) == 0 {
+		// NB: a declined request starts the connection's ordered
+		// executor, and requests of the code queue behind it until it
+		// drains; with 32 callers on one connection and a loaded machine
+		// it may never drain. So the first request is served inline.
+		if inlined.Load() > 0 && rand.IntN(3) == 0 {
 			declined.Add(1)
 			return false // the goroutine handler answers
 		}
