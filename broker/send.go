@@ -43,7 +43,7 @@ func decodeSendHeader(req *remoting.Command) (protocol.SendMessageRequestHeader,
 	}
 	var v2 protocol.SendMessageRequestHeaderV2
 	var err error
-	if req.ExtFields == nil && req.ExtPairs != nil {
+	if req.ExtFields == nil && req.ExtPairs.Valid() {
 		err = v2.FromExtPairs(req.ExtPairs) // NB: msgpack sends come so
 	} else {
 		err = v2.FromExt(req.ExtFields)

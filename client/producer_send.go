@@ -296,7 +296,7 @@ func (p *Producer) attempt(ctx context.Context, addr string, q MessageQueue, o *
 func sendResult(resp *remoting.Command, q MessageQueue, o *outgoing) (SendResult, error) {
 	var rh protocol.SendMessageResponseHeader
 	var err error
-	if resp.ExtFields == nil && resp.ExtPairs != nil {
+	if resp.ExtFields == nil && resp.ExtPairs.Valid() {
 		err = rh.FromExtPairs(resp.ExtPairs)
 	} else {
 		err = rh.FromExt(resp.ExtFields)

@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"errors"
+	"slices"
 	"strconv"
 )
 
@@ -101,6 +102,64 @@ func ExtMap(w ExtWriter) map[string]string {
 	return m
 }
 
+// ExtPairs is a custom header read without a map: its keys and values in
+// the order they came, as spans of one string. Sluice's msgpack codec
+// reads a send and its answer so: a span list holds no pointers, so it is
+// neither cleared nor scanned by the collector, where a []string of the
+// same fields was (a send's header has 14 fields). The zero value holds
+// no header (Valid is false).
+type ExtPairs struct {
+	src  string
+	span []uint32 // start and end in src of key 0, value 0, key 1, ...
+}
+
+// MakeExtPairs returns the pairs whose strings are src[span[2i]:span[2i+1]]
+// (key, value, key, value…). span must be non-nil (empty for no fields)
+// and its spans within src.
+func MakeExtPairs(src string, span []uint32) ExtPairs { return ExtPairs{src: src, span: span} }
+
+// ExtPairsOf returns kv (key, value, key, value…; an odd last key is
+// dropped) as ExtPairs.
+func ExtPairsOf(kv ...string) ExtPairs {
+	n := len(kv) &^ 1
+	size := 0
+	for _, s := range kv[:n] {
+		size += len(s)
+	}
+	src := make([]byte, 0, size)
+	span := make([]uint32, 0, 2*n)
+	for _, s := range kv[:n] {
+		span = append(span, uint32(len(src)))
+		src = append(src, s...)
+		span = append(span, uint32(len(src)))
+	}
+	return ExtPairs{src: string(src), span: span}
+}
+
+// Valid reports whether p holds a header (possibly of no fields).
+func (p ExtPairs) Valid() bool { return p.span != nil }
+
+// Len is the number of fields.
+func (p ExtPairs) Len() int { return len(p.span) / 4 }
+
+// Key returns field i's key.
+func (p ExtPairs) Key(i int) string { return p.src[p.span[4*i]:p.span[4*i+1]] }
+
+// Value returns field i's value.
+func (p ExtPairs) Value(i int) string { return p.src[p.span[4*i+2]:p.span[4*i+3]] }
+
+// Clone returns p with a span list of its own (src, a string, is shared).
+func (p ExtPairs) Clone() ExtPairs { return ExtPairs{src: p.src, span: slices.Clone(p.span)} }
+
+// Strings returns the fields as key, value, key, value…
+func (p ExtPairs) Strings() []string {
+	kv := make([]string, 0, 2*p.Len())
+	for i := range p.Len() {
+		kv = append(kv, p.Key(i), p.Value(i))
+	}
+	return kv
+}
+
 // extReader reads typed fields out of an extFields map (or a pair list,
 // see FromExtPairs) and keeps the first error, so FromExt bodies are
 // straight-line code.
@@ -114,17 +173,17 @@ type extReader struct {
 	byKey   bool // letters, not ext
 	// pairs, when set, holds the fields as key, value, key, value… (a
 	// short header read without a map; see FromExtPairs).
-	pairs []string
+	pairs ExtPairs
 	err   error
 }
 
 // get returns key's value.
 func (r *extReader) get(key string) (string, bool) {
-	if r.pairs != nil {
+	if r.pairs.Valid() {
 		// NB: the last of a repeated key counts, as in a map.
-		for i := len(r.pairs) - 2; i >= 0; i -= 2 {
-			if r.pairs[i] == key {
-				return r.pairs[i+1], true
+		for i := r.pairs.Len() - 1; i >= 0; i-- {
+			if r.pairs.Key(i) == key {
+				return r.pairs.Value(i), true
 			}
 		}
 		return "", false
@@ -140,15 +199,17 @@ func (r *extReader) get(key string) (string, bool) {
 	return r.letters[i], r.has&(1<<i) != 0
 }
 
-// readLetters makes r read the one-letter keys of kv (key, value, key,
-// value…); the last of a repeated key counts, as in a map decoded from the
-// same fields. Other keys are not read.
-func (r *extReader) readLetters(kv []string) {
+// readLetters makes r read the one-letter keys of kv; the last of a
+// repeated key counts, as in a map decoded from the same fields. Other
+// keys are not read.
+func (r *extReader) readLetters(kv ExtPairs) {
 	r.byKey = true
-	for i := 0; i+1 < len(kv); i += 2 {
-		if k := kv[i]; len(k) == 1 && k[0] >= 'a' && k[0] <= 'z' {
-			r.letters[k[0]-'a'] = kv[i+1]
-			r.has |= 1 << (k[0] - 'a')
+	for i := range kv.Len() {
+		if k0, k1 := kv.span[4*i], kv.span[4*i+1]; k1 == k0+1 {
+			if c := kv.src[k0]; c >= 'a' && c <= 'z' {
+				r.letters[c-'a'] = kv.Value(i)
+				r.has |= 1 << (c - 'a')
+			}
 		}
 	}
 }

@@ -71,7 +71,7 @@ func FuzzExtFields(f *testing.F) {
 			kv = append(kv, k, v)
 		}
 		var fromMap, fromPairs SendMessageResponseHeader
-		errMap, errPairs := fromMap.FromExt(ext), fromPairs.FromExtPairs(kv)
+		errMap, errPairs := fromMap.FromExt(ext), fromPairs.FromExtPairs(ExtPairsOf(kv...))
 		require.Equal(t, errMap == nil, errPairs == nil, "%v / %v", errMap, errPairs)
 		if errMap == nil {
 			require.Equal(t, fromMap, fromPairs)

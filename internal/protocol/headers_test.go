@@ -377,22 +377,22 @@ func TestSendHeader_FromExtPairs(t *testing.T) {
 		}
 		var fromMap, fromPairs SendMessageRequestHeaderV2
 		require.NoError(t, fromMap.FromExt(Ext(&h)))
-		require.NoError(t, fromPairs.FromExtPairs(kv))
+		require.NoError(t, fromPairs.FromExtPairs(ExtPairsOf(kv...)))
 		require.Equal(t, fromMap, fromPairs)
 		require.Equal(t, h, fromPairs)
 
 		var dup SendMessageRequestHeaderV2
-		require.NoError(t, dup.FromExtPairs(append(kv, "b", "Later")))
+		require.NoError(t, dup.FromExtPairs(ExtPairsOf(append(kv, "b", "Later")...)))
 		require.Equal(t, "Later", dup.Topic)
 
 		var bad SendMessageRequestHeaderV2
-		err := bad.FromExtPairs(append(kv, "e", "x"))
+		err := bad.FromExtPairs(ExtPairsOf(append(kv, "e", "x")...))
 		var fe *FieldError
 		require.ErrorAs(t, err, &fe)
 		require.Equal(t, "e", fe.Field)
 	}
 	var missing SendMessageRequestHeaderV2
-	require.ErrorIs(t, missing.FromExtPairs([]string{"a", "g"}), ErrMissingField)
+	require.ErrorIs(t, missing.FromExtPairs(ExtPairsOf("a", "g")), ErrMissingField)
 }
 
 func BenchmarkSendHeaderV2(b *testing.B) {
@@ -401,10 +401,11 @@ func BenchmarkSendHeaderV2(b *testing.B) {
 		QueueID: 3, BornTimestamp: 1 << 40, Properties: "UNIQ_KEY\x01C0A80001000051AF00000000000000AA\x02TAGS\x01bench\x02",
 		MaxReconsumeTimes: &maxRe, BrokerName: "broker-a"}
 	ext := Ext(&h)
-	var kv []string
+	var kvs []string
 	for k, v := range ext {
-		kv = append(kv, k, v)
+		kvs = append(kvs, k, v)
 	}
+	kv := ExtPairsOf(kvs...)
 	b.Run("FromExt", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
@@ -423,4 +424,24 @@ func BenchmarkSendHeaderV2(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestExtPairs: pairs built from strings give them back in order; an odd
+// last key is dropped; no pairs at all are still a (valid, empty) header,
+// unlike the zero value.
+func TestExtPairs(t *testing.T) {
+	p := ExtPairsOf("a", "1", "bb", "", "", "3", "odd")
+	require.True(t, p.Valid())
+	require.Equal(t, 3, p.Len())
+	require.Equal(t, []string{"a", "1", "bb", "", "", "3"}, p.Strings())
+	require.Equal(t, "bb", p.Key(1))
+	require.Equal(t, "3", p.Value(2))
+	require.True(t, ExtPairsOf().Valid())
+	require.Equal(t, 0, ExtPairsOf().Len())
+	require.False(t, ExtPairs{}.Valid())
+	c := p.Clone()
+	require.Equal(t, p.Strings(), c.Strings())
+
+	var r SendMessageResponseHeader
+	require.ErrorIs(t, r.FromExtPairs(ExtPairs{}), ErrMissingField, "no pairs read as no fields, not as a map")
 }

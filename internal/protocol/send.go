@@ -159,10 +159,9 @@ func (h *SendMessageRequestHeaderV2) FromExt(ext map[string]string) error {
 	return (*SendMessageRequestHeader)(h).fromExt(ext, &sendKeysShort)
 }
 
-// FromExtPairs is FromExt from the fields as key, value, key, value…
-// (remoting.Header.ExtPairs): a send's header read without a map (its keys
-// are one letter each).
-func (h *SendMessageRequestHeaderV2) FromExtPairs(kv []string) error {
+// FromExtPairs is FromExt from the fields of a header read without a map
+// (remoting.Header.ExtPairs): a send's (its keys are one letter each).
+func (h *SendMessageRequestHeaderV2) FromExtPairs(kv ExtPairs) error {
 	r := extReader{header: sendKeysShort.header}
 	r.readLetters(kv)
 	return (*SendMessageRequestHeader)(h).read(&r, &sendKeysShort)
@@ -241,11 +240,11 @@ func (h *SendMessageResponseHeader) FromExt(ext map[string]string) error {
 	return h.read(&extReader{header: "SendMessageResponseHeader", ext: ext})
 }
 
-// FromExtPairs is FromExt from the fields as key, value, key, value…
-// (remoting.Header.ExtPairs: a send's answer read without a map).
-func (h *SendMessageResponseHeader) FromExtPairs(kv []string) error {
-	if kv == nil {
-		kv = []string{} // NB: nil would read a map
+// FromExtPairs is FromExt from the fields of a header read without a map
+// (remoting.Header.ExtPairs: a send's answer).
+func (h *SendMessageResponseHeader) FromExtPairs(kv ExtPairs) error {
+	if !kv.Valid() {
+		kv = ExtPairsOf() // NB: invalid pairs would read a map
 	}
 	return h.read(&extReader{header: "SendMessageResponseHeader", pairs: kv})
 }

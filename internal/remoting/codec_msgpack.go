@@ -31,7 +31,7 @@ type msgpackCodec struct{}
 const msgpackMaxDepth = 16
 
 func (msgpackCodec) AppendHeader(dst []byte, h *Header) ([]byte, error) {
-	if h.ExtPairs != nil && h.ExtFields == nil {
+	if h.ExtPairs.Valid() && h.ExtFields == nil {
 		h = withExtMap(h) // NB: a decoded send header, sent on: rare
 	}
 	n := 5
@@ -219,9 +219,9 @@ func (r *sliceReader) take(n int) ([]byte, error) {
 }
 
 type msgpackDecoder struct {
-	r   sliceReader
-	dec *msgpack.Decoder
-	kv  []string // extPairs' scratch, reused
+	r    sliceReader
+	dec  *msgpack.Decoder
+	span []uint32 // extPairs' scratch, reused
 }
 
 var msgpackDecoders = sync.Pool{New: func() any {
@@ -235,9 +235,8 @@ func (msgpackCodec) DecodeHeader(src []byte, h *Header) error {
 	d.r = sliceReader{b: src}
 	err := d.header(h)
 	if err != nil {
-		h.ExtPairs = nil // NB: d.kv, reused
+		h.ExtPairs = protocol.ExtPairs{} // NB: d.span, reused
 	}
-	clear(d.kv)
 	d.r = sliceReader{}
 	msgpackDecoders.Put(d)
 	return err
@@ -283,14 +282,14 @@ func (d *msgpackDecoder) header(h *Header) error {
 		return badHeader("%d trailing bytes after msgpack header", d.r.left())
 	}
 	// NB: decided once every field is read, whatever their order; the
-	// pairs are in d.kv, reused.
+	// pairs' spans are in d.span, reused.
 	switch {
-	case h.ExtPairs == nil:
+	case !h.ExtPairs.Valid():
 	case (h.Code == protocol.SendMessageV2 || h.Code == protocol.SendBatchMessage) && h.Flag&FlagResponse == 0,
 		h.Flag&FlagResponse != 0: // NB: the waiting call decides (Conn.deliver)
-		h.ExtPairs = slices.Clone(h.ExtPairs)
+		h.ExtPairs = h.ExtPairs.Clone()
 	default:
-		h.ExtFields, h.ExtPairs = h.ExtMap(), nil
+		h.ExtFields, h.ExtPairs = h.ExtMap(), protocol.ExtPairs{}
 	}
 	return nil
 }
@@ -439,23 +438,23 @@ func (d *msgpackDecoder) language() (protocol.LanguageCode, error) {
 // substrings of one copy of the rest of the header: one allocation for
 // them all, and no lookups. The pairs are in d.kv, reused by the next
 // header.
-func (d *msgpackDecoder) extPairs() ([]string, error) {
+func (d *msgpackDecoder) extPairs() (protocol.ExtPairs, error) {
 	n, err := d.mapLen()
 	if err != nil || n <= 0 {
-		return nil, err
+		return protocol.ExtPairs{}, err
 	}
 	if n > MaxExtFields {
-		return nil, badHeader("%d extFields, limit %d", n, MaxExtFields)
+		return protocol.ExtPairs{}, badHeader("%d extFields, limit %d", n, MaxExtFields)
 	}
 	base := d.r.i
 	all := string(d.r.b[base:])
-	kv := slices.Grow(d.kv[:0], 2*n)[:2*n]
-	d.kv = kv
+	span := slices.Grow(d.span[:0], 4*n)[:4*n]
+	d.span = span
 	// NB: fixstr and str8 are read in the loop, on locals (a call of
 	// bytes per string was half of a send header's decoding); bytes
 	// reads any other form, or fails.
 	b, i := d.r.b, d.r.i
-	for j := range kv {
+	for j := 0; j < len(span); j += 2 {
 		var n int
 		switch {
 		case i < len(b) && b[i] >= 0xa0 && b[i] <= 0xbf:
@@ -466,19 +465,19 @@ func (d *msgpackDecoder) extPairs() ([]string, error) {
 			d.r.i = i
 			p, err := d.bytes()
 			if err != nil {
-				return nil, err
+				return protocol.ExtPairs{}, err
 			}
 			n, i = len(p), d.r.i-len(p)
 		}
 		if n > len(b)-i {
 			d.r.i = i
-			return nil, badHeader("msgpack: length %d with %d bytes left", n, len(b)-i)
+			return protocol.ExtPairs{}, badHeader("msgpack: length %d with %d bytes left", n, len(b)-i)
 		}
-		kv[j] = all[i-base : i-base+n]
+		span[j], span[j+1] = uint32(i-base), uint32(i-base+n)
 		i += n
 	}
 	d.r.i = i
-	return kv, nil
+	return protocol.MakeExtPairs(all, span), nil
 }
 
 // skip skips one value of an unknown key. Containers recurse at most

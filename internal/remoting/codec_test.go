@@ -497,7 +497,7 @@ func TestMsgpack_SendExtAsPairs(t *testing.T) {
 		require.NoError(t, err)
 		var h Header
 		require.NoError(t, MsgpackCodec.DecodeHeader(b, &h))
-		require.Equal(t, tc.pairs, h.ExtPairs != nil, "code %d flag %d", tc.code, tc.flag)
+		require.Equal(t, tc.pairs, h.ExtPairs.Valid(), "code %d flag %d", tc.code, tc.flag)
 		require.Equal(t, !tc.pairs, h.ExtFields != nil, "code %d flag %d", tc.code, tc.flag)
 		require.Equal(t, ext, h.ExtMap())
 	}
@@ -509,10 +509,10 @@ func TestMsgpack_SendExtAsPairs(t *testing.T) {
 	b = mpInt(mpStr(b, "flag"), int64(FlagResponse))
 	var late Header
 	require.NoError(t, MsgpackCodec.DecodeHeader(b, &late))
-	require.Equal(t, []string{"a", "g"}, late.ExtPairs, "an answer, though its flag came last")
+	require.Equal(t, []string{"a", "g"}, late.ExtPairs.Strings(), "an answer, though its flag came last")
 	require.Nil(t, late.ExtFields)
 
-	h := Header{ExtPairs: []string{"k", "1", "k", "2"}}
+	h := Header{ExtPairs: protocol.ExtPairsOf("k", "1", "k", "2")}
 	require.Equal(t, map[string]string{"k": "2"}, h.ExtMap(), "the last of a repeated key counts, as in a map")
 }
 

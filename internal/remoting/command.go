@@ -50,12 +50,12 @@ type Header struct {
 	// it straight into the frame, the others through a map. Decoded
 	// headers have ExtFields instead.
 	ExtWriter protocol.ExtWriter
-	// ExtPairs, when ExtFields is nil, is a decoded custom header as key,
-	// value, key, value…: the msgpack codec decodes a send request's
-	// header so (no map; its handler reads it with FromExtPairs), and a
+	// ExtPairs, when ExtFields is nil, is a decoded custom header as its
+	// fields in order: the msgpack codec decodes a send request's header
+	// so (no map; its handler reads it with FromExtPairs), and a
 	// response's, which a connection turns into a map unless it answers a
 	// send (see pairsAnswer). ExtMap returns either as a map.
-	ExtPairs []string
+	ExtPairs protocol.ExtPairs
 }
 
 // ExtMap returns the custom header as a map, whichever form it has.
@@ -63,10 +63,10 @@ func (h *Header) ExtMap() map[string]string {
 	switch {
 	case h.ExtFields != nil:
 		return h.ExtFields
-	case h.ExtPairs != nil:
-		m := make(map[string]string, len(h.ExtPairs)/2)
-		for i := 0; i+1 < len(h.ExtPairs); i += 2 {
-			m[h.ExtPairs[i]] = h.ExtPairs[i+1]
+	case h.ExtPairs.Valid():
+		m := make(map[string]string, h.ExtPairs.Len())
+		for i := range h.ExtPairs.Len() {
+			m[h.ExtPairs.Key(i)] = h.ExtPairs.Value(i)
 		}
 		return m
 	case h.ExtWriter != nil:
@@ -78,11 +78,11 @@ func (h *Header) ExtMap() map[string]string {
 // withExtMap returns h, or a copy whose ExtWriter or ExtPairs is turned
 // into ExtFields: for the codecs that encode a map.
 func withExtMap(h *Header) *Header {
-	if h.ExtFields != nil || h.ExtWriter == nil && h.ExtPairs == nil {
+	if h.ExtFields != nil || h.ExtWriter == nil && !h.ExtPairs.Valid() {
 		return h
 	}
 	c := *h
-	c.ExtFields, c.ExtWriter, c.ExtPairs = h.ExtMap(), nil, nil
+	c.ExtFields, c.ExtWriter, c.ExtPairs = h.ExtMap(), nil, protocol.ExtPairs{}
 	return &c
 }
 

@@ -44,8 +44,8 @@ func (c *Conn) deliver(resp *Command) {
 			"remote", addrString(c.remote), "conn", c.id, "opaque", resp.Opaque, "code", resp.Code)
 		return
 	}
-	if resp.ExtPairs != nil && !cl.pairs {
-		resp.ExtFields, resp.ExtPairs = resp.ExtMap(), nil
+	if resp.ExtPairs.Valid() && !cl.pairs {
+		resp.ExtFields, resp.ExtPairs = resp.ExtMap(), protocol.ExtPairs{}
 	}
 	c.finish(cl, resp, nil)
 }

@@ -114,7 +114,7 @@ func normal(h Header) Header {
 	if h.ExtFields == nil {
 		h.ExtFields = h.ExtMap()
 	}
-	h.ExtPairs, h.ExtWriter = nil, nil
+	h.ExtPairs, h.ExtWriter = protocol.ExtPairs{}, nil
 	return h
 }
 

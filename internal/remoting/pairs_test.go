@@ -27,7 +27,7 @@ func TestConn_AnswerExtForm(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, ext, resp.ExtMap())
 			pairs := st == SerializeMsgpack && code == protocol.SendMessageV2
-			require.Equal(t, pairs, resp.ExtPairs != nil, "serialize %v code %d", st, code)
+			require.Equal(t, pairs, resp.ExtPairs.Valid(), "serialize %v code %d", st, code)
 			require.Equal(t, !pairs, resp.ExtFields != nil, "serialize %v code %d", st, code)
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/sluicemq/sluice/internal/protocol"
 	"github.com/sluicemq/sluice/internal/remoting"
 )
 
@@ -160,6 +161,6 @@ func Signer(key, secret, token string) func(*remoting.Command) {
 		delete(ext, FieldSignature)
 		s := v.sign(ext, c.Body)
 		ext[FieldSignature] = string(s[:])
-		c.ExtFields, c.ExtWriter, c.ExtPairs = ext, nil, nil
+		c.ExtFields, c.ExtWriter, c.ExtPairs = ext, nil, protocol.ExtPairs{}
 	}
 }
