@@ -1,49 +1,62 @@
 package broker
 
-import "github.com/sluicemq/sluice/internal/protocol"
+import (
+	"github.com/sluicemq/sluice/internal/protocol"
+	"github.com/sluicemq/sluice/internal/remoting"
+)
 
 // routes installs the handler table by request code.
 func (b *Broker) routes() {
 	s := b.server
-	s.Handle(protocol.SendMessage, b.handleSend)
-	s.Handle(protocol.SendMessageV2, b.handleSend)
-	s.Handle(protocol.SendBatchMessage, b.handleSend)
-	s.Handle(protocol.SendReplyMessage, b.handleSend)
-	s.Handle(protocol.SendReplyMessageV2, b.handleSend)
+	for code, h := range b.handlers() {
+		s.Handle(code, h)
+	}
 	for _, code := range []int16{protocol.SendMessage, protocol.SendMessageV2, protocol.SendBatchMessage} {
 		s.HandleInline(code, b.trySendInline)
 	}
-	s.Handle(protocol.PullMessage, b.handlePull)
-	s.Handle(protocol.HeartBeat, b.handleHeartbeat)
-	s.Handle(protocol.UnregisterClient, b.handleUnregisterClient)
-	s.Handle(protocol.GetConsumerListByGroup, b.handleConsumerList)
-	s.Handle(protocol.QueryConsumerOffset, b.handleQueryOffset)
-	s.Handle(protocol.UpdateConsumerOffset, b.handleUpdateOffset)
-	s.Handle(protocol.GetMaxOffset, b.handleMaxOffset)
-	s.Handle(protocol.GetMinOffset, b.handleMinOffset)
-	s.Handle(protocol.SearchOffsetByTimestamp, b.handleSearchOffset)
-	s.Handle(protocol.InvokeBrokerToResetOffset, b.handleResetOffset)
-	s.Handle(protocol.GetEarliestMsgStoretime, b.handleEarliestTime)
-	s.Handle(protocol.LockBatchMQ, b.handleLock)
-	s.Handle(protocol.UnlockBatchMQ, b.handleUnlock)
-	s.Handle(protocol.ConsumerSendMsgBack, b.handleSendBack)
-	s.Handle(protocol.EndTransaction, b.handleEndTransaction)
-	s.Handle(protocol.UpdateAndCreateTopic, b.handleCreateTopic)
-	s.Handle(protocol.DeleteTopicInBroker, b.handleDeleteTopic)
-	s.Handle(protocol.GetAllTopicConfig, b.handleAllTopics)
-	s.Handle(protocol.GetAllConsumerOffset, b.handleAllConsumerOffsets)
-	s.Handle(protocol.GetAllDelayOffset, b.handleAllDelayOffsets)
-	s.Handle(protocol.GetBrokerEpochCache, b.handleEpochCache)
-	s.Handle(protocol.ViewMessageByID, b.handleViewMessage)
-	s.Handle(protocol.QueryMessage, b.handleQueryMessage)
-	s.Handle(protocol.GetBrokerRuntimeInfo, b.handleRuntimeInfo)
-	s.Handle(protocol.GetTopicStatsInfo, b.handleTopicStats)
-	s.Handle(protocol.GetConsumeStats, b.handleConsumeStats)
-	s.Handle(protocol.UpdateAndCreateSubscriptionGroup, b.handleUpdateSubGroup)
-	s.Handle(protocol.GetAllSubscriptionGroupConfig, b.handleAllSubGroups)
-	s.Handle(protocol.DeleteSubscriptionGroup, b.handleDeleteSubGroup)
-	s.Handle(protocol.GetConsumerConnectionList, b.handleConsumerConnections)
-	s.Handle(protocol.GetConsumerRunningInfo, b.handleConsumerRunningInfo)
-	s.Handle(protocol.ConsumeMessageDirectly, b.handleConsumeMessageDirectly)
-	s.Handle(protocol.InvokeBrokerToGetConsumerStatus, b.handleGetConsumerStatus)
+}
+
+// handlers is the broker's handler table by request code: the one list
+// routes installs and the in-process fuzz target drives.
+func (b *Broker) handlers() map[int16]remoting.Handler {
+	return map[int16]remoting.Handler{
+		protocol.SendMessage:                      b.handleSend,
+		protocol.SendMessageV2:                    b.handleSend,
+		protocol.SendBatchMessage:                 b.handleSend,
+		protocol.SendReplyMessage:                 b.handleSend,
+		protocol.SendReplyMessageV2:               b.handleSend,
+		protocol.PullMessage:                      b.handlePull,
+		protocol.HeartBeat:                        b.handleHeartbeat,
+		protocol.UnregisterClient:                 b.handleUnregisterClient,
+		protocol.GetConsumerListByGroup:           b.handleConsumerList,
+		protocol.QueryConsumerOffset:              b.handleQueryOffset,
+		protocol.UpdateConsumerOffset:             b.handleUpdateOffset,
+		protocol.GetMaxOffset:                     b.handleMaxOffset,
+		protocol.GetMinOffset:                     b.handleMinOffset,
+		protocol.SearchOffsetByTimestamp:          b.handleSearchOffset,
+		protocol.InvokeBrokerToResetOffset:        b.handleResetOffset,
+		protocol.GetEarliestMsgStoretime:          b.handleEarliestTime,
+		protocol.LockBatchMQ:                      b.handleLock,
+		protocol.UnlockBatchMQ:                    b.handleUnlock,
+		protocol.ConsumerSendMsgBack:              b.handleSendBack,
+		protocol.EndTransaction:                   b.handleEndTransaction,
+		protocol.UpdateAndCreateTopic:             b.handleCreateTopic,
+		protocol.DeleteTopicInBroker:              b.handleDeleteTopic,
+		protocol.GetAllTopicConfig:                b.handleAllTopics,
+		protocol.GetAllConsumerOffset:             b.handleAllConsumerOffsets,
+		protocol.GetAllDelayOffset:                b.handleAllDelayOffsets,
+		protocol.GetBrokerEpochCache:              b.handleEpochCache,
+		protocol.ViewMessageByID:                  b.handleViewMessage,
+		protocol.QueryMessage:                     b.handleQueryMessage,
+		protocol.GetBrokerRuntimeInfo:             b.handleRuntimeInfo,
+		protocol.GetTopicStatsInfo:                b.handleTopicStats,
+		protocol.GetConsumeStats:                  b.handleConsumeStats,
+		protocol.UpdateAndCreateSubscriptionGroup: b.handleUpdateSubGroup,
+		protocol.GetAllSubscriptionGroupConfig:    b.handleAllSubGroups,
+		protocol.DeleteSubscriptionGroup:          b.handleDeleteSubGroup,
+		protocol.GetConsumerConnectionList:        b.handleConsumerConnections,
+		protocol.GetConsumerRunningInfo:           b.handleConsumerRunningInfo,
+		protocol.ConsumeMessageDirectly:           b.handleConsumeMessageDirectly,
+		protocol.InvokeBrokerToGetConsumerStatus:  b.handleGetConsumerStatus,
+	}
 }
