@@ -118,6 +118,19 @@ func parseQueueID(name string) (int32, bool) {
 	return int32(id), true
 }
 
+// CheckName returns an error wrapping ErrInvalidName when Queue would
+// refuse (topic, queueID): a writer checks a record's queue before it
+// stores it, so that indexing it cannot fail.
+func CheckName(topic string, queueID int32) error {
+	if err := validTopic(topic); err != nil {
+		return err
+	}
+	if queueID < 0 {
+		return fmt.Errorf("%w: queue id %d", ErrInvalidName, queueID)
+	}
+	return nil
+}
+
 // validTopic rejects names that cannot be one directory level.
 func validTopic(topic string) error {
 	if topic == "" || topic == "." || topic == ".." || len(topic) > 255 ||
@@ -136,11 +149,8 @@ func (s *Store) Queue(topic string, queueID int32) (*Queue, error) {
 	if q := s.Lookup(topic, queueID); q != nil {
 		return q, nil
 	}
-	if err := validTopic(topic); err != nil {
+	if err := CheckName(topic, queueID); err != nil {
 		return nil, err
-	}
-	if queueID < 0 {
-		return nil, fmt.Errorf("%w: queue id %d", ErrInvalidName, queueID)
 	}
 	key := queueKey{topic, queueID}
 	s.mu.Lock()

@@ -242,6 +242,14 @@ func (s *Store) queue(topic []byte, id int32) (*consumequeue.Queue, error) {
 
 func (s *Store) putEntry(di *message.DispatchInfo) error {
 	q, err := s.queue(di.Topic, di.QueueID)
+	if errors.Is(err, consumequeue.ErrInvalidName) {
+		// NB: no consume queue can hold it (puts refuse such records now;
+		// an older broker stored some): retrying would stall every queue
+		// behind it for good. Log its location and go on, as above.
+		s.logger.Error("store: record has no possible consume queue; not indexed", "topic", string(di.Topic),
+			"queue_id", di.QueueID, "pos", di.PhysicalOffset, "err", err)
+		return nil
+	}
 	if err != nil {
 		return err
 	}

@@ -3,11 +3,13 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/sluicemq/sluice/commitlog"
+	"github.com/sluicemq/sluice/consumequeue"
 	"github.com/sluicemq/sluice/internal/message"
 )
 
@@ -140,6 +142,9 @@ func (s *Store) prepare(reqs []PutRequest, res []PutResult, sizes []sized) {
 				r.Msg.StoreHost = s.opts.StoreHost
 			}
 			if err = r.Msg.CheckLimits(int(s.cfg.MaxMessageSize)); err == nil {
+				err = checkQueue(r.Msg)
+			}
+			if err == nil {
 				sizes[i].n = r.Msg.EncodedSize()
 			}
 		default:
@@ -173,7 +178,20 @@ func (s *Store) batchSizes(b *Batch) ([]int, error) {
 		}
 		sizes[i] = m.EncodedSize()
 	}
+	if err := checkQueue(&b.Template); err != nil {
+		return nil, err
+	}
 	return sizes, nil
+}
+
+// checkQueue refuses a message whose consume queue cannot exist (a
+// negative queue id, a topic that is no directory name): stored, the
+// dispatcher could never index it.
+func checkQueue(m *message.Message) error {
+	if err := consumequeue.CheckName(m.Topic, m.QueueID); err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	return nil
 }
 
 // appendChunk stores a chunk of requests with one append and reports
