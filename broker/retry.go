@@ -64,9 +64,15 @@ func (b *Broker) handleSendBack(ctx context.Context, w remoting.ResponseWriter, 
 		if level == 0 {
 			level = 3 + int(r.ReconsumeTimes)
 		}
-		if err := b.toSchedule(m, level); err != nil {
-			reply(w, req, protocol.SystemError, err.Error())
-			return
+		// NB: the reconsume count is what the producer sent, negative
+		// too. As Java's, a level below 1 delays nothing: the message goes
+		// to the retry topic at once (toSchedule would make queue
+		// level-1 of the delay topic, one no consume queue can be).
+		if level > 0 {
+			if err := b.toSchedule(m, level); err != nil {
+				reply(w, req, protocol.SystemError, err.Error())
+				return
+			}
 		}
 	}
 	replyPut(w, req, b.store.Put(ctx, m))
