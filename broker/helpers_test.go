@@ -38,7 +38,7 @@ func testConfig(dir string) conf.Broker {
 }
 
 // startBroker starts a broker on a free loopback port with its store in dir.
-func startBroker(t *testing.T, c conf.Broker, opts Options) *Broker {
+func startBroker(t testing.TB, c conf.Broker, opts Options) *Broker {
 	t.Helper()
 	if opts.Logger == nil {
 		opts.Logger = quiet()
