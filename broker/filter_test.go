@@ -2,6 +2,7 @@ package broker
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -104,6 +105,27 @@ func TestPull_SQL92(t *testing.T) {
 	resp = sqlHeartbeat(t, c, addr, "c2", "bad", "orders", "XPATH", "a", 1)
 	require.Equal(t, protocol.SubscriptionParseFailed, int(resp.Code))
 	require.Contains(t, resp.Remark, "TAG or SQL92")
+}
+
+// TestPull_SQL92TooDeep: a SQL92 expression of a million parentheses, in a
+// heartbeat or in a pull, is refused with SUBSCRIPTION_PARSE_FAILED. It
+// overflowed the parser's stack: a fatal error, which took the broker down.
+func TestPull_SQL92TooDeep(t *testing.T) {
+	b := startBroker(t, testConfig(t.TempDir()), Options{})
+	c := newClient(t, remoting.SerializeJSON)
+	sendOrders(t, c, b.Addr(), "orders", 1)
+	for _, deep := range []string{
+		strings.Repeat("(", 1_000_000) + "amount = 1" + strings.Repeat(")", 1_000_000),
+		strings.Repeat("(", 300) + "amount = 1" + strings.Repeat(")", 300),
+	} {
+		resp := sqlHeartbeat(t, c, b.Addr(), "c1", "g", "orders", "SQL92", deep, 1)
+		require.Equal(t, protocol.SubscriptionParseFailed, int(resp.Code), resp.Remark)
+		own := pullHeader("g", "orders", 0, 0, pullSubscription)
+		own.ExpressionType, own.Subscription = "SQL92", deep
+		code, remark, _ := pullBodies(t, c, b.Addr(), own)
+		require.Equal(t, protocol.SubscriptionParseFailed, int(code), remark)
+		require.Less(t, len(remark), 512, "the remark names the limit, not the expression")
+	}
 }
 
 // TestPull_SQL92Disabled: with filter.property_enabled off, SQL92

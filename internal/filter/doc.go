@@ -57,5 +57,8 @@
 //
 // Compile once per subscription version; Expr is immutable and safe for
 // concurrent use. Match does not allocate: properties are looked up lazily,
-// each at most once per message, and compared as bytes.
+// each at most once per message, and compared as bytes. Expressions come
+// from consumers, so Compile bounds what one can cost: at most MaxLen
+// bytes, MaxNesting levels of parentheses, NOT and signs, and a tree at
+// most MaxHeight levels tall (evaluation recurses once per level).
 package filter

@@ -56,8 +56,29 @@ type Expr struct {
 // String returns the expression as given to Compile.
 func (e *Expr) String() string { return e.src }
 
+// Limits of a compiled expression: an expression arrives with a
+// consumer's heartbeat or pull, and compiling and evaluating it must not
+// let that consumer take the broker's memory or stack (a heartbeat of a
+// million parentheses overflowed the parser's stack, which kills the
+// process).
+const (
+	// MaxLen is the longest expression in bytes.
+	MaxLen = 256 << 10
+	// MaxNesting is how deep parentheses, NOT and signs may nest: the
+	// parser recurses for each.
+	MaxNesting = 256
+	// MaxHeight is how tall the compiled tree may be: evaluation recurses
+	// once per level, and a chain of n ANDs or ORs is n levels (a long
+	// list of alternatives is one IN).
+	MaxHeight = 10_000
+)
+
 // Compile parses a SQL92 expression. Its errors are *SyntaxError.
 func Compile(src string) (*Expr, error) {
+	if len(src) > MaxLen {
+		return nil, &SyntaxError{Column: MaxLen + 1, Token: fmt.Sprintf("%q...", src[MaxLen:MaxLen+min(8, len(src)-MaxLen)]),
+			Msg: fmt.Sprintf("the expression has %d bytes, at most %d", len(src), MaxLen)}
+	}
 	toks, err := lex(src)
 	if err != nil {
 		return nil, err
@@ -73,17 +94,45 @@ func Compile(src string) (*Expr, error) {
 	if err == nil {
 		n, err = p.asCond(n)
 	}
+	if err == nil && tallerThan(n, MaxHeight) {
+		err = p.fail(n.tok, "the expression is more than %d levels deep (a chain of n ANDs or ORs is n levels: list alternatives with IN)", MaxHeight)
+	}
 	if err != nil {
 		return nil, err
 	}
 	return &Expr{src: src, root: n, names: p.names}, nil
 }
 
+// tallerThan reports whether the tree under n has more than max levels. It
+// walks the tree with a slice, not recursion: the tree may be far taller
+// than a stack should grow.
+func tallerThan(n *node, max int) bool {
+	type level struct {
+		n     *node
+		depth int
+	}
+	todo := []level{{n, 1}}
+	for len(todo) > 0 {
+		l := todo[len(todo)-1]
+		todo = todo[:len(todo)-1]
+		if l.depth > max {
+			return true
+		}
+		for _, c := range [2]*node{l.n.l, l.n.r} {
+			if c != nil {
+				todo = append(todo, level{c, l.depth + 1})
+			}
+		}
+	}
+	return false
+}
+
 type parser struct {
-	toks  []token
-	i     int
-	names []string
-	index map[string]int
+	toks    []token
+	i       int
+	names   []string
+	index   map[string]int
+	nesting int // parentheses, NOT and signs open (see MaxNesting)
 }
 
 func (p *parser) peek() token { return p.toks[p.i] }
@@ -315,6 +364,13 @@ func comparisonOp(k tokKind) bool {
 
 func (p *parser) unary() (*node, error) {
 	t := p.peek()
+	switch t.kind {
+	case tPlus, tMinus, tNot, tLParen:
+		if p.nesting++; p.nesting > MaxNesting {
+			return nil, p.fail(t, "parentheses, NOT and signs nest more than %d deep", MaxNesting)
+		}
+		defer func() { p.nesting-- }()
+	}
 	switch t.kind {
 	case tPlus:
 		p.next()
