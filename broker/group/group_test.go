@@ -1,7 +1,9 @@
 package group
 
 import (
+	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -28,6 +30,25 @@ func TestParseSubscription(t *testing.T) {
 	require.True(t, s.Matches(message.TagsHashCode("TB")))
 	require.False(t, s.Matches(message.TagsHashCode("TC")))
 	require.True(t, ParseSubscription("t", "*").Matches(123))
+}
+
+// TestParseSubscription_ManyTags: a long tag list (a set deduplicates it,
+// where a list search took time quadratic in the tags) keeps the first of
+// each tag, in order, with its code.
+func TestParseSubscription_ManyTags(t *testing.T) {
+	var expr []string
+	var want []string
+	for i := range 1000 {
+		tag := fmt.Sprint("T", i%700)
+		expr = append(expr, tag, " ")
+		if i < 700 {
+			want = append(want, tag)
+		}
+	}
+	s := ParseSubscription("t", strings.Join(expr, "||"))
+	require.Equal(t, want, s.Tags)
+	require.Len(t, s.Codes, len(want))
+	require.Equal(t, message.TagsHashCode("T699"), s.Codes[699])
 }
 
 func TestRegistry_Membership(t *testing.T) {
