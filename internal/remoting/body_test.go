@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"runtime"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -51,5 +53,66 @@ func TestDecodeBody_MsgpackClaimsBeyondBody(t *testing.T) {
 			runtime.ReadMemStats(&ms)
 			require.Less(t, ms.TotalAlloc-before, uint64(1<<20), "allocated for a claimed length")
 		})
+	}
+}
+
+// TestDecodeBodyMax: a body with more values in its arrays and maps than
+// the bound is refused before decoding, in both codec families; one at the
+// bound decodes. A megabyte of empty maps (one byte each in msgpack)
+// decoded into 192 MiB of heartbeat entries.
+func TestDecodeBodyMax(t *testing.T) {
+	in := bodySample{Names: []string{"a", "b"}, Sets: map[string][]int{"x": {1, 2, 3}}} // 2 + 2 + 1 + 3 values
+	for _, st := range []SerializeType{SerializeJSON, SerializeMsgpack} {
+		b, err := EncodeBody(st, in)
+		require.NoError(t, err)
+		var out bodySample
+		require.NoError(t, DecodeBodyMax(st, b, &out, 8), st)
+		require.Equal(t, in, out)
+		err = DecodeBodyMax(st, b, &out, 7)
+		require.ErrorIs(t, err, ErrBadFrame, st)
+		require.Contains(t, err.Error(), "more than 7 values")
+	}
+	const n = 1 << 20
+	flood := map[SerializeType][]byte{
+		SerializeMsgpack: append([]byte{0x81, 0xa5, 'n', 'a', 'm', 'e', 's', 0xdd, 0x00, 0x10, 0x00, 0x00}, bytes.Repeat([]byte{0x80}, n)...),
+		SerializeJSON:    append(append([]byte(`{"names":[`), bytes.Repeat([]byte(`{},`), n-1)...), `{}]}`...),
+	}
+	for st, b := range flood {
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		before := ms.TotalAlloc
+		var out struct {
+			Names []bodySample `json:"names"`
+		}
+		require.ErrorIs(t, DecodeBodyMax(st, b, &out, 1<<16), ErrBadFrame, st)
+		runtime.ReadMemStats(&ms)
+		require.Less(t, ms.TotalAlloc-before, uint64(1<<20), "%s: allocated before refusing", st)
+	}
+}
+
+// TestMsgpackValues counts the values of a document holding every msgpack
+// format (a miscounted skip would miscount), and never reads past a cut
+// document.
+func TestMsgpackValues(t *testing.T) {
+	arr, m := make([]int, 20), map[string]int{}
+	for i := range 20 {
+		m[string(rune('a'+i))] = i
+	}
+	doc := map[string]any{
+		"i8": int8(-100), "i16": int16(-1000), "i32": int32(-100000), "i64": int64(-1) << 40, "neg": -5, "pos": 5,
+		"u8": uint8(200), "u16": uint16(60000), "u32": uint32(1) << 31, "u64": uint64(1) << 63,
+		"f32": float32(1.5), "f64": 2.5, "nil": nil, "t": true, "f": false,
+		"bin8": bytes.Repeat([]byte{1}, 10), "bin16": bytes.Repeat([]byte{1}, 300), "bin32": bytes.Repeat([]byte{1}, 70000),
+		"str8": strings.Repeat("s", 40), "str16": strings.Repeat("s", 300), "str32": strings.Repeat("s", 70000),
+		"time": time.Unix(1, 5), "time96": time.Unix(1<<40, 5), "arr16": arr, "map16": m,
+	}
+	b, err := EncodeBody(SerializeMsgpack, doc)
+	require.NoError(t, err)
+	require.NoError(t, checkMsgpackBody(b))
+	got, err := msgpackValues(b, 1000)
+	require.NoError(t, err)
+	require.Equal(t, len(doc)+20+20, got)
+	for i := range b {
+		_, _ = msgpackValues(b[:i], 1000) // NB: no panic
 	}
 }
