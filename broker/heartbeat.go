@@ -19,7 +19,7 @@ import (
 // rebalance when its membership or subscriptions changed (spec 3.3).
 func (b *Broker) handleHeartbeat(_ context.Context, w remoting.ResponseWriter, req *remoting.Command) {
 	var hb protocol.HeartbeatData
-	if err := remoting.DecodeBody(req.SerializeType, req.Body, &hb); err != nil {
+	if err := decodeBody(req, &hb); err != nil {
 		reply(w, req, protocol.SystemError, "bad heartbeat body: "+err.Error())
 		return
 	}

@@ -15,7 +15,7 @@ import (
 // (42) for orderly consumers (spec 3.10).
 func (b *Broker) handleLock(_ context.Context, w remoting.ResponseWriter, req *remoting.Command) {
 	var body protocol.LockBatchRequest
-	if err := remoting.DecodeBody(req.SerializeType, req.Body, &body); err != nil {
+	if err := decodeBody(req, &body); err != nil {
 		reply(w, req, protocol.SystemError, "bad lock body: "+err.Error())
 		return
 	}
@@ -29,7 +29,7 @@ func (b *Broker) handleLock(_ context.Context, w remoting.ResponseWriter, req *r
 
 func (b *Broker) handleUnlock(_ context.Context, w remoting.ResponseWriter, req *remoting.Command) {
 	var body protocol.LockBatchRequest
-	if err := remoting.DecodeBody(req.SerializeType, req.Body, &body); err != nil {
+	if err := decodeBody(req, &body); err != nil {
 		reply(w, req, protocol.SystemError, "bad unlock body: "+err.Error())
 		return
 	}

@@ -14,7 +14,7 @@ import (
 // handleUpdateSubGroup serves UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200).
 func (b *Broker) handleUpdateSubGroup(_ context.Context, w remoting.ResponseWriter, req *remoting.Command) {
 	var c group.Config
-	if err := remoting.DecodeBody(req.SerializeType, req.Body, &c); err != nil {
+	if err := decodeBody(req, &c); err != nil {
 		reply(w, req, protocol.SystemError, "bad subscription group body: "+err.Error())
 		return
 	}
