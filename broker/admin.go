@@ -88,7 +88,13 @@ func (b *Broker) handleViewMessage(_ context.Context, w remoting.ResponseWriter,
 	_ = w.Write(resp)
 }
 
-// handleQueryMessage serves QUERY_MESSAGE (12): records by key or UNIQ_KEY.
+// queryMaxNum caps a key query's maxNum: each candidate is read from the
+// key index and each result from the log (Java caps it lower, at
+// maxMsgsNumBatch, 64; the console asks for up to 256).
+const queryMaxNum = 256
+
+// handleQueryMessage serves QUERY_MESSAGE (12): records by key or UNIQ_KEY,
+// the newest first, at most queryMaxNum and as many as fit in a frame.
 func (b *Broker) handleQueryMessage(_ context.Context, w remoting.ResponseWriter, req *remoting.Command) {
 	var h protocol.QueryMessageRequestHeader
 	if !decodeHeader(w, req, &h, "bad header") {
@@ -98,7 +104,7 @@ func (b *Broker) handleQueryMessage(_ context.Context, w remoting.ResponseWriter
 	if end <= 0 {
 		end = time.Now().UnixMilli() + 1000
 	}
-	recs, err := b.store.QueryByKey(h.Topic, h.Key, h.BeginTimestamp, end, max(int(h.MaxNum), 1))
+	recs, err := b.store.QueryByKey(h.Topic, h.Key, h.BeginTimestamp, end, min(max(int(h.MaxNum), 1), queryMaxNum))
 	if err != nil {
 		reply(w, req, storeErrCode(err), "broker: query: "+err.Error())
 		return
@@ -107,8 +113,14 @@ func (b *Broker) handleQueryMessage(_ context.Context, w remoting.ResponseWriter
 		reply(w, req, protocol.QueryNotFound, fmt.Sprintf("no message with key %s in topic %s on broker %s", h.Key, h.Topic, b.cfg.BrokerName))
 		return
 	}
+	// NB: an answer larger than a frame is never sent: the client would
+	// wait for its timeout. 64 KiB is the header's room (conf's).
+	room := int(b.cfg.Remoting.MaxFrameSize) - 64<<10
 	var body []byte
 	for _, r := range recs {
+		if len(body) > 0 && len(body)+len(r) > room {
+			break
+		}
 		body = append(body, r...)
 	}
 	resp := remoting.NewResponse(req, protocol.Success, "")
