@@ -42,7 +42,8 @@ import (
 // (parked pulls included: the broker's suspend cap is a few milliseconds
 // here), it does not panic, it answers exactly once with a known response
 // code, a failure carries a remark, the answer encodes in the request's
-// codec, and the call allocates less than fuzzMaxAlloc.
+// codec and fits in a frame, the call allocates less than fuzzMaxAlloc, and
+// the dispatcher can index what it stored.
 //
 // The broker's state carries over from input to input (topics, groups,
 // offsets, messages), as on a real broker; setup stores a few messages,
@@ -314,8 +315,11 @@ func (ft *fuzzTarget) serve(tb testing.TB, code int16, st remoting.SerializeType
 	}
 	out := *resp
 	out.SerializeType = st
-	if _, err := remoting.EncodeFrame(&out); err != nil {
+	if frame, err := remoting.EncodeFrame(&out); err != nil {
 		tb.Fatalf("%s (%s): the answer %s does not encode: %v", protocol.CodeName(code), st, name, err)
+	} else if len(frame) > int(ft.b.cfg.Remoting.MaxFrameSize) {
+		tb.Fatalf("%s (%s): the answer %s takes %d bytes, more than a frame (%d): it is never sent", protocol.CodeName(code), st,
+			name, len(frame), ft.b.cfg.Remoting.MaxFrameSize)
 	}
 	ft.checkDispatch(tb, code, st)
 	return resp
