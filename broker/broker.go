@@ -348,7 +348,8 @@ func (b *Broker) conn(id uint64) *remoting.Conn {
 	return b.conns[id]
 }
 
-// housekeepingLoop expires clients that stopped heartbeating.
+// housekeepingLoop expires clients that stopped heartbeating and queue
+// locks nobody refreshed.
 func (b *Broker) housekeepingLoop() {
 	defer b.wg.Done()
 	t := time.NewTicker(b.opts.HousekeepingInterval)
@@ -362,6 +363,7 @@ func (b *Broker) housekeepingLoop() {
 				b.logger.Info("broker: consumer expired", "group", g)
 				b.consumersChanged(g)
 			}
+			b.groups.ExpireLocks(now)
 		}
 	}
 }

@@ -90,6 +90,22 @@ func TestRegistry_Locks(t *testing.T) {
 	require.False(t, ok)
 }
 
+// TestRegistry_ExpireLocks: locks not refreshed for LockMaxLive are
+// forgotten (a lock is taken for any queue named, and a dead client keeps
+// its locks: the table would only grow); live ones stay.
+func TestRegistry_ExpireLocks(t *testing.T) {
+	r := New()
+	now := time.Now()
+	q0, q1 := Queue{"t", "b", 0}, Queue{"t", "b", 1}
+	r.Lock("g", "dead", []Queue{q0}, now)
+	r.Lock("g", "live", []Queue{q1}, now.Add(LockMaxLive/2))
+	r.ExpireLocks(now.Add(LockMaxLive))
+	require.Len(t, r.locks, 1)
+	holder, ok := r.LockHolder("g", q1, now.Add(LockMaxLive))
+	require.True(t, ok)
+	require.Equal(t, "live", holder)
+}
+
 func TestConfigTable(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "groups")
 	tb, err := OpenConfigTable(path)

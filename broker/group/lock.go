@@ -54,6 +54,19 @@ func (r *Registry) Unlock(group, clientID string, queues []Queue) {
 	}
 }
 
+// ExpireLocks forgets the locks that went LockMaxLive without a refresh
+// before now: a lock is taken for any queue a client names, and a
+// client that dies keeps its locks, so the table would only grow.
+func (r *Registry) ExpireLocks(now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k, h := range r.locks {
+		if !now.Before(h.until) {
+			delete(r.locks, k)
+		}
+	}
+}
+
 // LockHolder returns the client holding a queue's lock, if it is live.
 func (r *Registry) LockHolder(group string, q Queue, now time.Time) (string, bool) {
 	r.mu.Lock()
