@@ -46,9 +46,11 @@ import (
 // the dispatcher can index what it stored.
 //
 // The broker's state carries over from input to input (topics, groups,
-// offsets, messages), as on a real broker; setup stores a few messages,
-// creates a topic, groups and subscriptions, so that offsets and names in
-// the seeds point at something.
+// offsets, messages), as on a real broker, so a finding may need the
+// inputs before it to show again. Setup is deterministic: it creates a
+// topic, groups and subscriptions and stores a few messages (a hostile
+// producer's among them) at the same offsets every run, which the seeds
+// and the corpus in testdata/fuzz name.
 func FuzzBrokerRequests(f *testing.F) {
 	ft := newFuzzTarget(f)
 	for _, s := range ft.seeds(f) {
