@@ -50,14 +50,25 @@ func decodeHeader(req *remoting.Command, h protocol.ExtHeader) *remoting.Command
 	return nil
 }
 
-// decodeBody reads req's body into v with req's codec. On failure it
-// returns the SYSTEM_ERROR reply saying what is wrong.
-func decodeBody(req *remoting.Command, v any, what string) *remoting.Command {
+// Bounds of the values (array elements, map entries, a struct's fields)
+// of a request body, counted before it is decoded: decoding allocates what
+// each value's Go type takes, whatever it takes on the wire (3 bytes of
+// JSON, {}, make a topic config of about 150 bytes). A topic's config is
+// about ten values, so a registration may hold some 100,000 topics.
+const (
+	maxRegisterValues = 1 << 20
+	maxSmallValues    = 64 // a DataVersion
+)
+
+// decodeBody reads req's body into v with req's codec, refusing one of
+// more than maxValues values. On failure it returns the SYSTEM_ERROR reply
+// saying what is wrong.
+func decodeBody(req *remoting.Command, v any, what string, maxValues int) *remoting.Command {
 	if len(req.Body) == 0 {
 		return fail(req, protocol.SystemError, "nameserver: %s: empty body, expected %s",
 			protocol.CodeName(req.Code), what)
 	}
-	if err := remoting.DecodeBody(req.SerializeType, req.Body, v); err != nil {
+	if err := remoting.DecodeBodyMax(req.SerializeType, req.Body, v, maxValues); err != nil {
 		return fail(req, protocol.SystemError, "nameserver: %s: body is not a valid %s %s: %v",
 			protocol.CodeName(req.Code), req.SerializeType, what, err)
 	}

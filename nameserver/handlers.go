@@ -120,10 +120,10 @@ func (s *Server) registerBroker(conn *remoting.Conn, req *remoting.Command) *rem
 func decodeTopicConfigs(req *remoting.Command) (protocol.TopicConfigSerializeWrapper, *remoting.Command) {
 	if req.Version < protocol.Version3011 {
 		var w protocol.TopicConfigSerializeWrapper
-		return w, decodeBody(req, &w, "TopicConfigSerializeWrapper")
+		return w, decodeBody(req, &w, "TopicConfigSerializeWrapper", maxRegisterValues)
 	}
 	var b protocol.RegisterBrokerBody
-	return b.TopicConfigSerializeWrapper, decodeBody(req, &b, "RegisterBrokerBody")
+	return b.TopicConfigSerializeWrapper, decodeBody(req, &b, "RegisterBrokerBody", maxRegisterValues)
 }
 
 // checkTopicConfigs validates a registered topic table and returns it keyed
@@ -240,7 +240,7 @@ func (s *Server) queryDataVersion(_ *remoting.Conn, req *remoting.Command) *remo
 		return resp
 	}
 	var dv protocol.DataVersion
-	if resp := decodeBody(req, &dv, "DataVersion"); resp != nil {
+	if resp := decodeBody(req, &dv, "DataVersion", maxSmallValues); resp != nil {
 		return resp
 	}
 	changed, have, known := s.routes.queryDataVersion(h.BrokerAddr, dv, s.now())
