@@ -85,8 +85,8 @@ func (b *Broker) pullSubscription(h *protocol.PullMessageRequestHeader) (group.S
 
 // pullFilter decides which messages a pull takes.
 type pullFilter struct {
-	codes []int64      // tags codes; nil takes every tag
-	sql   *filter.Expr // the subscription's SQL92 filter
+	codes *message.TagCodeSet // tags codes; nil takes every tag
+	sql   *filter.Expr        // the subscription's SQL92 filter
 	// retry holds, for a pull of a retry topic, the group's SQL92 filters
 	// by original topic (a retried message's RETRY_TOPIC).
 	retry map[string]*filter.Expr
@@ -134,17 +134,8 @@ func (f *pullFilter) props(p []byte) bool {
 
 // match is the long-poll hold's test of an arrived message.
 func (f *pullFilter) match(tagsCode int64, p []byte) bool {
-	if f.codes != nil && !containsCode(f.codes, tagsCode) {
+	if !f.codes.Has(tagsCode) {
 		return false
 	}
 	return f.props(p)
-}
-
-func containsCode(codes []int64, c int64) bool {
-	for _, x := range codes {
-		if x == c {
-			return true
-		}
-	}
-	return false
 }

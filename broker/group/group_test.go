@@ -26,7 +26,7 @@ func TestParseSubscription(t *testing.T) {
 		require.Equal(t, tc.tags == nil, s.Codes == nil)
 	}
 	s := ParseSubscription("t", "TagA || TB")
-	require.Equal(t, []int64{2598919, 2670}, s.Codes, "Java hash codes (spec 3.3)")
+	require.Equal(t, []int64{2598919, 2670}, s.Codes.Codes(), "Java hash codes (spec 3.3)")
 	require.True(t, s.Matches(message.TagsHashCode("TB")))
 	require.False(t, s.Matches(message.TagsHashCode("TC")))
 	require.True(t, ParseSubscription("t", "*").Matches(123))
@@ -47,8 +47,8 @@ func TestParseSubscription_ManyTags(t *testing.T) {
 	}
 	s := ParseSubscription("t", strings.Join(expr, "||"))
 	require.Equal(t, want, s.Tags)
-	require.Len(t, s.Codes, len(want))
-	require.Equal(t, message.TagsHashCode("T699"), s.Codes[699])
+	require.Len(t, s.Codes.Codes(), len(want))
+	require.Equal(t, message.TagsHashCode("T699"), s.Codes.Codes()[699])
 }
 
 func TestRegistry_Membership(t *testing.T) {

@@ -25,7 +25,7 @@ type GetRequest struct {
 	// 0 means 256 KiB.
 	MaxBytes int
 	// TagCodes filters by tags hash code; nil takes every message.
-	TagCodes []int64
+	TagCodes *message.TagCodeSet
 	// Filter, if set, is asked about each message TagCodes takes, with its
 	// properties string (valid only during the call): SQL92 filters.
 	Filter func(props []byte) bool
@@ -128,7 +128,7 @@ type scan struct {
 	maxMsgs, maxBytes int
 	scanned, removed  int
 	count             int // records taken
-	tagCodes          []int64
+	tagCodes          *message.TagCodeSet
 }
 
 // choose appends to chosen the next entries to read, from sc.off on, as the
@@ -155,7 +155,7 @@ func (sc *scan) choose(q *consumequeue.Queue, logMin int64, bodyLen int, entries
 				sc.removed++
 				continue
 			}
-			if sc.tagCodes != nil && !slices.Contains(sc.tagCodes, e.TagsCode) {
+			if !sc.tagCodes.Has(e.TagsCode) {
 				continue
 			}
 			chosen = append(chosen, e)

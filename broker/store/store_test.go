@@ -93,12 +93,12 @@ func TestStore_TagFilter(t *testing.T) {
 	}
 	waitDispatched(t, s)
 	res, err := s.Get(context.Background(), GetRequest{Topic: "t", Offset: 0, MaxMsgs: 32,
-		TagCodes: []int64{message.TagsHashCode("TagA"), message.TagsHashCode("TagC")}})
+		TagCodes: message.NewTagCodeSet([]int64{message.TagsHashCode("TagA"), message.TagsHashCode("TagC")})})
 	require.NoError(t, err)
 	require.Equal(t, []string{"0", "2", "3"}, bodies(t, res.Body))
 	require.Equal(t, int64(5), res.NextOffset)
 	res, err = s.Get(context.Background(), GetRequest{Topic: "t", Offset: 0, MaxMsgs: 32,
-		TagCodes: []int64{message.TagsHashCode("TagZ")}})
+		TagCodes: message.NewTagCodeSet([]int64{message.TagsHashCode("TagZ")})})
 	require.NoError(t, err)
 	require.Equal(t, GetNoMatchedMessage, res.Status)
 	require.Equal(t, int64(5), res.NextOffset, "scanned entries are skipped")
@@ -131,7 +131,7 @@ func TestStore_PropertyFilter(t *testing.T) {
 	// With a tag filter, only the messages it takes are read and filtered.
 	asked = nil
 	res, err = s.Get(context.Background(), GetRequest{Topic: "t", Offset: 0, MaxMsgs: 32, Filter: even,
-		TagCodes: []int64{message.TagsHashCode("A")}})
+		TagCodes: message.NewTagCodeSet([]int64{message.TagsHashCode("A")})})
 	require.NoError(t, err)
 	require.Equal(t, []string{"0", "4", "8", "12", "16"}, bodies(t, res.Body))
 	require.Equal(t, []string{"0", "1", "4", "5", "8", "9", "12", "13", "16", "17"}, asked)
