@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/sluicemq/sluice/broker/group"
@@ -46,7 +47,7 @@ consumers:
 				// NB: the group is not registered with a filter it
 				// cannot apply; its pulls get SUBSCRIPTION_NOT_EXIST.
 				b.logger.Warn("broker: subscription refused", "group", cd.GroupName, "client", hb.ClientID,
-					"topic", sd.Topic, "type", sd.ExpressionType, "expression", sd.SubString, "err", err.remark)
+					"topic", clip(sd.Topic), "type", clip(sd.ExpressionType), "expression", clip(sd.SubString), "err", clip(err.remark))
 				refused = err
 				continue consumers
 			}
@@ -113,4 +114,16 @@ func (b *Broker) handleConsumerList(_ context.Context, w remoting.ResponseWriter
 		return
 	}
 	b.replyBody(w, req, protocol.ConsumerList{ConsumerIDList: ids})
+}
+
+// clipLen bounds a value a peer sent in a log line.
+const clipLen = 256
+
+// clip returns s, or its first clipLen bytes and how long it was: a
+// heartbeat's expression can be megabytes, and each heartbeat logs it.
+func clip(s string) string {
+	if len(s) <= clipLen {
+		return s
+	}
+	return fmt.Sprintf("%s... (%d bytes)", strings.ToValidUTF8(s[:clipLen], ""), len(s))
 }
