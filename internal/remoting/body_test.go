@@ -90,9 +90,9 @@ func TestDecodeBodyMax(t *testing.T) {
 	}
 }
 
-// TestMsgpackValues counts the values of a document holding every msgpack
-// format (a miscounted skip would miscount), and never reads past a cut
-// document.
+// TestMsgpackValues: checkMsgpackBody counts the values of a document
+// holding every msgpack format (a miscounted skip would miscount) and
+// refuses every cut of it.
 func TestMsgpackValues(t *testing.T) {
 	arr, m := make([]int, 20), map[string]int{}
 	for i := range 20 {
@@ -108,11 +108,11 @@ func TestMsgpackValues(t *testing.T) {
 	}
 	b, err := EncodeBody(SerializeMsgpack, doc)
 	require.NoError(t, err)
-	require.NoError(t, checkMsgpackBody(b))
-	got, err := msgpackValues(b, 1000)
+	got, err := checkMsgpackBody(b)
 	require.NoError(t, err)
 	require.Equal(t, len(doc)+20+20, got)
 	for i := range b {
-		_, _ = msgpackValues(b[:i], 1000) // NB: no panic
+		_, err := checkMsgpackBody(b[:i])
+		require.ErrorIs(t, err, ErrBadFrame, "cut at %d", i)
 	}
 }

@@ -219,9 +219,10 @@ func (r *sliceReader) take(n int) ([]byte, error) {
 }
 
 type msgpackDecoder struct {
-	r    sliceReader
-	dec  *msgpack.Decoder
-	span []uint32 // extPairs' scratch, reused
+	r      sliceReader
+	dec    *msgpack.Decoder
+	span   []uint32 // extPairs' scratch, reused
+	values int      // map entries and array elements met (checkMsgpackBody's count)
 }
 
 var msgpackDecoders = sync.Pool{New: func() any {
@@ -315,6 +316,7 @@ func (d *msgpackDecoder) mapLen() (int, error) {
 	if n > d.r.left()/2 {
 		return 0, badHeader("msgpack: map of %d entries with %d bytes left", n, d.r.left())
 	}
+	d.values += max(n, 0)
 	return n, nil
 }
 
@@ -511,6 +513,7 @@ func (d *msgpackDecoder) skip(depth int) error {
 		if n > d.r.left() {
 			return badHeader("msgpack: array of %d with %d bytes left", n, d.r.left())
 		}
+		d.values += max(n, 0)
 		for i := 0; i < n; i++ {
 			if err := d.skip(depth + 1); err != nil {
 				return err
