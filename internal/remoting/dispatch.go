@@ -2,6 +2,7 @@ package remoting
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
@@ -88,7 +89,17 @@ func (w *responseWriter) write(resp *Command, mode flushMode) error {
 	if w.onReader.Load() {
 		mode = flushByReader
 	}
-	return w.c.writeMode(resp, mode)
+	err := w.c.writeMode(resp, mode)
+	if errors.Is(err, ErrFrameTooLarge) {
+		// NB: never sent, the answer would leave its caller waiting out
+		// its timeout; it gets one that says why (the remark is made
+		// here: the answer's own may be what was too large).
+		small := &Command{Header: Header{Code: protocol.SystemError, Language: protocol.LanguageGo,
+			Version: protocol.CurrentVersion, Opaque: resp.Opaque, Flag: resp.Flag,
+			Remark: fmt.Sprintf("the answer to this request is larger than a frame may be (%v)", err)}, SerializeType: w.st}
+		_ = w.c.writeMode(small, mode)
+	}
+	return err
 }
 
 // dispatcher runs inbound requests on goroutines, at most cap(sem) at a
