@@ -1,12 +1,14 @@
 package broker
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -227,4 +229,33 @@ func TestACL_MetricsNeedAnAccount(t *testing.T) {
 	require.Contains(t, body, `sluice_acl_refusals_total{access_key="alice1",reason="bad_signature"} 1`)
 	code, _ = get("/debug/pprof/", "alice1", "alice-secret-1")
 	require.Equal(t, http.StatusNotFound, code)
+}
+
+// TestACL_HeartbeatBodyFlood: with ACL on, the guard decodes a heartbeat
+// to learn its groups and topics, on the connection's reader and before
+// the handler: it bounds the body's values as the handler does. A signed
+// 1 MiB heartbeat of a million empty consumer entries decoded there into
+// hundreds of MiB.
+func TestACL_HeartbeatBodyFlood(t *testing.T) {
+	cl := startACLCluster(t)
+	const n = 1 << 20
+	key := "consumerDataSet"
+	bodies := map[remoting.SerializeType][]byte{
+		remoting.SerializeMsgpack: append(append(append([]byte{0x81, 0xa0 | byte(len(key))}, key...), 0xdd, 0x00, 0x10, 0x00, 0x00),
+			bytes.Repeat([]byte{0x80}, n)...),
+		remoting.SerializeJSON: append(append([]byte(`{"`+key+`":[`), bytes.Repeat([]byte(`{},`), n-1)...), `{}]}`...),
+	}
+	for st, body := range bodies {
+		c := signedClient(t, st, "bobbob", "bob-secret-1")
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		before := ms.TotalAlloc
+		resp := invoke(t, c, cl.broker.Addr(), protocol.HeartBeat, nil, body)
+		runtime.ReadMemStats(&ms)
+		require.Equal(t, protocol.SystemError, int(resp.Code), "%s: %s", st, resp.Remark)
+		require.Contains(t, resp.Remark, "values", st)
+		// NB: the broker runs in this process; the client's copies of the
+		// body and signing take a few MiB.
+		require.Less(t, ms.TotalAlloc-before, uint64(64<<20), "%s: allocated for the body", st)
+	}
 }

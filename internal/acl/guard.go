@@ -99,6 +99,15 @@ func (g *Guard) Refusals() map[RefusalKey]uint64 {
 	return out
 }
 
+// MaxBodyValues bounds the values (array elements, map entries) of a body
+// the guard decodes: a heartbeat's, for the groups and topics it needs.
+// The guard runs on the connection's reader, before the handler, so an
+// unbounded decode there undid the handler's bound (a signed 1 MiB
+// heartbeat of empty entries took 320 MiB). The broker's handlers decode
+// with this same bound: a body refused here needs nothing here, and only
+// because the handler refuses it too.
+const MaxBodyValues = 1 << 16
+
 // Authorize is the remoting server hook (ServerOptions.Authorize): it
 // checks every request before it is dispatched and answers a refusal
 // NO_PERMISSION (16) with the refusal's remark.
@@ -109,7 +118,7 @@ func (g *Guard) Authorize(c *remoting.Conn, req *remoting.Command) (code int16, 
 		Remote:     c.RemoteAddrPort().Addr(),
 		Ext:        req.ExtMap(),
 		Body:       req.Body,
-		DecodeBody: func(v any) error { return remoting.DecodeBody(st, req.Body, v) },
+		DecodeBody: func(v any) error { return remoting.DecodeBodyMax(st, req.Body, v, MaxBodyValues) },
 	})
 	if ref == nil {
 		return 0, "", true
