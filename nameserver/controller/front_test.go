@@ -1,7 +1,10 @@
 package controller
 
 import (
+	"bytes"
 	"context"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -351,4 +354,44 @@ func FuzzDecodeBodies(f *testing.F) {
 			require.LessOrEqual(t, len(names), maxNames)
 		}
 	})
+}
+
+// TestDecodeBodies_Flood: a body of a million ids or names is refused
+// before it is decoded, by a bound on its values: decoding first and
+// checking the length after took what a million Go values take (a
+// msgpack byte each: 16 MiB of body decoded into 400 MiB of strings).
+func TestDecodeBodies_Flood(t *testing.T) {
+	const n = 1 << 20
+	array32 := []byte{0xdd, 0x00, 0x10, 0x00, 0x00} // n elements
+	set := map[remoting.SerializeType][]byte{
+		remoting.SerializeMsgpack: append(append([]byte{0x81, 0xac}, "syncStateSet"...), append(array32, bytes.Repeat([]byte{0x00}, n)...)...),
+		remoting.SerializeJSON:    append(append([]byte(`{"syncStateSet":[`), bytes.Repeat([]byte(`0,`), n-1)...), `0]}`...),
+	}
+	names := map[remoting.SerializeType][]byte{
+		remoting.SerializeMsgpack: append(array32, bytes.Repeat([]byte{0xa0}, n)...),
+		remoting.SerializeJSON:    append(append([]byte(`[`), bytes.Repeat([]byte(`"",`), n-1)...), `""]`...),
+	}
+	allocs := func(f func()) uint64 {
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		before := ms.TotalAlloc
+		f()
+		runtime.ReadMemStats(&ms)
+		return ms.TotalAlloc - before
+	}
+	for _, st := range []remoting.SerializeType{remoting.SerializeJSON, remoting.SerializeMsgpack} {
+		var err error
+		n := allocs(func() { _, err = DecodeSyncStateSet(st, set[st]) })
+		require.Error(t, err, st)
+		require.Less(t, n, uint64(1<<20), "%s: a SyncStateSet allocated", st)
+		n = allocs(func() { _, err = DecodeBrokerNames(st, names[st]) })
+		require.Error(t, err, st)
+		require.Less(t, n, uint64(1<<20), "%s: broker names allocated", st)
+	}
+	s, err := DecodeSyncStateSet(remoting.SerializeJSON, []byte(`{"syncStateSet":[`+strings.Repeat("1,", maxSetSize-1)+`1],"syncStateSetEpoch":3}`))
+	require.NoError(t, err, "a set of maxSetSize ids")
+	require.Len(t, s.SyncStateSet, maxSetSize)
+	nm, err := DecodeBrokerNames(remoting.SerializeMsgpack, append([]byte{0xdc, byte(maxNames >> 8), byte(maxNames & 0xff)}, bytes.Repeat([]byte{0xa1, 'b'}, maxNames)...))
+	require.NoError(t, err, "maxNames names")
+	require.Len(t, nm, maxNames)
 }
