@@ -1,11 +1,16 @@
 package broker
 
 import (
+	"log/slog"
 	"strings"
 	"testing"
 	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/sluicemq/sluice/internal/protocol"
+	"github.com/sluicemq/sluice/internal/remoting"
+	"github.com/sluicemq/sluice/internal/testutil"
 )
 
 // TestClip: a short value is logged as is; a long one is cut to clipLen
@@ -17,4 +22,21 @@ func TestClip(t *testing.T) {
 	require.Less(t, len(c), clipLen+32)
 	require.True(t, utf8.ValidString(c))
 	require.True(t, strings.HasSuffix(c, "... (2097153 bytes)"), c[len(c)-32:])
+}
+
+// TestHeartbeat_RefusedSubscriptionLogRateLimited: a client heartbeating a
+// refused subscription (every 30 s, or as often as a hostile one likes) is
+// logged once per address a minute, its values cut to clipLen.
+func TestHeartbeat_RefusedSubscriptionLogRateLimited(t *testing.T) {
+	logs := &testutil.SyncBuffer{}
+	b := startBroker(t, testConfig(t.TempDir()), Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	c := newClient(t, remoting.SerializeJSON)
+	expr := "a = " + strings.Repeat("(", 300<<10)
+	for range 5 {
+		resp := sqlHeartbeat(t, c, b.Addr(), "c1", "g", "orders", "SQL92", expr, 1)
+		require.Equal(t, protocol.SubscriptionParseFailed, int(resp.Code))
+	}
+	out := logs.String()
+	require.Equal(t, 1, strings.Count(out, "subscription refused"), out)
+	require.Less(t, len(out), 64<<10, "the expression is cut")
 }

@@ -30,8 +30,12 @@ func (b *Broker) handleHeartbeat(_ context.Context, w remoting.ResponseWriter, r
 	}
 	var connID uint64
 	var addr string
+	warn := b.logger.Warn
 	if c := w.Conn(); c != nil {
 		connID, addr = c.ID(), c.RemoteAddr().String()
+		// NB: a client heartbeats a refused subscription every 30 s, and
+		// a hostile one as often as it likes: a line per address a minute.
+		warn = func(msg string, args ...any) { c.WarnPeer("subscription_refused", msg, args...) }
 	}
 	now := time.Now()
 	var refused *subscriptionError
@@ -46,7 +50,7 @@ consumers:
 			if err != nil {
 				// NB: the group is not registered with a filter it
 				// cannot apply; its pulls get SUBSCRIPTION_NOT_EXIST.
-				b.logger.Warn("broker: subscription refused", "group", cd.GroupName, "client", hb.ClientID,
+				warn("broker: subscription refused", "remote", addr, "group", clip(cd.GroupName), "client", clip(hb.ClientID),
 					"topic", clip(sd.Topic), "type", clip(sd.ExpressionType), "expression", clip(sd.SubString), "err", clip(err.remark))
 				refused = err
 				continue consumers

@@ -31,6 +31,9 @@ type endpoint interface {
 	// to close because its peer sent garbage or stalled in a frame; reason
 	// is one of the Reason* constants. It runs on the reader.
 	badFrame(c *Conn, reason string, err error)
+	// warnPeer logs a warning a peer's request caused: a Server once per
+	// remote IP and reason a minute (see Conn.WarnPeer).
+	warnPeer(c *Conn, reason, msg string, attrs ...any)
 	logger() *slog.Logger
 }
 
@@ -147,6 +150,13 @@ func newConn(ep endpoint, nc netpoll.Connection, id uint64, opaque *atomic.Int32
 // ID returns a number unique among the connections of its Server or
 // Client.
 func (c *Conn) ID() uint64 { return c.id }
+
+// WarnPeer logs a warning this connection's peer caused, with reason as
+// its kind (a short word, as the Reason* constants). On a server's
+// connection it is rate-limited like the remoting layer's own lines: one
+// line per remote IP and reason a minute, then one counting those held
+// back.
+func (c *Conn) WarnPeer(reason, msg string, attrs ...any) { c.ep.warnPeer(c, reason, msg, attrs...) }
 
 // RemoteAddr returns the peer's address.
 func (c *Conn) RemoteAddr() net.Addr { return c.remote }

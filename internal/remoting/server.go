@@ -411,6 +411,10 @@ func (s *Server) badFrame(c *Conn, reason string, err error) {
 		"remote", addrString(c.remote), "conn", c.id, "err", err)
 }
 
+func (s *Server) warnPeer(c *Conn, reason, msg string, attrs ...any) {
+	s.peers.event(time.Now(), slog.LevelWarn, c.remoteAP.Addr(), reason, msg, attrs...)
+}
+
 func (s *Server) connClosed(c *Conn) {
 	ip := c.remoteAP.Addr()
 	s.mu.Lock()
