@@ -26,7 +26,8 @@ func TestClip(t *testing.T) {
 
 // TestHeartbeat_RefusedSubscriptionLogRateLimited: a client heartbeating a
 // refused subscription (every 30 s, or as often as a hostile one likes) is
-// logged once per address a minute, its values cut to clipLen.
+// logged once per address a minute, its values cut to clipLen, and each
+// refusal counted.
 func TestHeartbeat_RefusedSubscriptionLogRateLimited(t *testing.T) {
 	logs := &testutil.SyncBuffer{}
 	b := startBroker(t, testConfig(t.TempDir()), Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
@@ -38,5 +39,6 @@ func TestHeartbeat_RefusedSubscriptionLogRateLimited(t *testing.T) {
 	}
 	out := logs.String()
 	require.Equal(t, 1, strings.Count(out, "subscription refused"), out)
+	require.Equal(t, int64(5), b.stats.subsRefused.Load(), "each counted (sluice_subscriptions_refused_total)")
 	require.Less(t, len(out), 64<<10, "the expression is cut")
 }

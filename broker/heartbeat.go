@@ -52,6 +52,7 @@ consumers:
 				// cannot apply; its pulls get SUBSCRIPTION_NOT_EXIST.
 				warn("broker: subscription refused", "remote", addr, "group", clip(cd.GroupName), "client", clip(hb.ClientID),
 					"topic", clip(sd.Topic), "type", clip(sd.ExpressionType), "expression", clip(sd.SubString), "err", clip(err.remark))
+				b.stats.subsRefused.Add(1)
 				refused = err
 				continue consumers
 			}

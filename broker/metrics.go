@@ -83,6 +83,7 @@ var (
 	descGetMsgs    = prometheus.NewDesc("sluice_get_messages_total", "Messages returned to pulls, by topic.", []string{"topic"}, nil)
 	descGetBytes   = prometheus.NewDesc("sluice_get_bytes_total", "Record bytes returned to pulls, by topic.", []string{"topic"}, nil)
 	descBusy       = prometheus.NewDesc("sluice_send_busy_total", "Sends refused with SYSTEM_BUSY (send_queue_size exceeded).", nil, nil)
+	descSubsRef    = prometheus.NewDesc("sluice_subscriptions_refused_total", "Subscriptions heartbeats carried that were refused (SUBSCRIPTION_PARSE_FAILED).", nil, nil)
 	descLogMin     = prometheus.NewDesc("sluice_commitlog_min_offset", "First commitlog offset still stored.", nil, nil)
 	descLogNext    = prometheus.NewDesc("sluice_commitlog_max_offset", "End of the commitlog.", nil, nil)
 	descLogDurable = prometheus.NewDesc("sluice_commitlog_durable_offset", "Commitlog offset below which everything is fsynced.", nil, nil)
@@ -102,7 +103,7 @@ var (
 type brokerCollector struct{ b *Broker }
 
 func (c brokerCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descPutMsgs, descPutBytes, descGetMsgs, descGetBytes, descBusy, descLogMin,
+	for _, d := range []*prometheus.Desc{descPutMsgs, descPutBytes, descGetMsgs, descGetBytes, descBusy, descSubsRef, descLogMin,
 		descLogNext, descLogDurable, descDispatch, descRetries, descIndexDeg, descLag, descLagSec, descConns, descParked} {
 		ch <- d
 	}
@@ -132,6 +133,7 @@ func (c brokerCollector) Collect(ch chan<- prometheus.Metric) {
 	b.stats.mu.Unlock()
 	gauge := func(d *prometheus.Desc, v float64) { ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v) }
 	ch <- prometheus.MustNewConstMetric(descBusy, prometheus.CounterValue, float64(b.stats.busy.Load()))
+	ch <- prometheus.MustNewConstMetric(descSubsRef, prometheus.CounterValue, float64(b.stats.subsRefused.Load()))
 	l := b.store.Log()
 	gauge(descLogMin, float64(l.Min()))
 	gauge(descLogNext, float64(l.Next()))

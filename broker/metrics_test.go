@@ -84,6 +84,7 @@ func TestMetrics_Scrape(t *testing.T) {
 		{"sluice_get_bytes_total", orders, float64(len(resp.Body))}, // records
 		{"sluice_send_latency_seconds", nil, 3},
 		{"sluice_send_busy_total", nil, 0},
+		{"sluice_subscriptions_refused_total", nil, 0},
 		{"sluice_consumer_lag_messages", lagged, 2},
 		{"sluice_commitlog_min_offset", nil, 0},
 		{"sluice_commitlog_max_offset", nil, logEnd},

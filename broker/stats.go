@@ -8,6 +8,9 @@ import (
 // stats counts what the broker did, for runtime info and metrics.
 type stats struct {
 	busy atomic.Int64 // sends refused with SYSTEM_BUSY
+	// subsRefused counts heartbeats' subscriptions refused (a bad SQL92
+	// expression, an unknown type): their log line is rate-limited.
+	subsRefused atomic.Int64
 
 	mu sync.Mutex
 	// guarded by mu:
