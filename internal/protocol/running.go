@@ -401,9 +401,12 @@ func (b GetConsumerStatusBody) Encode() ([]byte, error) {
 		if i > 0 {
 			out = append(out, ',')
 		}
-		out = append(out, strconv.Quote(id)...)
+		k, err := json.Marshal(id) // NB: not strconv.Quote, whose \x escapes are not JSON
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, k...)
 		out = append(out, ':')
-		var err error
 		if out, err = appendQueueOffsets(out, b.ConsumerTable[id]); err != nil {
 			return nil, err
 		}
