@@ -383,7 +383,9 @@ func (c *Client) badFrame(conn *Conn, reason string, err error) {
 		"remote", addrString(conn.remote), "conn", conn.id, "reason", reason, "err", err)
 }
 
-func (c *Client) warnPeer(_ *Conn, _, msg string, attrs ...any) { c.opts.Logger.Warn(msg, attrs...) }
+func (c *Client) warnPeer(conn *Conn, reason, msg string, attrs ...any) {
+	c.d.warnPeer(conn, reason, msg, attrs...)
+}
 
 func (c *Client) connClosed(conn *Conn) {
 	c.mu.Lock()

@@ -36,9 +36,11 @@
 // hold MaxConnsPerAddr connections (1000), later ones are closed at
 // accept; a connection that sends no frame for IdleTimeout is closed. The
 // log lines a peer triggers (bad frames, frame timeouts, refused and idle
-// connections, SYSTEM_BUSY answers) are limited to one per remote IP and reason a minute
+// connections, SYSTEM_BUSY answers, and a handler's own through
+// Conn.WarnPeer) are limited to one per remote IP and reason a minute
 // (peerLog), the held-back lines counted in one more line when the minute
-// ends; Server.Stats has the totals for metrics.
+// ends; Server.Stats has the totals for metrics. An answer larger than a
+// frame is replaced by a SYSTEM_ERROR saying so.
 //
 // JSON headers are read as the Java broker (fastjson) reads them: an
 // extFields value or remark may be a number, boolean, null, object or

@@ -412,7 +412,7 @@ func (s *Server) badFrame(c *Conn, reason string, err error) {
 }
 
 func (s *Server) warnPeer(c *Conn, reason, msg string, attrs ...any) {
-	s.peers.event(time.Now(), slog.LevelWarn, c.remoteAP.Addr(), reason, msg, attrs...)
+	s.d.warnPeer(c, reason, msg, attrs...)
 }
 
 func (s *Server) connClosed(c *Conn) {
