@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 )
 
 // Property names of ConsumerRunningInfo.Properties that RocketMQ's tools
@@ -132,7 +133,9 @@ func DecodeConsumerRunningInfo(data []byte) (ConsumerRunningInfo, error) {
 			if len(v) < 2 || v[0] != '"' || v[len(v)-1] != '"' {
 				return r, fmt.Errorf("protocol: running info jstack: %w", err)
 			}
-			r.JStack = string(v[1 : len(v)-1])
+			// Bytes that are not UTF-8 become U+FFFD, as json.Unmarshal
+			// makes them, so that what Encode writes reads back the same.
+			r.JStack = strings.ToValidUTF8(string(v[1:len(v)-1]), "\uFFFD")
 		}
 	}
 	r.MQTable = map[MessageQueue]ProcessQueueInfo{}
