@@ -118,8 +118,6 @@ type dedupWindow struct {
 	old    []uint64 // while the table grows: the previous one, not yet moved from old[moved:]
 	moved  int
 	live   int // entries a slot points to
-	// warmSum keeps warmLocked's loads from being compiled away.
-	warmSum uint64
 
 	hits, misses, expired, cut atomic.Int64 // metrics
 	keys                       atomic.Int64 // live, for status without the lock

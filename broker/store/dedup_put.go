@@ -73,7 +73,6 @@ func (s *Store) dedupCheck(reqs []PutRequest, sizes []sized) bool {
 	met := false
 	now := w.nowMs()
 	w.mu.Lock()
-	w.warmLocked(sizes, now)
 	for i := range reqs {
 		sz := &sizes[i]
 		if sz.n == 0 {
@@ -102,50 +101,6 @@ func (s *Store) dedupCheck(reqs []PutRequest, sizes []sized) bool {
 	}
 	w.mu.Unlock()
 	return met
-}
-
-// warmLocked reads, before dedupCheck's lookups, the table slots they
-// will read first: the home slot of each key, and of each key that their
-// inserts will push out. Each of these is a cache miss (the table is tens
-// of MiB); read one by one, each lookup waits for its own, while these
-// loads are independent and the processor overlaps them.
-// REQUIRES: w.mu held.
-func (w *dedupWindow) warmLocked(sizes []sized, now int64) {
-	t := w.slots
-	m := uint64(len(t) - 1)
-	var sum uint64
-	keys := 0
-	for i := range sizes {
-		sz := &sizes[i]
-		if sz.n == 0 {
-			continue
-		}
-		if sz.dd.kind == ddKey {
-			sum += t[slotTag(sz.dd.key)&m]
-			keys++
-		}
-		for k := range sz.members {
-			if sz.members[k].kind == ddKey {
-				sum += t[slotTag(sz.members[k].key)&m]
-				keys++
-			}
-		}
-	}
-	// NB: the oldest entries leave as keys come in: one per key once the
-	// window is full, all those expired at the first insert. The slots of
-	// as many of them as there are keys are read.
-	out := min(max(w.n+keys-w.max, 0), w.n)
-	if w.n > 0 {
-		if e := w.entry(w.head); e.pos != pendingPos && e.ts < now-w.window {
-			out = min(keys, w.n)
-		}
-	}
-	for i := range out {
-		if e := w.entry(w.head + uint64(i)); e.key != (dedupKey{}) {
-			sum += t[slotTag(e.key)&m]
-		}
-	}
-	w.warmSum = sum
 }
 
 // meetLocked looks d's key up: a hit makes d a duplicate (true); a miss
