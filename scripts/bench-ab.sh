@@ -14,6 +14,9 @@
 #                                 # e2e (p99 at E2E_RATE msgs/s for E2E_DURATION, lower
 #                                 # is better) and replay32 (consume REPLAY_N stored
 #                                 # messages, pull batch 32)
+#   ROWS=repl scripts/bench-ab.sh HEAD~1   # replicated durable sends: a SYNC_MASTER
+#                                 # and two slaves, SENDERS connections, REPL_N
+#                                 # messages; CPU summed over the three brokers
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,6 +30,7 @@ ROWS=${ROWS:-async1k async128 batch32 durable durable-shared}
 E2E_RATE=${E2E_RATE:-10000}
 E2E_DURATION=${E2E_DURATION:-6s}
 REPLAY_N=${REPLAY_N:-300000}
+REPL_N=${REPL_N:-200000}
 
 work=$(mktemp -d /tmp/sluice-ab.XXXXXX)
 cleanup() {
@@ -55,15 +59,16 @@ echo "== building a=$base b=${head:-work tree}" >&2
 build a "$base"
 build b "$head"
 
-# start SIDE FLUSH: starts SIDE's broker on a fresh store, prints its
-# nameserver address.
+# start SIDE FLUSH [FLAG...]: starts SIDE's broker on a fresh store,
+# prints its folder and its nameserver address.
 start() {
-	local dir sideEnv
+	local dir sideEnv side=$1 flush=$2
+	shift 2
 	dir=$(mktemp -d "$work/run.XXXX")
-	sideEnv=${1^^}_ENV
+	sideEnv=${side^^}_ENV
 	# shellcheck disable=SC2086 # NB: word splitting wanted: VAR=value ...
 	env ${!sideEnv:-} SLUICE_EMBEDDED_NAMESRV_LISTEN=127.0.0.1:0 SLUICE_STORE_SEGMENT_SIZE=$((256 << 20)) \
-		"$work/$1/mqbroker" --listen 127.0.0.1:0 --store-dir "$dir/store" --flush "$2" >"$dir/out" 2>"$dir/log" &
+		"$work/$side/mqbroker" --listen 127.0.0.1:0 --store-dir "$dir/store" --flush "$flush" "$@" >"$dir/out" 2>"$dir/log" &
 	echo $! >>"$work/pids"
 	echo $! >"$dir/pid"
 	for _ in $(seq 100); do
@@ -111,6 +116,32 @@ run() {
 				--json 2>/dev/null | python3 -c 'import json,sys; j=json.load(sys.stdin); print(j["latency_p99_ms"], j["messages"])')
 		fi
 		r="$r $(python3 -c "print(round(($(cpu "$pid") - $c0) / $(getconf CLK_TCK) / $n * 1e6, 1))")"
+		stop "$dir"
+		sync
+		echo "$r"
+		return
+		;;
+	repl)
+		# A SYNC_MASTER and two slaves (async flush): a send is answered
+		# once a slave has it. CPU is the three brokers'.
+		local ha d1 d2 c1 p1 p2
+		ha=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+		read -r dir ns < <(start "$side" async --role SYNC_MASTER --ha-listen "127.0.0.1:$ha")
+		read -r d1 _ < <(start "$side" async -n "$ns" --role SLAVE --broker-id 1)
+		read -r d2 _ < <(start "$side" async -n "$ns" --role SLAVE --broker-id 2)
+		pid=$(cat "$dir/pid") p1=$(cat "$d1/pid") p2=$(cat "$d2/pid")
+		# NB: a SYNC_MASTER refuses sends until a slave has caught up.
+		for _ in $(seq 100); do
+			if "$work/$side/mqbench" produce -n "$ns" -t ab-repl-warm --size 16 --count 1 --json >/dev/null 2>&1; then break; fi
+			sleep 0.2
+		done
+		c0=$(($(cpu "$pid") + $(cpu "$p1") + $(cpu "$p2")))
+		r=$("$work/$side/mqbench" produce -n "$ns" -t ab-repl --size 1024 --producers "$SENDERS" --count "$REPL_N" \
+			--json 2>/dev/null | rate)
+		c1=$(($(cpu "$pid") + $(cpu "$p1") + $(cpu "$p2")))
+		r="$r $(python3 -c "print(round(($c1 - $c0) / $(getconf CLK_TCK) / $REPL_N * 1e6, 1))")"
+		stop "$d2"
+		stop "$d1"
 		stop "$dir"
 		sync
 		echo "$r"
