@@ -94,9 +94,8 @@ func (w *responseWriter) write(resp *Command, mode flushMode) error {
 		// NB: never sent, the answer would leave its caller waiting out
 		// its timeout; it gets one that says why (the remark is made
 		// here: the answer's own may be what was too large).
-		small := &Command{Header: Header{Code: protocol.SystemError, Language: protocol.LanguageGo,
-			Version: protocol.CurrentVersion, Opaque: resp.Opaque, Flag: resp.Flag,
-			Remark: fmt.Sprintf("the answer to this request is larger than a frame may be (%v)", err)}, SerializeType: w.st}
+		small := NewResponse(resp, protocol.SystemError, fmt.Sprintf("the answer to this request is larger than a frame may be (%v)", err))
+		small.SerializeType = w.st
 		_ = w.c.writeMode(small, mode)
 	}
 	return err
