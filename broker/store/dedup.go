@@ -35,28 +35,65 @@ const (
 )
 
 // dedupKey is a 128-bit hash of a topic and a UNIQ_KEY: two of them are
-// equal by chance with probability 2^-128, and the window keeps no string
-// per message.
+// equal by chance with probability about 2^-116, and the window keeps no
+// string per message.
+//
+// The key's last byte stays out of the hash of its other bytes and topic,
+// the group hash, and is added in its own bits instead (see groupKey). A
+// producer's keys end in a sequence per millisecond in hex (see
+// message.UniqIDGenerator), so the 16 keys of a group go to 16 adjacent
+// home slots, two cache lines: the lookups, inserts and, 2M keys later,
+// evictions of a producer's sends miss the cache once per 16 keys, not
+// once per key, and keys of a group do not probe past each other. The
+// misses were most of the window's cost (BenchmarkDedupCheckUniqKeys).
 type dedupKey struct{ a, b uint64 }
 
 // The seeds of dedupKey, random per process: the window is rebuilt from
 // the log at start, never saved.
 var dedupSeeds = [4]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed(), maphash.MakeSeed(), maphash.MakeSeed()}
 
-func dedupKeyOf(topic, key string) dedupKey {
-	return dedupKey{
-		a: maphash.String(dedupSeeds[0], key) ^ maphash.String(dedupSeeds[2], topic),
-		b: maphash.String(dedupSeeds[1], key) ^ maphash.String(dedupSeeds[3], topic),
+func dedupKeyOf(topic, key string) dedupKey { return dedupTopicOf(topic).key(key) }
+
+// dedupTopicHash is a topic's share of its keys' dedupKey: a batch's
+// members hash their topic once.
+type dedupTopicHash struct{ a, b uint64 }
+
+func dedupTopicOf(topic string) dedupTopicHash {
+	return dedupTopicHash{maphash.String(dedupSeeds[2], topic), maphash.String(dedupSeeds[3], topic)}
+}
+
+// key is the dedupKey of a UNIQ_KEY of the topic.
+func (t dedupTopicHash) key(key string) dedupKey {
+	last := -1
+	if n := len(key); n > 0 {
+		key, last = key[:n-1], int(key[n-1])
 	}
+	return groupKey(maphash.String(dedupSeeds[0], key)^t.a, maphash.String(dedupSeeds[1], key)^t.b, last)
 }
 
 // dedupKeyOfBytes is dedupKeyOf of byte slices (the dispatcher's record
 // fields), without a string.
 func dedupKeyOfBytes(topic, key []byte) dedupKey {
-	return dedupKey{
-		a: maphash.Bytes(dedupSeeds[0], key) ^ maphash.Bytes(dedupSeeds[2], topic),
-		b: maphash.Bytes(dedupSeeds[1], key) ^ maphash.Bytes(dedupSeeds[3], topic),
+	last := -1
+	if n := len(key); n > 0 {
+		key, last = key[:n-1], int(key[n-1])
 	}
+	return groupKey(maphash.Bytes(dedupSeeds[0], key)^maphash.Bytes(dedupSeeds[2], topic),
+		maphash.Bytes(dedupSeeds[1], key)^maphash.Bytes(dedupSeeds[3], topic), last)
+}
+
+// groupKey is the dedupKey of a key whose group hashes are a and b (its
+// bytes but the last, and its topic) and whose last byte is last (-1: the
+// key is empty). The low 31 bits of a are the key's slot tag (see
+// dedupWindow): bits 0-3 are the hex digit last is (any other byte maps to
+// 0-15 too), bits 4-23 come from the group hash, so that a table of up to
+// 2^24 slots (8M keys) finds the group's 16 homes from them alone, and
+// bits 24-30 are last's low 7 bits, so that keys of a group have distinct
+// tags. b's top 9 bits are xored with last+1: keys of a group are distinct.
+func groupKey(a, b uint64, last int) dedupKey {
+	c := uint8(last)
+	digit := uint64(c&0xF+9*(c>>6)) & 0xF // '0'-'9', 'A'-'F', 'a'-'f': 0-15
+	return dedupKey{a: a&^(0x7F<<24|0xF) | uint64(c&0x7F)<<24 | digit, b: b ^ uint64(last+1)<<55}
 }
 
 // dedupTopic reports whether messages of a topic are deduplicated: every

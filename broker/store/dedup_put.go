@@ -54,6 +54,7 @@ func (s *Store) dedupPrepare(r *PutRequest, sz *sized) {
 	if !dedupTopic(b.Template.Topic) {
 		return
 	}
+	th := dedupTopicOf(b.Template.Topic)
 	for i, it := range b.Items {
 		k, ok := message.PropertyValue(it.Properties, message.PropUniqKey)
 		if !ok || k == "" {
@@ -62,7 +63,7 @@ func (s *Store) dedupPrepare(r *PutRequest, sz *sized) {
 		if sz.members == nil {
 			sz.members = make([]dedupState, len(b.Items))
 		}
-		sz.members[i] = dedupState{kind: ddKey, key: dedupKeyOf(b.Template.Topic, k)}
+		sz.members[i] = dedupState{kind: ddKey, key: th.key(k)}
 	}
 }
 

@@ -296,6 +296,35 @@ func TestDedup_Off(t *testing.T) {
 func TestDedupKey_BytesEqualsString(t *testing.T) {
 	require.Equal(t, dedupKeyOf("topic", "key"), dedupKeyOfBytes([]byte("topic"), []byte("key")))
 	require.NotEqual(t, dedupKeyOf("topic", "key"), dedupKeyOf("topi", "ckey"))
+	require.Equal(t, dedupKeyOf("t", ""), dedupKeyOfBytes([]byte("t"), nil))
+	require.NotEqual(t, dedupKeyOf("t", ""), dedupKeyOf("t", "\x00"))
+}
+
+// TestDedupKey_Group: keys that differ in their last byte only (a
+// producer's consecutive sends) are distinct keys with distinct tags, and
+// the 16 hex digits put a group on 16 adjacent home slots, in either case.
+func TestDedupKey_Group(t *testing.T) {
+	const prefix = "7F00000104D20000000005265C00000"
+	seen := map[dedupKey]bool{}
+	tags := map[uint64]bool{}
+	for c := range 256 {
+		k := dedupKeyOf("orders", prefix+string([]byte{byte(c)}))
+		require.False(t, seen[k], "last byte %#x", c)
+		seen[k] = true
+		if c < 128 {
+			require.False(t, tags[slotTag(k)], "last byte %#x", c)
+			tags[slotTag(k)] = true
+		}
+	}
+	for _, digits := range []string{"0123456789ABCDEF", "0123456789abcdef"} {
+		base := slotTag(dedupKeyOf("orders", prefix+"0")) & (1<<24 - 1) &^ 0xF
+		for i, c := range digits {
+			require.Equal(t, base+uint64(i), slotTag(dedupKeyOf("orders", prefix+string(c)))&(1<<24-1), "digit %c", c)
+		}
+	}
+	// NB: another group, another topic: another region of homes.
+	require.NotEqual(t, slotTag(dedupKeyOf("orders", prefix+"0"))&(1<<24-1), slotTag(dedupKeyOf("orders", prefix[:30]+"10"))&(1<<24-1))
+	require.NotEqual(t, slotTag(dedupKeyOf("orders", prefix+"0"))&(1<<24-1), slotTag(dedupKeyOf("payments", prefix+"0"))&(1<<24-1))
 }
 
 // TestDedup_DispatcherFeed: with the dispatcher's feed on (a slave, whose
