@@ -39,12 +39,18 @@ func buildBinary(t *testing.T) string {
 // NB: Raft peers must be known before the processes start, so the port is
 // closed again; another process taking it in between fails the test
 // loudly, it cannot pass wrongly.
-func freePort(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-	return addr
+// freePorts returns n distinct free addresses on 127.0.0.1.
+// NB: each listener stays open until all are picked: closed one by one,
+// the kernel handed the same port out twice (a CI run's flake).
+func freePorts(t *testing.T, n int) []string {
+	addrs := make([]string, n)
+	for i := range addrs {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		defer ln.Close()
+		addrs[i] = ln.Addr().String()
+	}
+	return addrs
 }
 
 // proc is one mqcontroller process.
@@ -169,10 +175,11 @@ func (b *beating) halt() {
 func TestProcesses_KillLeader(t *testing.T) {
 	bin := buildBinary(t)
 	dir := t.TempDir()
-	var peers, addrs []string
-	for i := range 3 {
-		peers = append(peers, fmt.Sprintf("n%d=%s", i, freePort(t)))
-		addrs = append(addrs, freePort(t))
+	ports := freePorts(t, 6)
+	addrs := ports[3:]
+	var peers []string
+	for i, p := range ports[:3] {
+		peers = append(peers, fmt.Sprintf("n%d=%s", i, p))
 	}
 	env := []string{"SLUICE_CONTROLLER_MASTER_TIMEOUT=1s"}
 	args := func(i int) []string {
