@@ -136,23 +136,29 @@ func cleanEnv() []string {
 	return env
 }
 
-// freeAddrOn returns an address of host whose port was free a moment ago.
+// handedOut are the addresses freeAddrOn gave this process's tests.
+var handedOut sync.Map
+
+// freeAddrOn returns an address of host whose port was free a moment ago
+// and that it has not returned before.
+// NB: a listener closed before the next is opened frees its port for
+// the kernel to hand out again: the controller peers of a CI run of
+// mqcontroller's tests once got the same port twice.
 func freeAddrOn(t *testing.T, host string) string {
-	ln, err := net.Listen("tcp", host+":0")
-	require.NoError(t, err)
-	defer ln.Close()
-	return ln.Addr().String()
+	for {
+		ln, err := net.Listen("tcp", host+":0")
+		require.NoError(t, err)
+		addr := ln.Addr().String()
+		require.NoError(t, ln.Close())
+		if _, dup := handedOut.LoadOrStore(addr, true); !dup {
+			return addr
+		}
+	}
 }
 
-// freeAddr returns a loopback address whose port was free a moment ago
-// (the processes restart on the same addresses; a port taken in between
-// fails the test loudly).
-func freeAddr(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	return ln.Addr().String()
-}
+// freeAddr is freeAddrOn of loopback (the processes restart on the same
+// addresses; a port taken in between fails the test loudly).
+func freeAddr(t *testing.T) string { return freeAddrOn(t, "127.0.0.1") }
 
 func build(t *testing.T, dir string) {
 	out, err := exec.Command("go", "build", "-o", dir+string(filepath.Separator),
