@@ -233,7 +233,7 @@ func (s *Server) Start() error {
 // startNetpoll listens on a netpoll listener and starts serveLoop.
 // REQUIRES: s.mu held, state serverNew.
 func (s *Server) startNetpoll() error {
-	ln, err := netpoll.CreateListener("tcp", s.addr)
+	ln, err := listen(s.addr)
 	if err != nil {
 		return fmt.Errorf("remoting: listen on %s: %w", s.addr, err)
 	}
