@@ -2,7 +2,6 @@ package remoting
 
 import (
 	"errors"
-	"fmt"
 	"net"
 	"os"
 	"sync"
@@ -74,11 +73,10 @@ func (l *listener) Accept() (net.Conn, error) {
 		return nil, err
 	}
 	// NB: netpoll sets TCP_NODELAY only on the connections its own
-	// listener accepts.
-	if err := syscall.SetsockoptInt(fd, syscall.IPPROTO_TCP, syscall.TCP_NODELAY, 1); err != nil {
-		_ = syscall.Close(fd)
-		return nil, fmt.Errorf("remoting: TCP_NODELAY: %w", err)
-	}
+	// listener accepts. Like netpoll, a failure (a peer already gone) is
+	// left to the connection's first read or write: an error here would
+	// stop the event loop's accepting.
+	_ = syscall.SetsockoptInt(fd, syscall.IPPROTO_TCP, syscall.TCP_NODELAY, 1)
 	return &acceptedConn{fd: fd, local: l.tcp.Addr(), remote: sockaddrAddr(sa)}, nil
 }
 
