@@ -64,22 +64,26 @@ func dedupTopicOf(topic string) dedupTopicHash {
 
 // key is the dedupKey of a UNIQ_KEY of the topic.
 func (t dedupTopicHash) key(key string) dedupKey {
-	last := -1
-	if n := len(key); n > 0 {
-		key, last = key[:n-1], int(key[n-1])
+	group, last := splitLast(key)
+	return groupKey(maphash.String(dedupSeeds[0], group)^t.a, maphash.String(dedupSeeds[1], group)^t.b, last)
+}
+
+// splitLast splits a key into its group (all but the last byte) and its
+// last byte, -1 when it is empty (see groupKey).
+func splitLast[K string | []byte](key K) (K, int) {
+	n := len(key)
+	if n == 0 {
+		return key, -1
 	}
-	return groupKey(maphash.String(dedupSeeds[0], key)^t.a, maphash.String(dedupSeeds[1], key)^t.b, last)
+	return key[:n-1], int(key[n-1])
 }
 
 // dedupKeyOfBytes is dedupKeyOf of byte slices (the dispatcher's record
 // fields), without a string.
 func dedupKeyOfBytes(topic, key []byte) dedupKey {
-	last := -1
-	if n := len(key); n > 0 {
-		key, last = key[:n-1], int(key[n-1])
-	}
-	return groupKey(maphash.Bytes(dedupSeeds[0], key)^maphash.Bytes(dedupSeeds[2], topic),
-		maphash.Bytes(dedupSeeds[1], key)^maphash.Bytes(dedupSeeds[3], topic), last)
+	group, last := splitLast(key)
+	return groupKey(maphash.Bytes(dedupSeeds[0], group)^maphash.Bytes(dedupSeeds[2], topic),
+		maphash.Bytes(dedupSeeds[1], group)^maphash.Bytes(dedupSeeds[3], topic), last)
 }
 
 // groupKey is the dedupKey of a key whose group hashes are a and b (its

@@ -74,8 +74,7 @@ func (l *listener) Accept() (net.Conn, error) {
 	}
 	// NB: netpoll sets TCP_NODELAY only on the connections its own
 	// listener accepts. Like netpoll, a failure (a peer already gone) is
-	// left to the connection's first read or write: an error here would
-	// stop the event loop's accepting.
+	// left to the connection's first read or write.
 	_ = syscall.SetsockoptInt(fd, syscall.IPPROTO_TCP, syscall.TCP_NODELAY, 1)
 	return &acceptedConn{fd: fd, local: l.tcp.Addr(), remote: sockaddrAddr(sa)}, nil
 }
