@@ -175,11 +175,12 @@ func (b *Broker) send(ctx context.Context, w remoting.ResponseWriter, req *remot
 	if req.Code == protocol.SendBatchMessage {
 		return b.sendBatch(ctx, w, req, h, inline, start, release)
 	}
-	m := &message.Message{
+	op := &sendOp{m: message.Message{
 		Topic: h.Topic, QueueID: h.QueueID, Flag: h.Flag, SysFlag: h.SysFlag, BornTimestamp: h.BornTimestamp,
 		BornHost: peerAddr(w), StoreHost: b.storeHost, ReconsumeTimes: h.ReconsumeTimes,
 		Body: req.Body, Properties: h.Properties,
-	}
+	}, b: b, w: w, req: req, release: release, start: start, asked: h.QueueID}
+	m := &op.m
 	sp := message.ReadSendProperties(m.Properties)
 	if sp.ReplyToClient != "" && !isReply {
 		// NB: a request (request-reply) names its requester: its reply
@@ -210,27 +211,43 @@ func (b *Broker) send(ctx context.Context, w remoting.ResponseWriter, req *remot
 			return true
 		}
 	}
-	asked := h.QueueID // NB: a copy: captured, h would move to the heap
-	done := func(res store.PutResult) {
-		release()
-		qid := m.QueueID
-		switch {
-		case m.Topic == transHalfTopic:
-			qid = asked // NB: as Java: the queue asked for, not the half topic's
-		case res.Duplicates > 0:
-			qid = res.QueueID // NB: the stored copy's, which a retry may not have picked
-		}
-		if res.Duplicates == 0 {
-			b.stats.recordPut(m.Topic, 1, len(m.Body))
-		}
-		b.answerPut(w, req, res, qid, message.OffsetMsgID(b.storeHost, res.Pos))
-		b.metrics.send.Observe((monoNow() - start).Seconds())
-	}
 	// NB: every send is checked against the duplicate window; the
 	// store leaves out retry and dead-letter topics (send-backs repeat
 	// their key on purpose).
-	b.put(w, store.PutRequest{Msg: m, NoWait: !wait, Dedup: true, Done: done}, inline)
+	b.put(w, store.PutRequest{Msg: m, NoWait: !wait, Dedup: true, Done: op}, inline)
 	return true
+}
+
+// sendOp is one send on its way through the store: its message and what
+// its answer needs, in one allocation; the store answers it through
+// PutDone (a closure over the same state was a second allocation per
+// send).
+type sendOp struct {
+	m       message.Message
+	b       *Broker
+	w       remoting.ResponseWriter
+	req     *remoting.Command
+	release func()        // gives back the send slot, if one was taken
+	start   time.Duration // monoNow when the send was read
+	asked   int32         // the queue the sender asked for
+}
+
+// PutDone answers the send with its put's result.
+func (op *sendOp) PutDone(res store.PutResult) {
+	op.release()
+	b, m := op.b, &op.m
+	qid := m.QueueID
+	switch {
+	case m.Topic == transHalfTopic:
+		qid = op.asked // NB: as Java: the queue asked for, not the half topic's
+	case res.Duplicates > 0:
+		qid = res.QueueID // NB: the stored copy's, which a retry may not have picked
+	}
+	if res.Duplicates == 0 {
+		b.stats.recordPut(m.Topic, 1, len(m.Body))
+	}
+	b.answerPut(op.w, op.req, res, qid, message.OffsetMsgID(b.storeHost, res.Pos))
+	b.metrics.send.Observe((monoNow() - op.start).Seconds())
 }
 
 // put stores a send: inline, with the reader's burst (the put lock is
@@ -497,10 +514,10 @@ func (b *Broker) sendBatch(ctx context.Context, w remoting.ResponseWriter, req *
 		b.metrics.send.Observe((monoNow() - start).Seconds())
 	}
 	if inline {
-		b.queueSend(w.Conn(), store.PutRequest{Batch: batch, Dedup: true, Done: done}, len(req.Body))
+		b.queueSend(w.Conn(), store.PutRequest{Batch: batch, Dedup: true, Done: store.AnswerFunc(done)}, len(req.Body))
 		return true
 	}
-	b.store.Submit([]store.PutRequest{{Batch: batch, Dedup: true, Done: done}})
+	b.store.Submit([]store.PutRequest{{Batch: batch, Dedup: true, Done: store.AnswerFunc(done)}})
 	return true
 }
 

@@ -255,7 +255,7 @@ func TestGate_SyncMaster(t *testing.T) {
 	end := int64(master.Next())
 	hold := func() chan store.PutResult {
 		ch := make(chan store.PutResult, 1)
-		m.Hold(end, store.PutResult{Status: store.PutOK}, func(res store.PutResult) { ch <- res })
+		m.Hold(end, store.PutResult{Status: store.PutOK}, store.AnswerFunc(func(res store.PutResult) { ch <- res }))
 		return ch
 	}
 	res := <-hold()
@@ -361,7 +361,7 @@ func TestGate_ControllerMode(t *testing.T) {
 	end := int64(master.Next())
 	hold := func() chan store.PutResult {
 		ch := make(chan store.PutResult, 1)
-		m.Hold(end, store.PutResult{Status: store.PutOK}, func(res store.PutResult) { ch <- res })
+		m.Hold(end, store.PutResult{Status: store.PutOK}, store.AnswerFunc(func(res store.PutResult) { ch <- res }))
 		return ch
 	}
 	report1, refused := helloSlave(t, m, 1, 5)

@@ -143,7 +143,7 @@ func (m *Master) ackedNeeded() int64 {
 // holdInSync is Hold in controller mode: a put waits for every slave of
 // the SyncStateSet; with fewer replicas in it than the minimum, it is
 // answered at once.
-func (m *Master) holdInSync(end int64, res store.PutResult, done func(store.PutResult)) {
+func (m *Master) holdInSync(end int64, res store.PutResult, done store.Answerer) {
 	ids, _, minReplicas := m.opts.InSync()
 	if 1+len(ids) < minReplicas {
 		m.syncNoSlave.Add(1)
@@ -151,12 +151,12 @@ func (m *Master) holdInSync(end int64, res store.PutResult, done func(store.PutR
 		res.Remark = fmt.Sprintf("stored on the master, but the SyncStateSet has %d replicas, fewer than ha.min_in_sync_replicas (%d)",
 			1+len(ids), minReplicas)
 		m.observe(0, res.Status)
-		done(res)
+		done.PutDone(res)
 		return
 	}
 	if m.ackedNeeded() >= end {
 		m.syncOK.Add(1)
-		done(res)
+		done.PutDone(res)
 		return
 	}
 	m.hold(end, res, done)

@@ -112,7 +112,7 @@ type heldPut struct {
 	since    time.Time
 	deadline time.Time
 	res      store.PutResult
-	done     func(store.PutResult)
+	done     store.Answerer
 }
 
 // slaveConn is one connected slave.
@@ -366,13 +366,13 @@ func (m *Master) dropped(s *slaveConn, err error) {
 }
 
 // Hold implements store.ReplicaGate for SYNC_MASTER.
-func (m *Master) Hold(end int64, res store.PutResult, done func(store.PutResult)) {
+func (m *Master) Hold(end int64, res store.PutResult, done store.Answerer) {
 	if m.opts.InSync != nil {
 		m.holdInSync(end, res, done)
 		return
 	}
 	if m.acked.Load() >= end {
-		done(res)
+		done.PutDone(res)
 		m.syncOK.Add(1)
 		return
 	}
@@ -381,14 +381,14 @@ func (m *Master) Hold(end int64, res store.PutResult, done func(store.PutResult)
 		res.Status = store.PutSlaveNotAvailable
 		res.Remark = "stored on the master, but no slave is connected and caught up to copy it (SYNC_MASTER)"
 		m.observe(0, res.Status)
-		done(res)
+		done.PutDone(res)
 		return
 	}
 	m.hold(end, res, done)
 }
 
 // hold queues a put until the slaves it needs have acknowledged end.
-func (m *Master) hold(end int64, res store.PutResult, done func(store.PutResult)) {
+func (m *Master) hold(end int64, res store.PutResult, done store.Answerer) {
 	now := time.Now()
 	m.waitMu.Lock()
 	m.waiters = append(m.waiters, heldPut{end: end, since: now, deadline: now.Add(m.opts.SyncTimeout), res: res, done: done})
@@ -476,7 +476,7 @@ func (m *Master) answerHeld(closing bool) int {
 	m.waitMu.Unlock()
 	for _, w := range ready {
 		m.observe(now.Sub(w.since), w.res.Status)
-		w.done(w.res)
+		w.done.PutDone(w.res)
 	}
 	return len(keep)
 }

@@ -49,7 +49,7 @@ func BenchmarkSubmitDedup(b *testing.B) {
 				for k := range reqs {
 					msgs[k] = message.Message{Topic: "bench", QueueID: int32(k % 8), BornHost: bornHost, Body: body,
 						Properties: message.PropUniqKey + "\x01" + id.Next() + "\x02"}
-					reqs[k] = PutRequest{Msg: &msgs[k], Dedup: true, Done: done}
+					reqs[k] = PutRequest{Msg: &msgs[k], Dedup: true, Done: AnswerFunc(done)}
 				}
 				s.Submit(reqs)
 			}

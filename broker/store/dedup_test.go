@@ -104,7 +104,7 @@ func TestDedup_ConcurrentSendsOfOneKey(t *testing.T) {
 				res := make([]PutResult, 2)
 				for i := range reqs {
 					reqs[i] = PutRequest{Msg: keyed("t", int32(g%2), key, key), Dedup: true,
-						Done: func(r PutResult) { res[i] = r }}
+						Done: AnswerFunc(func(r PutResult) { res[i] = r })}
 				}
 				s.Submit(reqs) // NB: async flush: answered during Submit
 				mu.Lock()
@@ -458,9 +458,9 @@ func TestDedup_RepeatsWithinOneSubmit(t *testing.T) {
 	x0 := send(t, s, keyed("t", 0, "x0", "X0"))
 	res := make([]PutResult, 3)
 	reqs := []PutRequest{
-		{Batch: batch("X0", "X1", "X2"), Dedup: true, Done: func(r PutResult) { res[0] = r }},
-		{Msg: keyed("t", 0, "m-X2", "X2"), Dedup: true, Done: func(r PutResult) { res[1] = r }},
-		{Batch: batch("X2", "X3"), Dedup: true, Done: func(r PutResult) { res[2] = r }},
+		{Batch: batch("X0", "X1", "X2"), Dedup: true, Done: AnswerFunc(func(r PutResult) { res[0] = r })},
+		{Msg: keyed("t", 0, "m-X2", "X2"), Dedup: true, Done: AnswerFunc(func(r PutResult) { res[1] = r })},
+		{Batch: batch("X2", "X3"), Dedup: true, Done: AnswerFunc(func(r PutResult) { res[2] = r })},
 	}
 	s.Submit(reqs)
 	for _, r := range res {
@@ -492,7 +492,7 @@ func TestDedup_SyncFlush(t *testing.T) {
 	var reqs []PutRequest
 	for i := range res {
 		reqs = append(reqs, PutRequest{Msg: keyed("t", 0, "m", "K"), Dedup: true,
-			Done: func(r PutResult) { res[i], durableAt[i] = r, int64(s.Log().Durable()); done <- i }})
+			Done: AnswerFunc(func(r PutResult) { res[i], durableAt[i] = r, int64(s.Log().Durable()); done <- i })})
 	}
 	s.Submit(reqs)
 	for range res {

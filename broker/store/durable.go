@@ -12,7 +12,7 @@ type durableWaiter struct {
 	end      commitlog.Offset
 	deadline time.Time
 	res      PutResult
-	done     func(PutResult)
+	done     Answerer
 }
 
 // durableTick bounds how late a FLUSH_DISK_TIMEOUT answer can be.

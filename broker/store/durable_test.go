@@ -94,7 +94,7 @@ func TestStore_SubmitDurable(t *testing.T) {
 	answers := make(chan PutResult, 4)
 	done := func(r PutResult) { answers <- r }
 	putThen := func(m *message.Message) {
-		s.Submit([]PutRequest{{Msg: m, Done: done}})
+		s.Submit([]PutRequest{{Msg: m, Done: AnswerFunc(done)}})
 	}
 	mustPut(t, s, msg("t", 0, "warm")) // creates the segment (which fsyncs)
 
@@ -114,7 +114,7 @@ func TestStore_SubmitDurable(t *testing.T) {
 
 	// Not durable within the timeout: FLUSH_DISK_TIMEOUT, stored all the same.
 	g.block()
-	s.Submit([]PutRequest{{Batch: &Batch{Template: *msg("t", 0, ""), Items: []message.BatchItem{{Body: []byte("b")}}}, Done: done}})
+	s.Submit([]PutRequest{{Batch: &Batch{Template: *msg("t", 0, ""), Items: []message.BatchItem{{Body: []byte("b")}}}, Done: AnswerFunc(done)}})
 	r = <-answers
 	require.Equal(t, PutFlushDiskTimeout, r.Status)
 	require.Contains(t, r.Remark, "not flushed to disk within")

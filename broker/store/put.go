@@ -70,8 +70,18 @@ type PutRequest struct {
 	// store's notifier once the records are on disk (PutFlushDiskTimeout
 	// after the sync flush timeout: stored all the same). It must not
 	// block.
-	Done func(PutResult)
+	Done Answerer
 }
+
+// Answerer receives a put's result (PutRequest.Done). A sender's own
+// state can be its Answerer: the broker's sends cost no closure each.
+type Answerer interface{ PutDone(PutResult) }
+
+// AnswerFunc is a function as an Answerer.
+type AnswerFunc func(PutResult)
+
+// PutDone calls f.
+func (f AnswerFunc) PutDone(r PutResult) { f(r) }
 
 // Submit is the store's one put path. It stores reqs in order, holding the
 // put lock once, with as few appends as their sizes allow (one write for a
@@ -334,12 +344,12 @@ type putWaiter struct {
 	res   [1]PutResult
 	sizes [1]sized
 	ch    chan PutResult
-	done  func(PutResult)
+	done  Answerer
 }
 
 var putWaiters = sync.Pool{New: func() any {
 	w := &putWaiter{ch: make(chan PutResult, 1)}
-	w.done = func(r PutResult) { w.ch <- r }
+	w.done = AnswerFunc(func(r PutResult) { w.ch <- r })
 	return w
 }}
 

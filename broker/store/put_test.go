@@ -20,7 +20,7 @@ func submit(s *Store, reqs ...PutRequest) []PutResult {
 	res := make([]PutResult, len(reqs))
 	done := make(chan struct{}, len(reqs))
 	for i := range reqs {
-		reqs[i].Done = func(r PutResult) { res[i] = r; done <- struct{}{} }
+		reqs[i].Done = AnswerFunc(func(r PutResult) { res[i] = r; done <- struct{}{} })
 	}
 	s.Submit(reqs)
 	for range reqs {

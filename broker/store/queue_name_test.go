@@ -23,7 +23,7 @@ func TestPut_RefusesRecordNoQueueCanHold(t *testing.T) {
 	}
 	var got PutResult
 	s.Submit([]PutRequest{{Batch: &Batch{Template: *msg("t", -1, ""), Items: []message.BatchItem{{Body: []byte("b")}}},
-		Done: func(r PutResult) { got = r }}})
+		Done: AnswerFunc(func(r PutResult) { got = r })}})
 	require.Equal(t, PutMessageIllegal, got.Status, "a batch to queue -1")
 	mustPut(t, s, msg("t", 0, "after"))
 	waitDispatched(t, s)

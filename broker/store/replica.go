@@ -21,7 +21,7 @@ type ReplicaGate interface {
 	// Hold calls done with res once a slave has the bytes below end, or
 	// with res turned into PutFlushSlaveTimeout or PutSlaveNotAvailable.
 	// It must not block.
-	Hold(end int64, res PutResult, done func(PutResult))
+	Hold(end int64, res PutResult, done Answerer)
 }
 
 // gateBox lets SetReplicaGate swap the gate while puts read it.
@@ -39,12 +39,12 @@ func (s *Store) SetReplicaGate(g ReplicaGate) {
 }
 
 // hold answers a put through the replica gate, if any.
-func (s *Store) hold(noWait bool, res PutResult, done func(PutResult)) {
+func (s *Store) hold(noWait bool, res PutResult, done Answerer) {
 	if box := s.gate.Load(); box != nil && !noWait && res.Status == PutOK {
 		box.g.Hold(res.Pos+int64(res.Size), res, done)
 		return
 	}
-	done(res)
+	done.PutDone(res)
 }
 
 // ErrNotReplica is returned by ApplyReplica on a store that is not a

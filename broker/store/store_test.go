@@ -355,7 +355,7 @@ func TestStore_SubmitBatch(t *testing.T) {
 	answers := make(chan PutResult, 1)
 	done := func(r PutResult) { answers <- r }
 	s.putMu.Lock()
-	go s.Submit([]PutRequest{{Batch: &Batch{Template: *msg("t", 0, ""), Items: []message.BatchItem{{Body: []byte("b0")}, {Body: []byte("b1")}}}, Done: done}})
+	go s.Submit([]PutRequest{{Batch: &Batch{Template: *msg("t", 0, ""), Items: []message.BatchItem{{Body: []byte("b0")}, {Body: []byte("b1")}}}, Done: AnswerFunc(done)}})
 	select {
 	case r := <-answers:
 		t.Fatalf("stored while the put lock was held: %+v", r)

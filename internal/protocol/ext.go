@@ -151,6 +151,19 @@ func (p ExtPairs) Value(i int) string { return p.src[p.span[4*i+2]:p.span[4*i+3]
 // Clone returns p with a span list of its own (src, a string, is shared).
 func (p ExtPairs) Clone() ExtPairs { return ExtPairs{src: p.src, span: slices.Clone(p.span)} }
 
+// CloneIn is Clone with the span list copied to the front of room, when it
+// fits there; it returns the rest of room. A decoder cuts the span lists
+// of many headers from one block so (one allocation for many).
+func (p ExtPairs) CloneIn(room []uint32) (ExtPairs, []uint32) {
+	n := len(p.span)
+	if room == nil || n > len(room) {
+		return p.Clone(), room
+	}
+	span := room[:n:n] // NB: capped: an append never reaches the next header's
+	copy(span, p.span)
+	return ExtPairs{src: p.src, span: span}, room[n:]
+}
+
 // Strings returns the fields as key, value, key, value…
 func (p ExtPairs) Strings() []string {
 	kv := make([]string, 0, 2*p.Len())

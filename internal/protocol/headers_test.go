@@ -442,6 +442,25 @@ func TestExtPairs(t *testing.T) {
 	c := p.Clone()
 	require.Equal(t, p.Strings(), c.Strings())
 
+	// CloneIn cuts the spans from room and caps them: growing one copy
+	// never writes into the next.
+	room := make([]uint32, 30)
+	c1, rest := p.CloneIn(room)
+	require.Len(t, rest, 30-12)
+	c2, rest := ExtPairsOf("k", "v").CloneIn(rest)
+	require.Len(t, rest, 30-12-4)
+	require.Equal(t, p.Strings(), c1.Strings())
+	require.Equal(t, []string{"k", "v"}, c2.Strings())
+	require.Equal(t, 12, cap(c1.span))
+	e, rest := ExtPairsOf().CloneIn(rest)
+	require.True(t, e.Valid(), "no fields cut from room are still a header")
+	require.Len(t, rest, 14)
+	big, left := p.CloneIn(rest[:5])
+	require.Equal(t, p.Strings(), big.Strings(), "too little room: a list of its own")
+	require.Len(t, left, 5)
+	nilRoom, _ := ExtPairsOf().CloneIn(nil)
+	require.True(t, nilRoom.Valid())
+
 	var r SendMessageResponseHeader
 	require.ErrorIs(t, r.FromExtPairs(ExtPairs{}), ErrMissingField, "no pairs read as no fields, not as a map")
 }
