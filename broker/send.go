@@ -110,7 +110,7 @@ func monoNow() time.Duration { return time.Since(monoEpoch) }
 // returns false without answering where it would have to block (see
 // trySendInline).
 func (b *Broker) send(ctx context.Context, w remoting.ResponseWriter, req *remoting.Command, inline bool) bool {
-	start := monoNow()
+	start := b.sendStart(w, inline)
 	h, err := decodeSendHeader(req)
 	if err != nil {
 		reply(w, req, protocol.SystemError, "bad send header: "+err.Error())
@@ -199,7 +199,11 @@ func (b *Broker) send(ctx context.Context, w remoting.ResponseWriter, req *remot
 		return true
 	}
 	// NB: as Java, WAIT is not stored, and CLUSTER is the storing broker's.
-	m.Properties = message.StoreProperties(m.Properties, b.cfg.ClusterName)
+	if m.Properties == h.Properties {
+		m.Properties = sp.StoreProperties(m.Properties, b.cfg.ClusterName)
+	} else { // NB: redirected: sp's marks are for the properties as sent
+		m.Properties = message.StoreProperties(m.Properties, b.cfg.ClusterName)
+	}
 	if isReply {
 		// NB: a reply goes to its requester first; unlike Java's broker,
 		// which stores it whatever the push gave, it is stored only once
@@ -228,7 +232,7 @@ type sendOp struct {
 	w       remoting.ResponseWriter
 	req     *remoting.Command
 	release func()        // gives back the send slot, if one was taken
-	start   time.Duration // monoNow when the send was read
+	start   time.Duration // when the send was read (sendStart)
 	asked   int32         // the queue the sender asked for
 }
 
@@ -246,7 +250,7 @@ func (op *sendOp) PutDone(res store.PutResult) {
 	if res.Duplicates == 0 {
 		b.stats.recordPut(m.Topic, 1, len(m.Body))
 	}
-	b.answerPut(op.w, op.req, res, qid, message.OffsetMsgID(b.storeHost, res.Pos))
+	b.answerPut(op.w, op.req, res, qid, false)
 	b.metrics.send.Observe((monoNow() - op.start).Seconds())
 }
 
@@ -265,7 +269,8 @@ func (b *Broker) put(w remoting.ResponseWriter, r store.PutRequest, inline bool)
 type sendBurst struct {
 	sends []store.PutRequest
 	bytes int
-	armed bool // the end-of-burst hook is registered
+	armed bool          // the end-of-burst hook is registered
+	start time.Duration // monoNow at its first send (sendStart)
 }
 
 // Bounds of one stored burst.
@@ -279,11 +284,7 @@ const (
 // read all it had, or when it is large. REQUIRES: on c's reader (an
 // InlineHandler).
 func (b *Broker) queueSend(c *remoting.Conn, s store.PutRequest, size int) {
-	v, ok := b.bursts.Load(c)
-	if !ok {
-		v, _ = b.bursts.LoadOrStore(c, &sendBurst{})
-	}
-	burst := v.(*sendBurst)
+	burst := b.burstOf(c)
 	if !burst.armed {
 		burst.armed = true
 		c.AtBatchEnd(func() { burst.armed = false; b.storeBurst(burst) })
@@ -293,6 +294,29 @@ func (b *Broker) queueSend(c *remoting.Conn, s store.PutRequest, size int) {
 	if len(burst.sends) >= burstSends || burst.bytes >= burstBytes {
 		b.storeBurst(burst)
 	}
+}
+
+// burstOf returns c's burst. REQUIRES: on c's reader.
+func (b *Broker) burstOf(c *remoting.Conn) *sendBurst {
+	v, ok := b.bursts.Load(c)
+	if !ok {
+		v, _ = b.bursts.LoadOrStore(c, &sendBurst{})
+	}
+	return v.(*sendBurst)
+}
+
+// sendStart is when a send was read, for the send latency metric: for an
+// inline send, when its connection's burst began (a clock read costs
+// ~60 ns on this VM: one per burst, not one per send), else now.
+func (b *Broker) sendStart(w remoting.ResponseWriter, inline bool) time.Duration {
+	if !inline {
+		return monoNow()
+	}
+	burst := b.burstOf(w.Conn())
+	if len(burst.sends) == 0 {
+		burst.start = monoNow()
+	}
+	return burst.start
 }
 
 // storeBurst stores the sends gathered and answers each.
@@ -419,8 +443,9 @@ func (b *Broker) toHalf(m *message.Message) error {
 // answerPut answers a send with its put's result (spec 3.1). The answer
 // is queued for the connection's flusher: it comes from the reader's
 // burst or the store's notifier, which answer many sends and must not
-// wait for one peer's network.
-func (b *Broker) answerPut(w remoting.ResponseWriter, req *remoting.Command, res store.PutResult, queueID int32, msgID string) {
+// wait for one peer's network. Its msgId is the offset id of res.Pos, or
+// for a batch those of res.Positions, comma-joined.
+func (b *Broker) answerPut(w remoting.ResponseWriter, req *remoting.Command, res store.PutResult, queueID int32, batch bool) {
 	if res.Stored() && b.opts.LoseSendAnswer != nil && b.opts.LoseSendAnswer(req) {
 		return
 	}
@@ -430,16 +455,33 @@ func (b *Broker) answerPut(w remoting.ResponseWriter, req *remoting.Command, res
 		Version: protocol.CurrentVersion, Remark: remark}}
 	if res.Stored() {
 		// NB: written into the frame without a map (ExtWriter).
-		a.hdr = protocol.SendMessageResponseHeader{MsgID: msgID, QueueID: queueID,
+		if batch {
+			for i, p := range res.Positions {
+				if i > 0 {
+					a.ids = append(a.ids, ',')
+				}
+				a.ids = message.AppendOffsetMsgID(a.ids, b.storeHost, p)
+			}
+		} else {
+			a.ids = message.AppendOffsetMsgID(a.ids, b.storeHost, res.Pos)
+		}
+		a.hdr = protocol.SendMessageResponseHeader{MsgIDBytes: a.ids, QueueID: queueID,
 			QueueOffset: res.QueueOffset, Region: defaultRegion, TraceOn: true, Duplicates: int32(res.Duplicates)}
 		a.resp.ExtWriter = &a.hdr
 	}
 	_ = w.WriteSoon(&a.resp)
 	// NB: a ResponseWriter keeps nothing of the command once Write
 	// returns (the frame is encoded, or the recorder copied it).
-	*a = sendAnswer{}
+	ids := a.ids[:0]
+	if cap(ids) > maxKeptIDs {
+		ids = nil // NB: a large batch's; not kept for ever in the pool
+	}
+	*a = sendAnswer{ids: ids}
 	sendAnswers.Put(a)
 }
+
+// maxKeptIDs bounds the id buffer a pooled sendAnswer keeps.
+const maxKeptIDs = 4 << 10
 
 // sendAnswer is a send's answer: the response and its ext header, reused
 // (two allocations per send saved). Write sets the opaque, the flag and
@@ -447,6 +489,7 @@ func (b *Broker) answerPut(w remoting.ResponseWriter, req *remoting.Command, res
 type sendAnswer struct {
 	resp remoting.Command
 	hdr  protocol.SendMessageResponseHeader
+	ids  []byte // hdr.MsgIDBytes, reused
 }
 
 var sendAnswers = sync.Pool{New: func() any { return new(sendAnswer) }}
@@ -503,14 +546,7 @@ func (b *Broker) sendBatch(ctx context.Context, w remoting.ResponseWriter, req *
 			bytes = 0 // NB: a partly repeated batch's stored bytes are not known here
 		}
 		b.stats.recordPut(topicName, len(items)-res.Duplicates, bytes)
-		ids := make([]byte, 0, len(res.Positions)*(message.OffsetMsgIDLenV6+1))
-		for i, p := range res.Positions {
-			if i > 0 {
-				ids = append(ids, ',')
-			}
-			ids = message.AppendOffsetMsgID(ids, b.storeHost, p)
-		}
-		b.answerPut(w, req, res, qid, string(ids))
+		b.answerPut(w, req, res, qid, true)
 		b.metrics.send.Observe((monoNow() - start).Seconds())
 	}
 	if inline {

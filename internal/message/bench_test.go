@@ -80,7 +80,8 @@ func BenchmarkDecodeBatch(b *testing.B) {
 
 // BenchmarkSendProperties: what the broker reads and rewrites in a sent
 // message's properties (the official Go client's, with a key and a tag),
-// per name as before, and in one scan.
+// per name as before, in one scan and a rewrite, and in one scan and a
+// cut (what the broker does).
 func BenchmarkSendProperties(b *testing.B) {
 	props := "KEYS\x01order-42\x02UNIQ_KEY\x017F000001000018B4AAC2A2D8A1B20000\x02WAIT\x01true\x02TAGS\x01TagA\x02"
 	b.Run("per-name", func(b *testing.B) {
@@ -106,6 +107,16 @@ func BenchmarkSendProperties(b *testing.B) {
 				b.Fatal("no WAIT")
 			}
 			StoreProperties(props, "DefaultCluster")
+		}
+	})
+	b.Run("one-scan-cut", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			sp := ReadSendProperties(props)
+			if !sp.HasWait {
+				b.Fatal("no WAIT")
+			}
+			sp.StoreProperties(props, "DefaultCluster")
 		}
 	})
 }

@@ -212,20 +212,35 @@ type SendProperties struct {
 	Wait, TranMsg, Delay, TimerDeliverMS string
 	ReplyToClient                        string // a request-reply request's requester
 	HasWait, HasDelay, HasTimerDeliverMS bool
+
+	// What StoreProperties needs to cut instead of rewriting: whether
+	// every piece was a pair (plain) and none named CLUSTER, and where
+	// the one WAIT pair is, separator included (waitAt == waitEnd: none).
+	plain           bool
+	waits           int
+	waitAt, waitEnd int
 }
 
 // ReadSendProperties reads SendProperties from props in one scan, where
 // PropertyValue would take one per name.
 func ReadSendProperties(props string) SendProperties {
-	var sp SendProperties
+	sp := SendProperties{plain: true}
 	for i := 0; i < len(props); {
 		n, v, next, ok := nextPropertyString(props, i)
 		if !ok {
+			sp.plain = false // NB: pieces that are not pairs from i on
 			break
+		}
+		if next-i != len(n)+len(v)+2 {
+			sp.plain = false // NB: the pair is not the piece at i: pieces were skipped
 		}
 		switch n {
 		case PropWait:
+			sp.waits++
+			sp.waitAt, sp.waitEnd = i, min(next, len(props))
 			sp.Wait, sp.HasWait = v, true
+		case PropCluster:
+			sp.plain = false
 		case PropTranMsg:
 			sp.TranMsg = v
 		case PropDelay:
@@ -263,6 +278,28 @@ func StoreProperties(props, cluster string) string {
 		writePair(&b, PropCluster, cluster)
 	}
 	return b.String()
+}
+
+// StoreProperties is StoreProperties(props, cluster) for the props sp was
+// read from, which it builds with one concatenation when the properties
+// are plain pairs with at most one WAIT and no CLUSTER (a client's usual
+// send) instead of rewriting them pair by pair.
+func (sp *SendProperties) StoreProperties(props, cluster string) string {
+	if !sp.plain || sp.waits > 1 || !validPair(PropCluster, cluster) {
+		return StoreProperties(props, cluster)
+	}
+	// NB: the pairs are props but WAIT's; StoreProperties writes them
+	// \x02-separated without a trailing one, then \x02CLUSTER\x01cluster.
+	head, tail := props[:sp.waitAt], props[sp.waitEnd:]
+	if tail == "" {
+		head = strings.TrimSuffix(head, string(PropertySeparator))
+	} else {
+		tail = strings.TrimSuffix(tail, string(PropertySeparator))
+	}
+	if head == "" && tail == "" {
+		return PropCluster + string(NameValueSeparator) + cluster
+	}
+	return head + tail + string(PropertySeparator) + PropCluster + string(NameValueSeparator) + cluster
 }
 
 // KeySeparator separates the keys inside a KEYS value.

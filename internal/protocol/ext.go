@@ -78,6 +78,8 @@ const smallExt = 8
 type ExtEncoder interface {
 	Str(key, value string)
 	Int(key string, value int64)
+	// Bytes is Str of a value in bytes (which it does not keep).
+	Bytes(key string, value []byte)
 }
 
 // ExtWriter is a header that writes its ext fields without a map: the
@@ -92,8 +94,9 @@ type ExtWriter interface {
 // MapEncoder is an ExtEncoder that fills a map.
 type MapEncoder map[string]string
 
-func (m MapEncoder) Str(key, value string)       { m[key] = value }
-func (m MapEncoder) Int(key string, value int64) { m[key] = strconv.FormatInt(value, 10) }
+func (m MapEncoder) Str(key, value string)          { m[key] = value }
+func (m MapEncoder) Int(key string, value int64)    { m[key] = strconv.FormatInt(value, 10) }
+func (m MapEncoder) Bytes(key string, value []byte) { m[key] = string(value) }
 
 // ExtMap returns w's fields as a new map.
 func ExtMap(w ExtWriter) map[string]string {

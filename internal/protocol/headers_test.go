@@ -246,12 +246,14 @@ func TestHeaders_BadValue(t *testing.T) {
 	}
 }
 
-// countTyped counts the non-string fields of a header struct.
+// countTyped counts the non-string fields of a header struct (a []byte
+// field is a string's value written from bytes).
 func countTyped(h ExtHeader) int {
 	v := reflect.ValueOf(h).Elem()
 	n := 0
 	for i := 0; i < v.NumField(); i++ {
-		if v.Field(i).Kind() != reflect.String {
+		f := v.Field(i)
+		if f.Kind() != reflect.String && (f.Kind() != reflect.Slice || f.Type().Elem().Kind() != reflect.Uint8) {
 			n++
 		}
 	}
@@ -347,6 +349,7 @@ func TestExtWriter(t *testing.T) {
 		&SendMessageResponseHeader{MsgID: "m", QueueID: 2, QueueOffset: 1 << 40},
 		&SendMessageResponseHeader{MsgID: "m", TransactionID: "tx", Region: "r", TraceOn: true},
 		&SendMessageResponseHeader{MsgID: "m", Duplicates: 1},
+		&SendMessageResponseHeader{MsgIDBytes: []byte("id1,id2"), QueueID: 1},
 	} {
 		var c countingEncoder
 		w.WriteExt(&c)
@@ -357,8 +360,20 @@ func TestExtWriter(t *testing.T) {
 
 type countingEncoder struct{ n int }
 
-func (c *countingEncoder) Str(string, string) { c.n++ }
-func (c *countingEncoder) Int(string, int64)  { c.n++ }
+func (c *countingEncoder) Str(string, string)   { c.n++ }
+func (c *countingEncoder) Int(string, int64)    { c.n++ }
+func (c *countingEncoder) Bytes(string, []byte) { c.n++ }
+
+// TestSendResponse_MsgIDBytes: an id written from bytes reads back as the
+// string, and takes MsgID's place.
+func TestSendResponse_MsgIDBytes(t *testing.T) {
+	h := SendMessageResponseHeader{MsgID: "ignored", MsgIDBytes: []byte("7F00000100002A9F0000000000A3C2D1"), QueueID: 3}
+	var got SendMessageResponseHeader
+	require.NoError(t, got.FromExt(ExtMap(&h)))
+	require.Equal(t, "7F00000100002A9F0000000000A3C2D1", got.MsgID)
+	require.Nil(t, got.MsgIDBytes)
+	require.Equal(t, int32(3), got.QueueID)
+}
 
 // TestSendHeader_FromExtPairs: a V2 send header read from a pair list is
 // the one read from the map of the same fields; a repeated key counts

@@ -188,7 +188,11 @@ func DecodeSendMessageRequestHeader(code int16, ext map[string]string) (SendMess
 
 // SendMessageResponseHeader is the ext of a send response (spec §3.1).
 type SendMessageResponseHeader struct {
-	MsgID         string // msgId: offset message id; comma-joined for a batch
+	MsgID string // msgId: offset message id; comma-joined for a batch
+	// MsgIDBytes, when not nil, is written as msgId in MsgID's place: a
+	// broker builds the ids of its answers in a reused buffer, not in a
+	// new string per send. Reading a header sets MsgID only.
+	MsgIDBytes    []byte
 	QueueID       int32  // queueId: queue actually used
 	QueueOffset   int64  // queueOffset: first record's queue offset
 	TransactionID string // transactionId, optional
@@ -220,7 +224,11 @@ func (h *SendMessageResponseHeader) ExtLen() int {
 
 // WriteExt implements ExtWriter.
 func (h *SendMessageResponseHeader) WriteExt(e ExtEncoder) {
-	e.Str("msgId", h.MsgID)
+	if h.MsgIDBytes != nil {
+		e.Bytes("msgId", h.MsgIDBytes)
+	} else {
+		e.Str("msgId", h.MsgID)
+	}
 	e.Int("queueId", int64(h.QueueID))
 	e.Int("queueOffset", h.QueueOffset)
 	if h.TransactionID != "" {

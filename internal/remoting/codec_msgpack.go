@@ -103,6 +103,11 @@ func (e *mpExt) Str(key, value string) {
 	e.n++
 }
 
+func (e *mpExt) Bytes(key string, value []byte) {
+	e.dst = mpStr(mpStr(e.dst, key), value)
+	e.n++
+}
+
 func (e *mpExt) Int(key string, value int64) {
 	e.dst = mpStr(e.dst, key)
 	var b [20]byte
@@ -122,7 +127,7 @@ func mpMapLen(dst []byte, n int) []byte {
 	return append(dst, msgpcode.Map32, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
 }
 
-func mpStr(dst []byte, s string) []byte {
+func mpStr[S string | []byte](dst []byte, s S) []byte {
 	n := len(s)
 	switch {
 	case n < 32:
