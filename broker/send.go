@@ -271,6 +271,8 @@ type sendBurst struct {
 	bytes int
 	armed bool          // the end-of-burst hook is registered
 	start time.Duration // monoNow at its first send (sendStart)
+	// scratch is the store's working space for the burst, reused.
+	scratch store.PutScratch
 }
 
 // Bounds of one stored burst.
@@ -324,7 +326,7 @@ func (b *Broker) storeBurst(burst *sendBurst) {
 	if len(burst.sends) == 0 {
 		return
 	}
-	b.store.Submit(burst.sends)
+	b.store.SubmitWith(burst.sends, &burst.scratch)
 	clear(burst.sends)
 	burst.sends, burst.bytes = burst.sends[:0], 0
 }

@@ -91,6 +91,30 @@ func (s *Store) Submit(reqs []PutRequest) {
 	s.submit(reqs, make([]PutResult, len(reqs)), make([]sized, len(reqs)))
 }
 
+// PutScratch is Submit's working space, kept by a caller that submits
+// again and again from one goroutine (a connection's reader): some 200
+// bytes a request, which Submit allocates and zeroes each time. The zero
+// value is ready.
+type PutScratch struct {
+	res   []PutResult
+	sizes []sized
+}
+
+// SubmitWith is Submit in sc's space. sc must not be used by two
+// SubmitWith at once.
+func (s *Store) SubmitWith(reqs []PutRequest, sc *PutScratch) {
+	n := len(reqs)
+	if cap(sc.res) < n {
+		sc.res, sc.sizes = make([]PutResult, n), make([]sized, n)
+	}
+	res, sizes := sc.res[:n], sc.sizes[:n]
+	s.submit(reqs, res, sizes)
+	// NB: submit keeps nothing of them (answers get copies): zeroed for
+	// the next, which wants them so, and holding no pointers meanwhile.
+	clear(res)
+	clear(sizes)
+}
+
 // submit is Submit with the caller's scratch space: res and sizes as long
 // as reqs, zeroed.
 func (s *Store) submit(reqs []PutRequest, res []PutResult, sizes []sized) {

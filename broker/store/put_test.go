@@ -66,6 +66,49 @@ func TestStore_SubmitMixed(t *testing.T) {
 	require.Equal(t, []string{"m0", "b1", "b2", "m3"}, bodies(t, get(t, s, "t", 0, 0, 32).Body))
 }
 
+// TestStore_SubmitWithReusesScratch: submits in one PutScratch, of
+// different sizes, with batches and a repeated key, answer as Submit does,
+// and leave the scratch zeroed.
+func TestStore_SubmitWithReusesScratch(t *testing.T) {
+	s := mustOpen(t, testConf(t.TempDir()), dedupOpts(time.Minute, 1000, nil))
+	defer s.Close()
+	var sc PutScratch
+	submitWith := func(reqs ...PutRequest) []PutResult {
+		res := make([]PutResult, len(reqs))
+		for i := range reqs {
+			reqs[i].Done = AnswerFunc(func(r PutResult) { res[i] = r })
+		}
+		s.SubmitWith(reqs, &sc)
+		for i := range sc.res[:cap(sc.res)] {
+			require.Zero(t, sc.res[i], "result %d left in the scratch", i)
+			require.Zero(t, sc.sizes[i], "size %d left in the scratch", i)
+		}
+		return res
+	}
+	batch := &Batch{Template: *msg("t", 0, ""), Items: []message.BatchItem{{Body: []byte("b1")}, {Body: []byte("b2")}}}
+	res := submitWith(PutRequest{Msg: msg("t", 0, "m0")}, PutRequest{Batch: batch}, PutRequest{Msg: keyed("t", 0, "k", "K1"), Dedup: true})
+	require.Equal(t, []int64{0, 1, 3}, []int64{res[0].QueueOffset, res[1].QueueOffset, res[2].QueueOffset})
+	require.Len(t, res[1].Positions, 2)
+	res = submitWith(PutRequest{Msg: keyed("t", 0, "k", "K1"), Dedup: true})
+	require.Equal(t, PutOK, res[0].Status)
+	require.Equal(t, 1, res[0].Duplicates, "the key of the first submit")
+	require.Equal(t, int64(3), res[0].QueueOffset)
+	reqs := make([]PutRequest, 5)
+	for i := range reqs {
+		reqs[i] = PutRequest{Msg: msg("t", 0, fmt.Sprintf("n%d", i))}
+	}
+	res = submitWith(reqs...)
+	for i, r := range res {
+		require.Equal(t, PutOK, r.Status)
+		require.Equal(t, int64(4+i), r.QueueOffset)
+		require.Zero(t, r.Duplicates)
+	}
+	res = submitWith(PutRequest{Msg: &message.Message{}})
+	require.Equal(t, PutMessageIllegal, res[0].Status)
+	waitDispatched(t, s)
+	require.Equal(t, []string{"m0", "b1", "b2", "k", "n0", "n1", "n2", "n3", "n4"}, bodies(t, get(t, s, "t", 0, 0, 32).Body))
+}
+
 // TestStore_SubmitFailedAppendKeepsOffsets: an append that fails gives
 // back the queue offsets it took, so the next put continues without a
 // gap.
