@@ -100,3 +100,44 @@ func FuzzAtoiShort(f *testing.F) {
 		require.False(t, plain, "%q is a plain decimal the fast path declined", s)
 	})
 }
+
+// FuzzSendHeaderPairs: the one-pass read of a send header's pairs
+// (fromPairsUsual) takes exactly the headers the reader by key takes,
+// and reads them the same.
+func FuzzSendHeaderPairs(f *testing.F) {
+	maxRe := int32(16)
+	usual := []SendMessageRequestHeaderV2{
+		{ProducerGroup: "pg", Topic: "t", DefaultTopic: "TBW102", DefaultTopicQueueNums: 4, QueueID: 3,
+			BornTimestamp: 1764620000000, Properties: "UNIQ_KEY\x01k\x02WAIT\x01true\x02", BrokerName: "b"},
+		{ProducerGroup: "pg", Topic: "%RETRY%g", QueueID: -1, SysFlag: 4, Flag: -7, ReconsumeTimes: 2, UnitMode: true,
+			MaxReconsumeTimes: &maxRe, Batch: true},
+	}
+	for _, h := range usual {
+		f.Add(encodeExtSeed(Ext(&h)))
+	}
+	f.Add([]byte("a\x00g\x00b\x00t\x00c\x00d\x00d\x00+4\x00e\x001\x00f\x000\x00g\x001\x00h\x000\x00"))
+	f.Add([]byte("a\x00g\x00b\x00t\x00c\x00d\x00d\x004\x00e\x001\x00f\x000\x00g\x001\x00h\x000\x00k\x00TRUE\x00"))
+	f.Add([]byte("a\x00g\x00b\x00t\x00d\x004\x00e\x001\x00f\x000\x00g\x001\x00h\x000\x00"))
+	f.Add([]byte("a\x00g\x00b\x00t\x00c\x00d\x00d\x004\x00e\x002147483648\x00f\x000\x00g\x001\x00h\x000\x00b\x00u\x00"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		parts := bytes.Split(data, []byte{0})
+		var kv []string
+		for i := 0; i+1 < len(parts); i += 2 {
+			kv = append(kv, string(parts[i]), string(parts[i+1]))
+		}
+		pairs := ExtPairsOf(kv...)
+		var fast SendMessageRequestHeaderV2
+		usual := fast.fromPairsUsual(pairs)
+		var slow SendMessageRequestHeaderV2
+		r := extReader{header: sendKeysShort.header}
+		r.readLetters(pairs)
+		err := (*SendMessageRequestHeader)(&slow).read(&r, &sendKeysShort)
+		if usual {
+			require.NoError(t, err, "read in one pass, refused by key: %q", kv)
+			require.Equal(t, slow, fast)
+			return
+		}
+		require.Zero(t, fast, "declined, yet set")
+		require.Error(t, err, "declined a header the reader takes: %q", kv)
+	})
+}
