@@ -19,13 +19,15 @@ import (
 func TestDecodeRecords(t *testing.T) {
 	host := netip.MustParseAddrPort("10.0.0.1:10911")
 	var body []byte
+	var pos []int64
 	for i, s := range []struct{ topic, body, born string }{
 		{"a", "first", "127.0.0.1:1"}, {"a", "second", "127.0.0.1:1"}, {"b", "third", "[::1]:2"},
 	} {
 		m := &message.Message{Topic: s.topic, Body: []byte(s.body), BornHost: netip.MustParseAddrPort(s.born), StoreHost: host,
 			Properties: string(message.AppendProperties(nil, map[string]string{message.PropUniqKey: "U" + s.body}))}
 		rec := make([]byte, m.EncodedSize())
-		require.NoError(t, m.Encode(rec, int64(i), int64(len(body))))
+		pos = append(pos, int64(len(body))+1000*int64(i))
+		require.NoError(t, m.Encode(rec, int64(i), pos[i]))
 		body = append(body, rec...)
 	}
 	msgs, err := decodeRecords(body, "broker-a", 1<<20)
@@ -42,6 +44,9 @@ func TestDecodeRecords(t *testing.T) {
 		require.Equal(t, want.born, m.BornHost)
 		require.Equal(t, "10.0.0.1:10911", m.StoreHost)
 		require.Equal(t, want.id, m.MsgID)
+		require.Equal(t, map[string]string{message.PropUniqKey: want.id}, m.Properties)
+		require.Equal(t, message.OffsetMsgID(host, pos[i]), m.OffsetMsgID)
+		require.Equal(t, pos[i], m.CommitLogOffset)
 		require.Equal(t, int64(i), m.QueueOffset)
 		if i > 0 {
 			require.Equal(t, want.body, string(m.Body))
@@ -107,4 +112,51 @@ func TestDecodeRecords_Hostile(t *testing.T) {
 	runtime.ReadMemStats(&after)
 	require.Error(t, err)
 	require.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(20*len(body)), "allocated far more than the body")
+}
+
+// recordsBody encodes n messages of size bytes as a pull body, with the
+// properties a producer writes.
+func recordsBody(t testing.TB, n, size int) []byte {
+	host := netip.MustParseAddrPort("10.0.0.1:10911")
+	gen := message.NewUniqIDGenerator(host.Addr(), 7)
+	var body []byte
+	for i := range n {
+		m := &message.Message{Topic: "bench", Body: make([]byte, size), BornHost: netip.MustParseAddrPort("10.0.0.2:40000"),
+			StoreHost: host, Properties: string(message.AppendProperties(nil, map[string]string{
+				message.PropUniqKey: gen.Next(), message.PropTags: "TagA", message.PropKeys: "order-" + strings.Repeat("7", i%3+1),
+				message.PropCluster: "DefaultCluster"}))}
+		rec := make([]byte, m.EncodedSize())
+		require.NoError(t, m.Encode(rec, int64(i), int64(len(body))))
+		body = append(body, rec...)
+	}
+	return body
+}
+
+// TestDecodeRecords_BadTail: the records before a bad one are delivered,
+// with the error naming the bad one.
+func TestDecodeRecords_BadTail(t *testing.T) {
+	body := recordsBody(t, 3, 10)
+	body = append(body, 0, 0, 0, 200, 1, 2, 3)
+	msgs, err := decodeRecords(body, "broker-a", 1<<20)
+	require.ErrorContains(t, err, "decode message 3 of a 7-byte body")
+	require.Len(t, msgs, 3)
+	for i, m := range msgs {
+		require.Equal(t, int64(i), m.QueueOffset)
+		require.Equal(t, "TagA", m.Tags)
+		require.Equal(t, m.Properties[message.PropUniqKey], m.MsgID)
+	}
+}
+
+// BenchmarkDecodeRecords: a pull's 32 records of 1 KiB into messages, the
+// consumer's work per message besides its handler.
+func BenchmarkDecodeRecords(b *testing.B) {
+	body := recordsBody(b, 32, 1024)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		msgs, err := decodeRecords(body, "broker-a", 1<<20)
+		if err != nil || len(msgs) != 32 {
+			b.Fatal(err, len(msgs))
+		}
+	}
 }
