@@ -108,7 +108,9 @@ func writeFileAtomic(dir, name string, data []byte) error {
 // saveCheckpoint records the last fsynced end of the log.
 // REQUIRES: called by the flusher, or by Close after the flusher stopped.
 func (l *Log) saveCheckpoint() error {
+	l.tailMu.Lock()
 	c := checkpoint{Next: l.cpNext, Tail: l.cpTail, SavedAt: time.Now()}
+	l.tailMu.Unlock()
 	if err := writeFileAtomic(l.dir, checkpointName, encodeCheckpoint(c)); err != nil {
 		return fmt.Errorf("commitlog: save checkpoint: %w", err)
 	}

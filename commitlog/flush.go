@@ -81,7 +81,9 @@ func (l *Log) flush() error {
 			return err
 		}
 	}
+	l.tailMu.Lock()
 	l.cpNext, l.cpTail = w, ts
+	l.tailMu.Unlock()
 	l.durable.Store(int64(w))
 	l.wakeWaiters()
 	if l.opts.OnSync != nil {

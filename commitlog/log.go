@@ -169,7 +169,8 @@ type Log struct {
 	pre    *precreation // the next segment under creation (Options.PrecreateNext)
 
 	// tailMu pairs the end of the log with the start of its last record so
-	// that the flusher can checkpoint both consistently.
+	// that the flusher can checkpoint both consistently; it also guards
+	// cpNext and cpTail.
 	tailMu    sync.Mutex
 	tailStart Offset // start of the last record or blank; -1 if none
 
@@ -201,7 +202,7 @@ type Log struct {
 
 	// Flusher-owned (Close uses them after the flusher stopped).
 	lastCheckpoint time.Time
-	cpNext, cpTail Offset // last fsynced end and the record that ends there
+	cpNext, cpTail Offset // last fsynced end and the record that ends there; guarded by tailMu (setEnd writes them too)
 
 	kick      chan struct{} // cap 1: wake the flusher
 	quit      chan struct{}

@@ -264,12 +264,16 @@ func (l *Log) dropSegmentsAfter(end Offset) (*segment, error) {
 	return l.segs[keep-1], nil
 }
 
-// setEnd sets the recovered end of the log; durable since recovery synced it.
+// setEnd sets the recovered end of the log; durable since recovery synced
+// it. NB: under tailMu: an empty replica's first AppendRaw moves its end
+// while the flusher runs.
 func (l *Log) setEnd(end, tail Offset) {
+	l.tailMu.Lock()
 	l.next.Store(int64(end))
 	l.durable.Store(int64(end))
 	l.tailStart = tail
 	l.cpNext, l.cpTail = end, tail
+	l.tailMu.Unlock()
 }
 
 func (l *Log) alignUp(off Offset) Offset {
