@@ -114,6 +114,7 @@ func (b *Broker) park(w remoting.ResponseWriter, req *remoting.Command, h *proto
 		}
 	}
 	topic, qid := h.Topic, h.QueueID
+	remoting.Parked(w)
 	b.hold.Park(&longpoll.Request{Topic: topic, QueueID: qid, Offset: h.QueueOffset,
 		Deadline: time.Now().Add(wait), Match: pf.match,
 		Wake: func(bool) { b.pull(w, req, h, false) },

@@ -49,6 +49,9 @@ type request struct {
 	// sender that read the clock passes its reading).
 	timeout time.Duration
 	at      time.Time
+	// longPoll marks a call the broker may hold (a suspended pull):
+	// remoting.LongPoll.
+	longPoll bool
 	// lane picks one of two connections to a Sluice broker (msgpack); a
 	// JSON server gets one connection. Async message sends use their queue
 	// id's parity, so a queue's messages share a connection and keep their
@@ -134,12 +137,15 @@ func (t *transport) once(ctx context.Context, addr string, st remoting.Serialize
 		return nil, err
 	}
 	c := t.client(st, r.lane)
-	var resp *remoting.Command
+	var opts [2]remoting.CallOption // NB: an array: no allocation for the options
+	n := 0
 	if r.timeout > 0 {
-		resp, err = c.Invoke(ctx, addr, cmd, remoting.Deadline(r.deadline()))
-	} else {
-		resp, err = c.Invoke(ctx, addr, cmd)
+		opts[n], n = remoting.Deadline(r.deadline()), n+1
 	}
+	if r.longPoll {
+		opts[n], n = remoting.LongPoll(), n+1
+	}
+	resp, err := c.Invoke(ctx, addr, cmd, opts[:n]...)
 	if err != nil {
 		return nil, wrapTransport(addr, r.code, err)
 	}

@@ -19,6 +19,7 @@ type call struct {
 	deadline int64                 // unix nanos, 0 for none: see Deadline
 	inline   bool                  // cb runs where the call completes (Inline)
 	pairs    bool                  // the response may keep its ext as ExtPairs (see pairsAnswer)
+	idle     bool                  // LongPoll: not counted in busy
 	code     int16                 // with cb: finish passes errors through invokeErr with it (no closure per call)
 }
 
@@ -56,7 +57,9 @@ func (c *Conn) take(opaque int32) *call {
 	cl := c.pending[opaque]
 	if cl != nil {
 		delete(c.pending, opaque)
-		c.busy.Add(-1)
+		if !cl.idle {
+			c.busy.Add(-1)
+		}
 	}
 	c.mu.Unlock()
 	return cl
@@ -113,7 +116,9 @@ func (c *Conn) register(ctx context.Context, req *Command, cl *call) error {
 	opaque := req.Opaque
 	cl.pairs = pairsAnswer(req.Code)
 	c.pending[opaque] = cl
-	c.busy.Add(1)
+	if !cl.idle {
+		c.busy.Add(1)
+	}
 	if d := cl.deadline; d != 0 {
 		if e := c.soonest.Load(); e == 0 || d < e {
 			c.soonest.Store(d)
@@ -149,6 +154,7 @@ const (
 	callOneway callFlags = 1 << iota
 	callInline
 	callNoDial
+	callLongPoll
 )
 
 // Deadline bounds the wait for the response by t as well as by ctx (a zero
@@ -186,6 +192,15 @@ func Inline(cb func(*Command, error)) CallOption {
 // wrapping ErrNotConnected at once, and no callback runs. Conn.Invoke
 // ignores it.
 func NoDial() CallOption { return CallOption{flags: callNoDial} }
+
+// LongPoll marks a call whose answer the server may hold back for long (a
+// pull that waits for messages): while it waits it is not counted as an
+// exchange in progress on its connection, so that the connection's other
+// frames, and its own request, go out at once when they are the only
+// ones instead of waiting for the flusher goroutine (see flushSoon). A
+// consumer keeps a pull waiting per queue: without it, every frame of a
+// quiet consumer's connection took a goroutine switch more.
+func LongPoll() CallOption { return CallOption{flags: callLongPoll} }
 
 var errOnewayCallback = errors.New("remoting: a oneway call takes no callback (Async, Inline)")
 
@@ -244,16 +259,17 @@ func (c *Conn) do(ctx context.Context, req *Command, o CallOption) (*Command, er
 		c.launch(ctx, req, o)
 		return nil, nil
 	}
-	return c.invoke(ctx, req, o.deadline)
+	return c.invoke(ctx, req, o.deadline, o.flags&callLongPoll != 0)
 }
 
 // invoke sends req and waits for its response, bounded by ctx and by
-// deadline (unix nanos, 0 for none) enforced by the owner's sweeper.
-func (c *Conn) invoke(ctx context.Context, req *Command, deadline int64) (*Command, error) {
+// deadline (unix nanos, 0 for none) enforced by the owner's sweeper; idle
+// for a LongPoll call.
+func (c *Conn) invoke(ctx context.Context, req *Command, deadline int64, idle bool) (*Command, error) {
 	if ctx.Err() != nil {
 		return nil, c.invokeErr(req.Code, ctxError(ctx))
 	}
-	cl := &call{ch: make(chan result, 1), deadline: deadline}
+	cl := &call{ch: make(chan result, 1), deadline: deadline, idle: idle}
 	if err := c.register(ctx, req, cl); err != nil {
 		return nil, c.invokeErr(req.Code, err)
 	}
@@ -293,7 +309,9 @@ func (c *Conn) expire(now int64) {
 		case d == 0:
 		case d < now:
 			delete(c.pending, opaque)
-			c.busy.Add(-1)
+			if !cl.idle {
+				c.busy.Add(-1)
+			}
 			late = append(late, cl)
 		case next == 0 || d < next:
 			next = d
@@ -310,7 +328,7 @@ func (c *Conn) expire(now int64) {
 // an error (as invoke's): on a goroutine of the owner's, or with Inline
 // where the call completes.
 func (c *Conn) launch(ctx context.Context, req *Command, o CallOption) {
-	cl := &call{inline: o.flags&callInline != 0, deadline: o.deadline, cb: o.cb, code: req.Code}
+	cl := &call{inline: o.flags&callInline != 0, deadline: o.deadline, cb: o.cb, code: req.Code, idle: o.flags&callLongPoll != 0}
 	var err error
 	if ctx.Err() != nil {
 		err = ctxError(ctx)

@@ -67,11 +67,26 @@ type responseWriter struct {
 	oneway   bool
 	done     atomic.Bool
 	onReader atomic.Bool // an InlineHandler is running: the reader flushes
+	parked   atomic.Bool // Parked: not counted in busy until written
 }
 
 func (w *responseWriter) Conn() *Conn { return w.c }
 
 func (w *responseWriter) Write(resp *Command) error { return w.write(resp, flushSoon) }
+
+// Parked tells w's connection that the request waits for something other
+// than its own work (a long poll): until it is answered it is not an
+// exchange in progress there, which would make the connection's other
+// answers, and its own when it comes, wait for the flusher goroutine
+// (see flushSoon) instead of going out at once. A consumer keeps a pull
+// parked per queue: with it, every answer of a quiet connection took a
+// goroutine switch more. Call it before the answer can be written; it
+// does nothing to another ResponseWriter or a oneway request's.
+func Parked(w ResponseWriter) {
+	if rw, ok := w.(*responseWriter); ok && !rw.oneway && !rw.done.Load() && rw.parked.CompareAndSwap(false, true) {
+		rw.c.busy.Add(-1)
+	}
+}
 
 func (w *responseWriter) WriteSoon(resp *Command) error { return w.write(resp, flushLater) }
 
@@ -85,6 +100,9 @@ func (w *responseWriter) write(resp *Command, mode flushMode) error {
 	resp.Opaque = w.opaque
 	resp.Flag = (resp.Flag | FlagResponse) &^ FlagOneway
 	resp.SerializeType = w.st
+	if w.parked.Load() {
+		w.c.busy.Add(1) // NB: an exchange in progress again, until written
+	}
 	defer w.c.busy.Add(-1)
 	if w.onReader.Load() {
 		mode = flushByReader
