@@ -8,9 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicemq/sluice/conf"
 	"github.com/sluicemq/sluice/internal/message"
 	"github.com/sluicemq/sluice/internal/protocol"
 	"github.com/sluicemq/sluice/internal/remoting"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -297,5 +299,78 @@ func TestBroker_PullMaxMessages(t *testing.T) {
 		require.Equal(t, protocol.Success, int(resp.Code), resp.Remark)
 		require.Len(t, decodeRecords(t, resp.Body), int(tc.want), "asked %d", tc.ask)
 		require.Equal(t, int64(tc.want), pullExt(t, resp).NextBeginOffset)
+	}
+}
+
+// TestBroker_AnswerIDs: pipelined sends and batches on one connection,
+// answered from the reused answers (inline bursts; in sync flush mode, by
+// the store's notifier later), each carry the offset ids of their own
+// records, in both flush modes.
+func TestBroker_AnswerIDs(t *testing.T) {
+	for _, flush := range []string{conf.FlushAsync, conf.FlushSync} {
+		t.Run(flush, func(t *testing.T) {
+			cfg := testConfig(t.TempDir())
+			cfg.Store.Flush = flush
+			b := startBroker(t, cfg, Options{})
+			c := newClient(t, remoting.SerializeMsgpack)
+			type sent struct {
+				bodies []string
+				ids    chan string
+			}
+			var all []sent
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			for i := range 40 {
+				s := sent{ids: make(chan string, 1)}
+				h := protocol.SendMessageRequestHeader{ProducerGroup: "pg", Topic: "ids", DefaultTopic: "TBW102",
+					DefaultTopicQueueNums: 1, QueueID: 0, BornTimestamp: time.Now().UnixMilli()}
+				code, body := int16(protocol.SendMessageV2), []byte(fmt.Sprintf("m%d", i))
+				s.bodies = []string{string(body)}
+				if i%3 == 1 {
+					items := []message.BatchItem{{Body: []byte(fmt.Sprintf("b%d.0", i))}, {Body: []byte(fmt.Sprintf("b%d.1", i))}}
+					var err error
+					body, err = message.AppendBatch(nil, items)
+					require.NoError(t, err)
+					code, h.Batch, s.bodies = protocol.SendBatchMessage, true, []string{string(items[0].Body), string(items[1].Body)}
+				}
+				v2 := h.V2()
+				req := remoting.NewRequest(code, nil, body)
+				req.ExtWriter = &v2
+				_, err := c.Invoke(ctx, b.Addr(), req, remoting.Async(func(resp *remoting.Command, err error) {
+					if assert.NoError(t, err) && assert.EqualValues(t, protocol.Success, resp.Code, resp.Remark) {
+						var rh protocol.SendMessageResponseHeader
+						assert.NoError(t, rh.FromExtPairs(resp.ExtPairs))
+						s.ids <- rh.MsgID
+					} else {
+						s.ids <- ""
+					}
+				}))
+				require.NoError(t, err)
+				all = append(all, s)
+			}
+			answers, want := make([]string, len(all)), 0
+			for i, s := range all {
+				answers[i] = <-s.ids
+				want += len(s.bodies)
+			}
+			waitIndexed(t, b)
+			byPos := map[int64]string{}
+			for len(byPos) < want {
+				resp := invoke(t, c, b.Addr(), protocol.PullMessage, pullHeader("g", "ids", 0, int64(len(byPos)), pullSubscription), nil)
+				require.EqualValues(t, protocol.Success, resp.Code, resp.Remark)
+				for _, r := range decodeRecords(t, resp.Body) {
+					byPos[r.PhysicalOffset] = string(r.Body)
+				}
+			}
+			for i, s := range all {
+				ids := strings.Split(answers[i], ",")
+				require.Len(t, ids, len(s.bodies))
+				for k, id := range ids {
+					_, pos, err := message.ParseOffsetMsgID(id)
+					require.NoError(t, err)
+					require.Equal(t, s.bodies[k], byPos[pos], "id %s", id)
+				}
+			}
+		})
 	}
 }

@@ -320,11 +320,12 @@ func decodeRecords(body []byte, brokerName string, maxBody int) ([]*Message, err
 	n = min(n, len(body)/message.MinRecordSize+1)
 	slab := make([]Message, n)
 	out := make([]*Message, 0, n)
+	total := len(body)
 	var names recordNames
 	for len(body) > 0 {
 		rec, err := message.Decode(body)
 		if err != nil {
-			return out, fmt.Errorf("client: decode message %d of a %d-byte body: %w", len(out), len(body), err)
+			return out, fmt.Errorf("client: decode message %d of a %d-byte body (at byte %d): %w", len(out), total, total-len(body), err)
 		}
 		var m *Message
 		if len(out) < len(slab) {

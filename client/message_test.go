@@ -2,6 +2,7 @@ package client
 
 import (
 	"bytes"
+	"fmt"
 	"net/netip"
 	"runtime"
 	"strings"
@@ -136,9 +137,10 @@ func recordsBody(t testing.TB, n, size int) []byte {
 // with the error naming the bad one.
 func TestDecodeRecords_BadTail(t *testing.T) {
 	body := recordsBody(t, 3, 10)
+	good := len(body)
 	body = append(body, 0, 0, 0, 200, 1, 2, 3)
 	msgs, err := decodeRecords(body, "broker-a", 1<<20)
-	require.ErrorContains(t, err, "decode message 3 of a 7-byte body")
+	require.ErrorContains(t, err, fmt.Sprintf("decode message 3 of a %d-byte body (at byte %d)", len(body), good))
 	require.Len(t, msgs, 3)
 	for i, m := range msgs {
 		require.Equal(t, int64(i), m.QueueOffset)

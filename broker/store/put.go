@@ -91,17 +91,16 @@ func (s *Store) Submit(reqs []PutRequest) {
 	s.submit(reqs, make([]PutResult, len(reqs)), make([]sized, len(reqs)))
 }
 
-// PutScratch is Submit's working space, kept by a caller that submits
-// again and again from one goroutine (a connection's reader): some 200
-// bytes a request, which Submit allocates and zeroes each time. The zero
-// value is ready.
+// PutScratch is Submit's working space, reused by a caller that submits
+// again and again (the broker's bursts, from a pool): 248 bytes a request,
+// which Submit allocates and zeroes each time. The zero value is ready.
 type PutScratch struct {
 	res   []PutResult
 	sizes []sized
 }
 
-// SubmitWith is Submit in sc's space. sc must not be used by two
-// SubmitWith at once.
+// SubmitWith is Submit in sc's space.
+// REQUIRES: no other SubmitWith uses sc meanwhile.
 func (s *Store) SubmitWith(reqs []PutRequest, sc *PutScratch) {
 	n := len(reqs)
 	if cap(sc.res) < n {

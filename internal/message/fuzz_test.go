@@ -174,8 +174,11 @@ func FuzzProperties(f *testing.F) {
 				want = DeleteProperty(props, PropWait)
 			}
 			require.Equal(t, pairs(want), pairs(StoreProperties(props, cluster)), "cluster %q", cluster)
-			// The cut from the scan's marks is the rewrite, byte for byte.
+			// The cut from the scan's marks is the rewrite, byte for byte;
+			// other properties than those read are rewritten.
 			require.Equal(t, StoreProperties(props, cluster), sp.StoreProperties(props, cluster), "cluster %q", cluster)
+			other := "KEYS\x01k\x02TAGS\x01t\x02U\x01v" + props[:len(props)/2]
+			require.Equal(t, StoreProperties(other, cluster), sp.StoreProperties(other, cluster), "cluster %q", cluster)
 		}
 	})
 }

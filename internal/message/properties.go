@@ -213,9 +213,11 @@ type SendProperties struct {
 	ReplyToClient                        string // a request-reply request's requester
 	HasWait, HasDelay, HasTimerDeliverMS bool
 
-	// What StoreProperties needs to cut instead of rewriting: whether
-	// every piece was a pair (plain) and none named CLUSTER, and where
-	// the one WAIT pair is, separator included (waitAt == waitEnd: none).
+	// What StoreProperties needs to cut instead of rewriting: the
+	// properties read (src), whether every piece was a pair (plain) and
+	// none named CLUSTER, and where the one WAIT pair is, separator
+	// included (waitAt == waitEnd: none).
+	src             string
 	plain           bool
 	waits           int
 	waitAt, waitEnd int
@@ -224,7 +226,7 @@ type SendProperties struct {
 // ReadSendProperties reads SendProperties from props in one scan, where
 // PropertyValue would take one per name.
 func ReadSendProperties(props string) SendProperties {
-	sp := SendProperties{plain: true}
+	sp := SendProperties{src: props, plain: true}
 	for i := 0; i < len(props); {
 		n, v, next, ok := nextPropertyString(props, i)
 		if !ok {
@@ -280,12 +282,12 @@ func StoreProperties(props, cluster string) string {
 	return b.String()
 }
 
-// StoreProperties is StoreProperties(props, cluster) for the props sp was
-// read from, which it builds with one concatenation when the properties
-// are plain pairs with at most one WAIT and no CLUSTER (a client's usual
-// send) instead of rewriting them pair by pair.
+// StoreProperties is StoreProperties(props, cluster). For the properties
+// sp was read from, when they are plain pairs with at most one WAIT and no
+// CLUSTER (a client's usual send), it builds them with one concatenation
+// instead of rewriting them pair by pair.
 func (sp *SendProperties) StoreProperties(props, cluster string) string {
-	if !sp.plain || sp.waits > 1 || !validPair(PropCluster, cluster) {
+	if props != sp.src || !sp.plain || sp.waits > 1 || !validPair(PropCluster, cluster) {
 		return StoreProperties(props, cluster)
 	}
 	// NB: the pairs are props but WAIT's; StoreProperties writes them

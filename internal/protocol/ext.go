@@ -159,7 +159,10 @@ func (p ExtPairs) Clone() ExtPairs { return ExtPairs{src: p.src, span: slices.Cl
 // of many headers from one block so (one allocation for many).
 func (p ExtPairs) CloneIn(room []uint32) (ExtPairs, []uint32) {
 	n := len(p.span)
-	if room == nil || n > len(room) {
+	switch {
+	case p.span == nil:
+		return p, room // NB: no header stays no header
+	case room == nil || n > len(room):
 		return p.Clone(), room
 	}
 	span := room[:n:n] // NB: capped: an append never reaches the next header's

@@ -371,7 +371,6 @@ func TestSendResponse_MsgIDBytes(t *testing.T) {
 	var got SendMessageResponseHeader
 	require.NoError(t, got.FromExt(ExtMap(&h)))
 	require.Equal(t, "7F00000100002A9F0000000000A3C2D1", got.MsgID)
-	require.Nil(t, got.MsgIDBytes)
 	require.Equal(t, int32(3), got.QueueID)
 }
 
@@ -475,6 +474,9 @@ func TestExtPairs(t *testing.T) {
 	require.Len(t, left, 5)
 	nilRoom, _ := ExtPairsOf().CloneIn(nil)
 	require.True(t, nilRoom.Valid())
+	none, left := ExtPairs{}.CloneIn(rest)
+	require.False(t, none.Valid(), "no header stays no header")
+	require.Len(t, left, 14)
 
 	var r SendMessageResponseHeader
 	require.ErrorIs(t, r.FromExtPairs(ExtPairs{}), ErrMissingField, "no pairs read as no fields, not as a map")

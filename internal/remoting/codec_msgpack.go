@@ -294,7 +294,7 @@ func (d *msgpackDecoder) header(h *Header) error {
 	case !h.ExtPairs.Valid():
 	case (h.Code == protocol.SendMessageV2 || h.Code == protocol.SendBatchMessage) && h.Flag&FlagResponse == 0,
 		h.Flag&FlagResponse != 0: // NB: the waiting call decides (Conn.deliver)
-		if len(d.kept) < 4*h.ExtPairs.Len() {
+		if n := 4 * h.ExtPairs.Len(); len(d.kept) < n && n <= keptSpans {
 			d.kept = make([]uint32, keptSpans)
 		}
 		h.ExtPairs, d.kept = h.ExtPairs.CloneIn(d.kept)
