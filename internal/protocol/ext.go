@@ -264,15 +264,23 @@ func (r *extReader) parseInt(key string, required bool, bits int, kind string) i
 	if !ok {
 		return 0
 	}
-	if n, ok := atoiShort(v); ok && (bits == 64 || n == int64(int32(n))) {
-		return n
-	}
-	n, err := strconv.ParseInt(v, 10, bits)
-	if err != nil {
+	n, ok := parseDecimal(v, bits)
+	if !ok {
 		r.fail(key, v, kind, ErrBadField)
 		return 0
 	}
 	return n
+}
+
+// parseDecimal reads a decimal integer of bits bits (32 or 64) as Java's
+// parseInt and parseLong do (a sign allowed): atoiShort for what senders
+// write, strconv for the rest.
+func parseDecimal(v string, bits int) (int64, bool) {
+	if n, ok := atoiShort(v); ok && (bits == 64 || n == int64(int32(n))) {
+		return n, true
+	}
+	n, err := strconv.ParseInt(v, 10, bits)
+	return n, err == nil
 }
 
 // atoiShort parses what senders write for numbers, an optional '-' and

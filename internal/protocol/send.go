@@ -194,7 +194,7 @@ func (h *SendMessageRequestHeaderV2) fromPairsUsual(kv ExtPairs) bool {
 	queues, ok1 := usualInt(at(3))
 	queueID, ok2 := usualInt(at(4))
 	sysFlag, ok3 := usualInt(at(5))
-	born, ok4 := usualInt64(v[6]) // NB: required, present
+	born, ok4 := parseDecimal(v[6], 64) // NB: required, present
 	flag, ok5 := usualInt(at(7))
 	reconsume, ok6 := usualInt(at(9))
 	unit, ok7 := usualBool(at(10))
@@ -218,20 +218,8 @@ func usualInt(s string, present bool) (int32, bool) {
 	if !present {
 		return 0, true
 	}
-	if n, ok := atoiShort(s); ok && n == int64(int32(n)) {
-		return int32(n), true
-	}
-	n, err := strconv.ParseInt(s, 10, 32)
-	return int32(n), err == nil
-}
-
-// usualInt64 reads a required int64 field as extReader.int64 does.
-func usualInt64(s string) (int64, bool) {
-	if n, ok := atoiShort(s); ok {
-		return n, true
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	return n, err == nil
+	n, ok := parseDecimal(s, 32)
+	return int32(n), ok
 }
 
 // usualBool reads a boolean field (false when absent) as extReader's

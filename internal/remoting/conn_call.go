@@ -259,17 +259,16 @@ func (c *Conn) do(ctx context.Context, req *Command, o CallOption) (*Command, er
 		c.launch(ctx, req, o)
 		return nil, nil
 	}
-	return c.invoke(ctx, req, o.deadline, o.flags&callLongPoll != 0)
+	return c.invoke(ctx, req, o)
 }
 
 // invoke sends req and waits for its response, bounded by ctx and by
-// deadline (unix nanos, 0 for none) enforced by the owner's sweeper; idle
-// for a LongPoll call.
-func (c *Conn) invoke(ctx context.Context, req *Command, deadline int64, idle bool) (*Command, error) {
+// o's deadline (unix nanos, 0 for none) enforced by the owner's sweeper.
+func (c *Conn) invoke(ctx context.Context, req *Command, o CallOption) (*Command, error) {
 	if ctx.Err() != nil {
 		return nil, c.invokeErr(req.Code, ctxError(ctx))
 	}
-	cl := &call{ch: make(chan result, 1), deadline: deadline, idle: idle}
+	cl := &call{ch: make(chan result, 1), deadline: o.deadline, idle: o.flags&callLongPoll != 0}
 	if err := c.register(ctx, req, cl); err != nil {
 		return nil, c.invokeErr(req.Code, err)
 	}

@@ -97,7 +97,8 @@
 // once: it must not change until the write returns. Other frames are
 // flushed, in one sendmsg with whatever else is pending: at once when they
 // are their connection's only exchange in progress (a lone call or
-// answer); by the reader once it has no whole frame left to read, for
+// answer; a request parked with Parked and a LongPoll call waiting for
+// its answer do not count); by the reader once it has no whole frame left to read, for
 // answers written by InlineHandlers (one write answers a burst); otherwise
 // by the connection's flusher goroutine (WriteSoon always goes there, for
 // writers that must not wait on one peer), which first yields once so that
