@@ -5,7 +5,7 @@
 #   scripts/bench-vs-nats.sh                 # full scale
 #   N=20000 DURABLE_N=2000 REPLAY=100000 ROUNDS=1 scripts/bench-vs-nats.sh   # quick
 #   ROWS="async batch" scripts/bench-vs-nats.sh   # some rows only (durable async
-#                                                 # batch replay e2e disk repl)
+#                                                 # dedup batch replay e2e disk repl)
 #   PERF=1 scripts/bench-vs-nats.sh          # also the servers' system calls per
 #                                            # message (perf stat, as root)
 #
@@ -240,6 +240,9 @@ nats_async=$(start_nats nats-async 2m)
 nats_sync=$(start_nats nats-sync always)
 ns_async=$(start_sluice sluice-async async)
 ns_sync=$(start_sluice sluice-sync sync)
+if row dedup; then
+	ns_nodedup=$(SLUICE_DEDUP_WINDOW=0s start_sluice sluice-nodedup async)
+fi
 
 # The durable rows run first, on a quiet disk. After the async rows' GBs
 # of writes the host behind this VM's disk is still writing back for a
@@ -272,6 +275,17 @@ nats_async_pub() {
 	measured nats-async "$N" "$bin/nats" -s "$nats_async" bench js pub async "bench.a$size" --stream "a$size" --size "$size" --msgs "$N" \
 		--batch 256 --create --storage file --purge --no-progress 2>&1 | nats_rate
 }
+# NB: a RocketMQ client gives every message a UNIQ_KEY, and Sluice's duplicate
+# window (on by default) remembers each; NATS deduplicates only messages that
+# carry a Nats-Msg-Id, which its bench sets with --dedup (window 2m).
+sluice_async_nodedup() {
+	measured sluice-nodedup "$N" "$bin/mqbench" produce -n "$ns_nodedup" -t "nodedup$size-$1" --size "$size" --inflight 256 --count "$N" \
+		--json 2>/dev/null | sluice_rate
+}
+nats_async_dedup() {
+	measured nats-async "$N" "$bin/nats" -s "$nats_async" bench js pub async "bench.d$size" --stream "d$size" --size "$size" --msgs "$N" \
+		--batch 256 --create --storage file --purge --dedup --no-progress 2>&1 | nats_rate
+}
 sluice_auto() {
 	measured sluice-async "$N" "$bin/mqbench" produce -n "$ns_async" -t "auto-$1" --size 1024 --inflight 256 --auto-batch 32 --count "$N" \
 		--json 2>/dev/null | sluice_rate
@@ -283,6 +297,12 @@ sluice_batch() {
 if row async; then
 	for size in 1024 128; do
 		pair "async produce $size B (pipelined, 256 in flight)" sluice_async nats_async_pub produce
+	done
+fi
+if row dedup; then
+	for size in 1024 128; do
+		pair "async produce $size B, both deduplicating every message (NATS --dedup)" sluice_async nats_async_dedup produce
+		pair "async produce $size B, neither deduplicating (Sluice's window off: SLUICE_DEDUP_WINDOW=0s)" sluice_async_nodedup nats_async_pub produce
 	done
 fi
 size=1024
