@@ -6,10 +6,15 @@ import (
 )
 
 // BenchmarkQueuePut measures the dispatcher's append. buf=1 is one pwrite
-// per Put; the default buffers 32 entries per write.
+// per Put, buf=32 a fixed buffer of 32 entries per write, default the
+// buffer that grows to 256 entries on a busy queue.
 func BenchmarkQueuePut(b *testing.B) {
-	for _, buf := range []int{1, DefaultWriteBufferEntries} {
-		b.Run(fmt.Sprintf("buf=%d", buf), func(b *testing.B) {
+	for _, buf := range []int{1, DefaultWriteBufferEntries, 0} {
+		name := fmt.Sprintf("buf=%d", buf)
+		if buf == 0 {
+			name = "default"
+		}
+		b.Run(name, func(b *testing.B) {
 			s := openTest(b, b.TempDir(), DefaultEntriesPerFile, buf)
 			q := mustQueue(b, s, "T", 0)
 			b.ReportAllocs()

@@ -55,10 +55,15 @@
 // Put appends the encoded entry to a per-queue buffer of WriteBufferEntries
 // entries (default 32 = 640 bytes, allocated on the first Put) and writes
 // the buffer with one pwrite when it fills, at a file boundary, and in
-// Sync. Readers copy buffered entries under a small mutex, so an entry is
+// Sync. A buffer that fills doubles, up to WriteBufferMax entries (default
+// 256 = 5 KiB), so a busy queue writes once per 256 Puts and a quiet one
+// holds 640 bytes; Sync drops the buffer of a queue it closes for
+// idleness. With all of 10,000 queues busy the buffers take 50 MiB.
+// Readers copy buffered entries under a small mutex, so an entry is
 // visible to Read as soon as Put returns. Measured on this project's 2-core
-// VM (ext4): 2.0 µs per Put writing through (WriteBufferEntries=1) versus
-// 0.12 µs buffered, both 0 allocs.
+// VM (ext4, BenchmarkQueuePut, 3 runs): 0.94-0.96 µs per Put writing
+// through (WriteBufferEntries=1), 82-99 ns with a fixed 32-entry buffer,
+// 63-70 ns with the default growing one, all 0 allocs.
 //
 // Put never fsyncs. Sync writes the buffers and fsyncs every file changed
 // since the previous Sync (with up to 16 fsyncs in flight) and the

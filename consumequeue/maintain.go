@@ -207,6 +207,9 @@ func (q *Queue) sync(closeIdle, fsync bool, parents map[string]bool) error {
 			_ = q.segs[len(q.segs)-1].w.Close() // fsynced by an earlier Sync
 			q.segs[len(q.segs)-1].w = nil
 			q.mu.Unlock()
+			q.bmu.Lock()
+			q.buf = nil // NB: flushed above; the next Put starts small again
+			q.bmu.Unlock()
 		}
 	}
 	if closeIdle {

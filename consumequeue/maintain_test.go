@@ -3,7 +3,9 @@ package consumequeue
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -221,4 +223,63 @@ func TestQueue_EntryCacheAfterTruncate(t *testing.T) {
 	e, err = q.Entry(0)
 	require.NoError(t, err)
 	require.Equal(t, again, e)
+}
+
+// writeCounter is an opener that counts the writes of every file it opens.
+type writeCounter struct{ writes atomic.Int64 }
+
+func (c *writeCounter) open(path string, flag int, perm os.FileMode) (File, error) {
+	f, err := OSOpenFile(path, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return &countedFile{File: f, c: c}, nil
+}
+
+type countedFile struct {
+	File
+	c *writeCounter
+}
+
+func (f *countedFile) WriteAt(p []byte, off int64) (int, error) {
+	f.c.writes.Add(1)
+	return f.File.WriteAt(p, off)
+}
+
+// TestQueue_WriteBufferGrowsWhenBusy: with the default options a queue's
+// buffer doubles each time it fills, from 32 entries to 256, so a busy
+// queue writes once per 256 Puts; a queue Sync closes for idleness starts
+// over at 32; a buffer set by WriteBufferEntries alone stays as set.
+func TestQueue_WriteBufferGrowsWhenBusy(t *testing.T) {
+	var c writeCounter
+	dir := t.TempDir()
+	s, err := OpenStore(dir, Options{OpenFile: c.open})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	q := mustQueue(t, s, "T", 0)
+
+	// Full at 32, 64, 128, then every 256: writes after 32, 96, 224, 480,
+	// 736 and 992 entries.
+	putRange(t, q, 0, 1000)
+	require.Equal(t, int64(6), c.writes.Load())
+	putRange(t, q, 1000, 1248)
+	require.Equal(t, int64(7), c.writes.Load(), "the 1248th entry fills 256 again")
+	requireEntries(t, q, 0, 1248)
+
+	// Idle for two Syncs: the writer is closed and the buffer dropped.
+	require.NoError(t, s.Sync())
+	require.NoError(t, s.Sync())
+	require.NoError(t, s.Sync())
+	require.Nil(t, q.segs[len(q.segs)-1].w)
+	before := c.writes.Load()
+	putRange(t, q, 1248, 1280)
+	require.Equal(t, before+1, c.writes.Load(), "32 entries fill the buffer of a queue that was idle")
+	requireEntries(t, q, 0, 1280)
+
+	var fixed writeCounter
+	s2, err := OpenStore(t.TempDir(), Options{WriteBufferEntries: 4, OpenFile: fixed.open})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s2.Close() })
+	putRange(t, mustQueue(t, s2, "T", 0), 0, 400)
+	require.Equal(t, int64(100), fixed.writes.Load(), "a set buffer does not grow")
 }

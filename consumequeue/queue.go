@@ -148,13 +148,18 @@ func (q *Queue) Put(index int64, e Entry) error {
 	q.dirty = true
 	q.idle = 0
 	active := q.segs[len(q.segs)-1].base
-	if len(q.buf)+EntrySize > cap(q.buf) || index+1 == active+q.per() {
+	if full := len(q.buf)+EntrySize > cap(q.buf); full || index+1 == active+q.per() {
 		if err := q.flushLocked(); err != nil {
 			// NB: not published yet (next), so no reader saw it.
 			q.bmu.Lock()
 			q.buf = q.buf[:len(q.buf)-EntrySize]
 			q.bmu.Unlock()
 			return err
+		}
+		if limit := q.s.opts.WriteBufferMax * EntrySize; full && cap(q.buf) < limit {
+			q.bmu.Lock()
+			q.buf = make([]byte, 0, min(2*cap(q.buf), limit)) // NB: a busy queue: fewer writes
+			q.bmu.Unlock()
 		}
 	}
 	q.lastEnd.Store(e.End())

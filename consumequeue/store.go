@@ -16,8 +16,12 @@ import (
 )
 
 // DefaultWriteBufferEntries is the default per-queue write buffer: 32
-// entries (640 bytes), i.e. one write syscall per 32 Puts on a busy queue.
+// entries (640 bytes), i.e. one write syscall per 32 Puts on a quiet queue.
 const DefaultWriteBufferEntries = 32
+
+// DefaultWriteBufferMax is how far the default buffer grows on a busy
+// queue: 256 entries (5 KiB), one write syscall per 256 Puts.
+const DefaultWriteBufferMax = 256
 
 // Options configures a Store. The zero value gives RocketMQ's geometry.
 type Options struct {
@@ -28,6 +32,12 @@ type Options struct {
 	// them to its file; 0 means DefaultWriteBufferEntries, 1 writes every
 	// Put through at once (one pwrite per Put).
 	WriteBufferEntries int
+	// WriteBufferMax is how many entries the buffer of a busy queue grows
+	// to: each time it fills, it doubles, up to WriteBufferMax; a queue
+	// that Sync closes for idleness starts over from WriteBufferEntries.
+	// 0 means DefaultWriteBufferMax when WriteBufferEntries is 0 too, and
+	// WriteBufferEntries (a fixed buffer) when it is set.
+	WriteBufferMax int
 	// Logger receives recovery repairs (truncated tails, removed files);
 	// nil discards them.
 	Logger *slog.Logger
@@ -42,7 +52,11 @@ func (o Options) withDefaults() Options {
 	}
 	if o.WriteBufferEntries <= 0 {
 		o.WriteBufferEntries = DefaultWriteBufferEntries
+		if o.WriteBufferMax <= 0 {
+			o.WriteBufferMax = DefaultWriteBufferMax
+		}
 	}
+	o.WriteBufferMax = max(o.WriteBufferMax, o.WriteBufferEntries)
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
