@@ -26,7 +26,7 @@ DURABLE_N=${DURABLE_N:-50000} # messages per durable produce run
 REPLAY=${REPLAY:-1000000}   # messages stored, then replayed
 SENDERS=${SENDERS:-128}     # concurrent senders in the durable run
 ROUNDS=${ROUNDS:-3}         # alternating rounds per row
-ROWS=${ROWS:-durable async batch replay e2e disk repl}
+ROWS=${ROWS:-durable async dedup batch replay e2e disk repl}
 REPL_N=${REPL_N:-$DURABLE_N} # messages per replicated durable produce run
 row() { [[ " $ROWS " == *" $1 "* ]]; }
 
