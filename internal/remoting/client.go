@@ -105,6 +105,9 @@ type Client struct {
 	pooled bool                  // guarded by mu: a user of workpool since the first dial
 
 	sweepOnce sync.Once // registers with the sweeper at the first call with a deadline
+	// due is at most the soonest of its connections' soonest deadlines
+	// (unix nanos; 0: none): the sweeper skips the client until it passes.
+	due atomic.Int64
 }
 
 // dialEntry is one address's connection, or the dial in progress.
@@ -275,6 +278,7 @@ func (c *Client) dial(ctx context.Context, addr string, e *dialEntry) {
 	}
 	conn := newConn(c, nc, c.ids.Add(1), &c.opaque, c.opts.MaxFrameSize, c.opts.SerializeType, false, context.Background())
 	conn.sign = c.opts.Sign
+	conn.due = &c.due
 	if remote != nil {
 		conn.remote, conn.remoteAP = remote, addrPort(remote)
 	}

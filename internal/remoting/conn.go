@@ -65,6 +65,7 @@ type Conn struct {
 	frameTimeout time.Duration
 	opaque       *atomic.Int32  // the owner's opaque counter
 	sign         func(*Command) // client side: ClientOptions.Sign, set before the conn is used
+	due          *atomic.Int64  // client side: the Client's due, lowered to each deadline (set before use)
 	// NB: a connection-scoped context (like net/http's per-connection
 	// context): handlers and parked requests watch it to learn that the
 	// peer went away. It is cancelled in closeWith.
@@ -122,6 +123,16 @@ type Conn struct {
 	// NB: the sweeper looked at every pending call every 10 ms: with 128
 	// producers in one process (mqbench's durable row), 7% of its CPU.
 	soonest atomic.Int64
+}
+
+// lowerTo lowers a (0: none) to d, unless it is at most d already.
+func lowerTo(a *atomic.Int64, d int64) {
+	for {
+		e := a.Load()
+		if e != 0 && e <= d || a.CompareAndSwap(e, d) {
+			return
+		}
+	}
 }
 
 func newConn(ep endpoint, nc netpoll.Connection, id uint64, opaque *atomic.Int32,

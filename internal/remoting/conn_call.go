@@ -123,6 +123,9 @@ func (c *Conn) register(ctx context.Context, req *Command, cl *call) error {
 		if e := c.soonest.Load(); e == 0 || d < e {
 			c.soonest.Store(d)
 		}
+		if c.due != nil {
+			lowerTo(c.due, d) // NB: after soonest (see Client.expire)
+		}
 	}
 	if cl.cb != nil && ctx.Done() != nil {
 		// NB: set under mu, so finish (which runs after take) sees it.

@@ -72,3 +72,44 @@ func TestSweeper_SoonestDeadline(t *testing.T) {
 	close(release)
 	require.NoError(t, <-long)
 }
+
+// TestSweeper_ClientDue: the sweeper skips a Client until its due time, the
+// soonest deadline of all its connections: a short call on one connection
+// times out while a long one is pending on another, and once every call is
+// answered and their deadlines have passed the Client has nothing due.
+func TestSweeper_ClientDue(t *testing.T) {
+	release := make(chan struct{})
+	handlers := map[int16]Handler{
+		codeEcho: echo,
+		codeDeferred: func(ctx context.Context, w ResponseWriter, req *Command) {
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+			echo(ctx, w, req)
+		},
+	}
+	s1, s2 := startServer(t, ServerOptions{}, handlers), startServer(t, ServerOptions{}, handlers)
+	c := newClient(t, SerializeMsgpack)
+	call := func(s *Server, code int16, d time.Duration) error {
+		_, err := c.Invoke(context.Background(), s.Addr().String(), NewRequest(code, nil, nil), Deadline(time.Now().Add(d)))
+		return err
+	}
+
+	long := make(chan error, 1)
+	go func() { long <- call(s1, codeDeferred, time.Minute) }()
+	require.Eventually(t, func() bool { return c.due.Load() != 0 }, 10*time.Second, time.Millisecond)
+	start := time.Now()
+	require.ErrorIs(t, call(s2, codeDeferred, 100*time.Millisecond), ErrTimeout)
+	require.Less(t, time.Since(start), 30*time.Second, "the call on the second connection waited for the first's deadline")
+	close(release)
+	require.NoError(t, <-long)
+
+	idle := newClient(t, SerializeMsgpack)
+	_, err := idle.Invoke(context.Background(), s2.Addr().String(), NewRequest(codeEcho, nil, nil),
+		Deadline(time.Now().Add(20*time.Millisecond)))
+	require.NoError(t, err)
+	require.NotZero(t, idle.due.Load())
+	require.Eventually(t, func() bool { return idle.due.Load() == 0 }, 10*time.Second, time.Millisecond,
+		"answered calls whose deadlines passed leave nothing due")
+}
