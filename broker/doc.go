@@ -43,6 +43,7 @@
 //	| dispatchLoop           | store.Store                   | append kick, fsync (sync mode)    | Store.Close, drained|
 //	| checkpointLoop         | store.Store                   | interval                          | Store.Close         |
 //	| diskLoop               | store.Store                   | 1 s ticker (disk use, reserve)    | Store.Close         |
+//	| dedup table unmap      | store dedupWindow (not waited)| the old table, once moved         | munmap returns      |
 //	| expireLoop             | longpoll.Hold                 | earliest deadline                 | Hold.Close          |
 //	| woken pull (workpool)  | longpoll.Hold                 | arrival or deadline               | reply written       |
 //	| persistLoop (offsets)  | offset.Table                  | 5 s ticker                        | Table.Close         |

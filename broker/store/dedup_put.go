@@ -74,6 +74,10 @@ func (s *Store) dedupCheck(reqs []PutRequest, sizes []sized) bool {
 	met := false
 	now := w.nowMs()
 	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return false // NB: the store is closing; its appends are refused
+	}
 	for i := range reqs {
 		sz := &sizes[i]
 		if sz.n == 0 {
@@ -148,6 +152,9 @@ func (s *Store) dedupRecord(reqs []PutRequest, res []PutResult, sizes []sized) {
 	w := s.dedup
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.closed {
+		return // NB: closed after dedupCheck; nothing was stored
+	}
 	// First the stored (or failed) requests, then the duplicates, which
 	// may repeat them.
 	for i := range reqs {

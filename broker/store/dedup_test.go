@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -363,6 +364,7 @@ func TestDedupWindow_TableInvariants(t *testing.T) {
 		t.Run(fmt.Sprint("max=", c.max), func(t *testing.T) {
 			now := int64(1_000_000)
 			w := newDedupWindow(DedupOptions{Window: time.Second, MaxKeys: c.max}, func() time.Time { return time.UnixMilli(now) })
+			defer w.close()
 			r := rand.New(rand.NewPCG(1, 2))
 			var pending []struct {
 				k   dedupKey
@@ -507,4 +509,51 @@ func TestDedup_SyncFlush(t *testing.T) {
 	again := send(t, s, keyed("t", 0, "m", "K"))
 	require.Equal(t, 1, again.Duplicates)
 	require.Equal(t, []string{"m"}, queueBodies(t, s, "t", 0))
+}
+
+// TestDedupWindow_Closed: a closed window has freed its tables (off the
+// heap) and every use of it is skipped, not a read of freed memory; closing
+// twice is harmless. The tables' types hold no pointers, which the
+// collector would not see there.
+func TestDedupWindow_Closed(t *testing.T) {
+	for _, typ := range []reflect.Type{reflect.TypeFor[dedupEntry](), reflect.TypeFor[uint64]()} {
+		require.True(t, pointerFree(typ), "%v holds pointers", typ)
+	}
+	now := time.UnixMilli(1_700_000_000_000)
+	w := newDedupWindow(DedupOptions{Window: time.Hour, MaxKeys: 100_000}, func() time.Time { return now })
+	for i := range 50_000 { // NB: more than a chunk, and the table grows
+		w.add(dedupEntry{key: dedupKeyOf("t", fmt.Sprint(i)), pos: int64(i), ts: now.UnixMilli()})
+	}
+	s := &Store{dedup: w}
+	require.Equal(t, int64(50_000), s.DedupStatus().Keys)
+	w.close()
+	w.close()
+	st := s.DedupStatus()
+	require.True(t, st.Enabled)
+	require.Zero(t, st.Keys)
+	w.add(dedupEntry{key: dedupKeyOf("t", "x"), pos: 1, ts: now.UnixMilli()})
+	reqs := []PutRequest{{Msg: &message.Message{Topic: "t"}}}
+	sizes := []sized{{n: 100, dd: dedupState{kind: ddKey, key: dedupKeyOf("t", "0")}}}
+	require.False(t, s.dedupCheck(reqs, sizes), "a closed window meets nothing")
+	s.dedupRecord(reqs, make([]PutResult, 1), sizes)
+	require.Zero(t, s.DedupStatus().Keys)
+}
+
+// pointerFree reports whether values of t hold no pointers.
+func pointerFree(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Float32, reflect.Float64:
+		return true
+	case reflect.Array:
+		return pointerFree(t.Elem())
+	case reflect.Struct:
+		for i := range t.NumField() {
+			if !pointerFree(t.Field(i).Type) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
 }

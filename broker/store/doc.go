@@ -44,7 +44,9 @@
 // by scanning the log from the first record of the last window (found
 // through the consume queues); SetDedupFeed makes the dispatcher add every
 // record it indexes, for a store whose log is written by replication.
-// Internal puts (Put, PutBatch) are neither checked nor recorded.
+// Internal puts (Put, PutBatch) are neither checked nor recorded. The
+// window's tables live outside the Go heap (offheap.go) and Close frees
+// them.
 //
 // # Retention
 //

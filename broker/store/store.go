@@ -344,6 +344,9 @@ func (s *Store) closeFiles() error {
 	if s.lock != nil {
 		errs = append(errs, s.lock.Close()) // releases the flock
 	}
+	if s.dedup != nil {
+		s.dedup.close() // NB: off the heap: freed here, not by the collector
+	}
 	return errors.Join(errs...)
 }
 
