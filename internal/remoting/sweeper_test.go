@@ -40,16 +40,7 @@ func TestSweeper_SharedByClients(t *testing.T) {
 // pending one, and a long deadline pending does not delay a short one.
 func TestSweeper_SoonestDeadline(t *testing.T) {
 	release := make(chan struct{})
-	s := startServer(t, ServerOptions{}, map[int16]Handler{
-		codeEcho: echo,
-		codeDeferred: func(ctx context.Context, w ResponseWriter, req *Command) {
-			select {
-			case <-release:
-			case <-ctx.Done():
-			}
-			echo(ctx, w, req)
-		},
-	})
+	s := startServer(t, ServerOptions{}, deferredHandlers(release))
 	c := newClient(t, SerializeMsgpack)
 	addr := s.Addr().String()
 	call := func(code int16, d time.Duration) error {
@@ -79,17 +70,7 @@ func TestSweeper_SoonestDeadline(t *testing.T) {
 // answered and their deadlines have passed the Client has nothing due.
 func TestSweeper_ClientDue(t *testing.T) {
 	release := make(chan struct{})
-	handlers := map[int16]Handler{
-		codeEcho: echo,
-		codeDeferred: func(ctx context.Context, w ResponseWriter, req *Command) {
-			select {
-			case <-release:
-			case <-ctx.Done():
-			}
-			echo(ctx, w, req)
-		},
-	}
-	s1, s2 := startServer(t, ServerOptions{}, handlers), startServer(t, ServerOptions{}, handlers)
+	s1, s2 := startServer(t, ServerOptions{}, deferredHandlers(release)), startServer(t, ServerOptions{}, deferredHandlers(release))
 	c := newClient(t, SerializeMsgpack)
 	call := func(s *Server, code int16, d time.Duration) error {
 		_, err := c.Invoke(context.Background(), s.Addr().String(), NewRequest(code, nil, nil), Deadline(time.Now().Add(d)))
@@ -112,4 +93,19 @@ func TestSweeper_ClientDue(t *testing.T) {
 	require.NotZero(t, idle.due.Load())
 	require.Eventually(t, func() bool { return idle.due.Load() == 0 }, 10*time.Second, time.Millisecond,
 		"answered calls whose deadlines passed leave nothing due")
+}
+
+// deferredHandlers answers codeEcho at once and codeDeferred once release
+// is closed (or the request's context ends).
+func deferredHandlers(release <-chan struct{}) map[int16]Handler {
+	return map[int16]Handler{
+		codeEcho: echo,
+		codeDeferred: func(ctx context.Context, w ResponseWriter, req *Command) {
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+			echo(ctx, w, req)
+		},
+	}
 }
