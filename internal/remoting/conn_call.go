@@ -56,13 +56,20 @@ func (c *Conn) take(opaque int32) *call {
 	c.mu.Lock()
 	cl := c.pending[opaque]
 	if cl != nil {
-		delete(c.pending, opaque)
-		if !cl.idle {
-			c.busy.Add(-1)
-		}
+		c.unregisterLocked(opaque, cl)
 	}
 	c.mu.Unlock()
 	return cl
+}
+
+// unregisterLocked removes cl, registered under opaque, from the pending
+// calls, and from the exchanges in progress unless it is a LongPoll call
+// (register's converse). REQUIRES: c.mu held.
+func (c *Conn) unregisterLocked(opaque int32, cl *call) {
+	delete(c.pending, opaque)
+	if !cl.idle {
+		c.busy.Add(-1)
+	}
 }
 
 func (c *Conn) finish(cl *call, cmd *Command, err error) {
@@ -120,9 +127,7 @@ func (c *Conn) register(ctx context.Context, req *Command, cl *call) error {
 		c.busy.Add(1)
 	}
 	if d := cl.deadline; d != 0 {
-		if e := c.soonest.Load(); e == 0 || d < e {
-			c.soonest.Store(d)
-		}
+		lowerTo(&c.soonest, d)
 		if c.due != nil {
 			lowerTo(c.due, d) // NB: after soonest (see Client.expire)
 		}
@@ -310,10 +315,7 @@ func (c *Conn) expire(now int64) {
 		switch d := cl.deadline; {
 		case d == 0:
 		case d < now:
-			delete(c.pending, opaque)
-			if !cl.idle {
-				c.busy.Add(-1)
-			}
+			c.unregisterLocked(opaque, cl)
 			late = append(late, cl)
 		case next == 0 || d < next:
 			next = d
