@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"hash/maphash"
@@ -24,6 +25,9 @@ type DedupOptions struct {
 	// MaxKeys bounds the keys remembered; past it the oldest leave first
 	// (the window is cut short). Default 2,000,000.
 	MaxKeys int
+
+	chunkShift int // tests: log2 of the entries per chunk of the queue (0: chunkShiftFor)
+	prepareMin int // tests: the least table bytes the preparer makes (0: dedupPrepareMin)
 }
 
 // Topic prefixes whose messages are never deduplicated: a consumer's
@@ -127,8 +131,8 @@ const pendingPos = -1
 // Entries sit in a queue in insertion order (about store time order: the
 // put path inserts as it stores; the dispatcher adds what it did not, at
 // open and on a slave), numbered by sequence, held in chunks of
-// dedupChunk: a chunk the head leaves is reused at the tail, so the queue
-// grows and shrinks without copying. A key's live entry is found through
+// 1<<chunkShift entries: a chunk the head leaves is reused at the tail, so
+// the queue grows and shrinks without copying. A key's live entry is found through
 // slots, an open-addressing table (linear probing, at most half full,
 // deletion by backward shift: no tombstones, unlike a Go map under this
 // churn of one insert and one delete per message). A slot holds the key's
@@ -142,6 +146,11 @@ const pendingPos = -1
 // (deleting there leaves dedupTomb, so that probes go on past it).
 // The chunks and tables are mapped outside the Go heap (offheap.go): the
 // collector neither scans nor counts them, and close frees them.
+// While the window fills, a preparer goroutine maps the queue's next chunk
+// and the table's next size ahead of need, their pages faulted in at once
+// and in huge pages where the kernel has them (mapSliceReady): the put
+// path takes them ready instead of faulting page by page under the lock.
+// A first chunk, and small tables, are mapped on the spot.
 // NB: on the heap, 1M async 128 B sends into a fresh broker (the window
 // then 64 MiB) raised its peak resident memory to 298-311 MB, against
 // 117-119 MB off it (79-83k against 38k minor page faults, 4 alternated
@@ -157,27 +166,43 @@ type dedupWindow struct {
 	max    int
 	now    func() time.Time
 
-	mu     sync.Mutex
-	closed bool           // the tables are freed (Store.Close); nothing may touch them
-	chunks [][]dedupEntry // the queue: sequence seq at chunks[(seq-base)/dedupChunk][(seq-base)%dedupChunk]
-	base   uint64         // the first sequence of chunks[0], a multiple of dedupChunk
-	spare  []dedupEntry   // a chunk the head left, for the tail
-	head   uint64         // the oldest entry's sequence; [head, head+n) are in the queue
-	n      int
-	slots  []uint64 // len a power of 2, at most half used
-	old    []uint64 // while the table grows: the previous one, not yet moved from old[moved:]
-	moved  int
-	live   int // entries a slot points to
+	mu         sync.Mutex
+	closed     bool           // the tables are freed (Store.Close); nothing may touch them
+	chunkShift uint           // a chunk holds 1<<chunkShift entries
+	chunks     [][]dedupEntry // the queue: sequence seq at chunks[(seq-base)>>chunkShift][(seq-base)&(1<<chunkShift-1)]
+	base       uint64         // the first sequence of chunks[0], a multiple of the chunk size
+	spare      []dedupEntry   // a chunk the head left, for the tail
+	head       uint64         // the oldest entry's sequence; [head, head+n) are in the queue
+	n          int
+	slots      []uint64 // len a power of 2, at most half used
+	old        []uint64 // while the table grows: the previous one, not yet moved from old[moved:]
+	moved      int
+	live       int // entries a slot points to
+
+	// What the preparer made ahead of need (see prepare).
+	prepareMin int          // bytes: tables smaller than this are mapped on the spot
+	preparing  bool         // a preparer goroutine runs
+	readyChunk []dedupEntry // the queue's next chunk, its pages faulted in
+	readyTable []uint64     // the table's next size (2*len(slots)), its pages faulted in
 
 	hits, misses, expired, cut atomic.Int64 // metrics
 	keys                       atomic.Int64 // live, for status without the lock
 }
 
 const (
-	dedupChunk = 4096 // entries per chunk of the queue (192 KiB)
-	dedupMove  = 8    // old slots moved to the new table per insert while it grows
-	dedupTomb  = 1    // an old table's deleted slot (a used slot has bit 63 set)
+	dedupChunkShift = 17 // at most 131,072 entries per chunk of the queue: 6 MiB, three huge pages
+	dedupMove       = 8  // old slots moved to the new table per insert while it grows
+	dedupTomb       = 1  // an old table's deleted slot (a used slot has bit 63 set)
+	// dedupPrepareMin is the least table (bytes) the preparer makes: a
+	// smaller one, made on the heap, faults 32 pages at most.
+	dedupPrepareMin = 256 << 10
 )
+
+// chunkShiftFor is the chunk size for a window of up to keys keys: the
+// least power of 2 holding keys, from 4,096 to 131,072 entries.
+func chunkShiftFor(keys int) uint {
+	return uint(min(dedupChunkShift, max(12, bits.Len(uint(keys-1)))))
+}
 
 func newDedupWindow(o DedupOptions, now func() time.Time) *dedupWindow {
 	if o.Window <= 0 {
@@ -186,8 +211,12 @@ func newDedupWindow(o DedupOptions, now func() time.Time) *dedupWindow {
 	if o.MaxKeys <= 0 {
 		o.MaxKeys = 2_000_000
 	}
-	w := &dedupWindow{window: o.Window.Milliseconds(), max: o.MaxKeys, now: now}
-	w.slots = mapSlice[uint64](w.slotsFor(min(1024, o.MaxKeys)))
+	w := &dedupWindow{window: o.Window.Milliseconds(), max: o.MaxKeys, now: now, chunkShift: chunkShiftFor(o.MaxKeys)}
+	if o.chunkShift > 0 {
+		w.chunkShift = uint(o.chunkShift)
+	}
+	w.prepareMin = cmp.Or(o.prepareMin, dedupPrepareMin)
+	w.slots = w.newTable(w.slotsFor(min(1024, o.MaxKeys)))
 	return w
 }
 
@@ -206,8 +235,24 @@ func (w *dedupWindow) close() {
 	unmapSlice(w.spare)
 	unmapSlice(w.slots)
 	unmapSlice(w.old)
+	unmapSlice(w.readyChunk)
+	unmapSlice(w.readyTable)
 	w.chunks, w.spare, w.slots, w.old, w.n, w.live = nil, nil, nil, nil, 0, 0
+	w.readyChunk, w.readyTable = nil, nil
 	w.keys.Store(0)
+}
+
+// newTable returns a table of n empty slots, made on the spot: one smaller
+// than prepareMin on the heap, where making it takes no lock of the
+// process's memory map, a larger one (which the preparer had not ready) in
+// a mapping of its own.
+// NB: an mmap on the put path waited behind the preparer's faults of huge
+// pages (mmap_lock): 14.5 ms once, for a table of 32 KiB.
+func (w *dedupWindow) newTable(n int) []uint64 {
+	if 8*n < w.prepareMin {
+		return make([]uint64, n)
+	}
+	return mapSlice[uint64](n)
 }
 
 // slotsFor is the table size for n live keys: a power of 2, at least 2n.
@@ -220,7 +265,7 @@ func (w *dedupWindow) nowMs() int64 { return w.now().UnixMilli() }
 // REQUIRES: w.mu held, seq in [head, head+n) or the next to append.
 func (w *dedupWindow) entry(seq uint64) *dedupEntry {
 	i := seq - w.base
-	return &w.chunks[i/dedupChunk][i%dedupChunk]
+	return &w.chunks[i>>w.chunkShift][i&(1<<w.chunkShift-1)]
 }
 
 // seqOf returns the sequence a used slot points to: the live one whose low
@@ -285,7 +330,11 @@ func (w *dedupWindow) put(t []uint64, sl uint64) {
 func (w *dedupWindow) grow() {
 	w.move(len(w.old))
 	w.old, w.moved = w.slots, 0
-	w.slots = mapSlice[uint64](2 * len(w.old))
+	if len(w.readyTable) == 2*len(w.old) {
+		w.slots, w.readyTable = w.readyTable, nil
+	} else {
+		w.slots = w.newTable(2 * len(w.old))
+	}
 }
 
 // move moves up to n slots of the old table to the new one.
@@ -353,10 +402,13 @@ func (w *dedupWindow) insertLocked(e dedupEntry, now int64) uint64 {
 		w.popLocked(true)
 	}
 	seq := w.head + uint64(w.n)
-	if seq-w.base == uint64(len(w.chunks))*dedupChunk {
+	if seq-w.base == uint64(len(w.chunks))<<w.chunkShift {
 		c := w.spare
 		if c == nil {
-			c = mapSlice[dedupEntry](dedupChunk)
+			c, w.readyChunk = w.readyChunk, nil
+		}
+		if c == nil {
+			c = mapSlice[dedupEntry](1 << w.chunkShift)
 		}
 		w.chunks, w.spare = append(w.chunks, c), nil
 	}
@@ -372,7 +424,58 @@ func (w *dedupWindow) insertLocked(e dedupEntry, now int64) uint64 {
 		w.live++
 	}
 	w.keys.Store(int64(w.live))
+	w.prepareLocked()
 	return seq
+}
+
+// prepareLocked starts the preparer when the window, still growing, will
+// soon need a chunk or a table it has not got ready: a chunk once the queue
+// has a chunk and not yet room for max entries (and none spare), a table
+// once the current one is a quarter used (it grows at half) and the next
+// is of prepareMin bytes or more and within the size max keys need.
+// REQUIRES: w.mu held.
+func (w *dedupWindow) prepareLocked() {
+	if w.preparing || w.closed {
+		return
+	}
+	chunk := w.readyChunk == nil && w.spare == nil && len(w.chunks) > 0 && len(w.chunks)<<w.chunkShift < w.max
+	table := 0
+	if next := 2 * len(w.slots); w.readyTable == nil && 4*w.live >= len(w.slots) &&
+		next*8 >= w.prepareMin && next <= w.slotsFor(w.max) {
+		table = next
+	}
+	if !chunk && table == 0 {
+		return
+	}
+	w.preparing = true
+	go w.prepare(chunk, table)
+}
+
+// prepare maps what prepareLocked asked for, faulting its pages in, and
+// hands it to the window; what the window no longer needs (it grew past
+// that size meanwhile, or closed) is freed. It runs on its own goroutine.
+func (w *dedupWindow) prepare(chunk bool, table int) {
+	var c []dedupEntry
+	var t []uint64
+	if table > 0 { // NB: first: the table is the larger, and due at a set fill
+		t = mapSliceReady[uint64](table)
+	}
+	if chunk {
+		c = mapSliceReady[dedupEntry](1 << w.chunkShift)
+	}
+	w.mu.Lock()
+	w.preparing = false
+	if !w.closed {
+		if c != nil && w.readyChunk == nil {
+			w.readyChunk, c = c, nil
+		}
+		if t != nil && w.readyTable == nil && len(t) == 2*len(w.slots) {
+			w.readyTable, t = t, nil
+		}
+	}
+	w.mu.Unlock()
+	unmapSlice(c) // NB: not under the lock: a populated table of 32 MiB takes milliseconds
+	unmapSlice(t)
 }
 
 // evictLocked drops the expired entries at the head.
@@ -404,12 +507,12 @@ func (w *dedupWindow) popLocked(cut bool) {
 	*e = dedupEntry{}
 	w.head++
 	w.n--
-	if w.head-w.base == dedupChunk {
+	if w.head-w.base == 1<<w.chunkShift {
 		// NB: the head left its chunk (cleared entry by entry): the tail's next.
 		unmapSlice(w.spare)
 		w.spare = w.chunks[0]
 		w.chunks = append(w.chunks[:0], w.chunks[1:]...)
-		w.base += dedupChunk
+		w.base += 1 << w.chunkShift
 	}
 }
 

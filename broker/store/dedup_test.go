@@ -363,7 +363,7 @@ func TestDedupWindow_TableInvariants(t *testing.T) {
 	} {
 		t.Run(fmt.Sprint("max=", c.max), func(t *testing.T) {
 			now := int64(1_000_000)
-			w := newDedupWindow(DedupOptions{Window: time.Second, MaxKeys: c.max}, func() time.Time { return time.UnixMilli(now) })
+			w := newDedupWindow(DedupOptions{Window: time.Second, MaxKeys: c.max, chunkShift: 12}, func() time.Time { return time.UnixMilli(now) })
 			defer w.close()
 			r := rand.New(rand.NewPCG(1, 2))
 			var pending []struct {
@@ -410,12 +410,84 @@ func TestDedupWindow_TableInvariants(t *testing.T) {
 			}
 			_, i := w.find(dedupKeyOf("t", "never"))
 			require.Equal(t, -1, i)
-			if c.max > 2*dedupChunk {
+			if c.max > 2<<w.chunkShift {
 				require.Greater(t, grew, 2, "the table grew, incrementally")
-				require.Greater(t, w.base, uint64(2*dedupChunk), "the queue turned its chunks over")
+				require.Greater(t, w.base, uint64(2<<w.chunkShift), "the queue turned its chunks over")
 			}
 		})
 	}
+}
+
+// TestDedupWindow_Prepared: while the window fills, the put path takes the
+// chunks and tables the preparer made ahead (the very slices it mapped),
+// the table stays consistent, nothing is prepared once the window is full,
+// and close frees what was prepared.
+func TestDedupWindow_Prepared(t *testing.T) {
+	const max = 20_000
+	now := int64(1_000_000)
+	w := newDedupWindow(DedupOptions{Window: time.Hour, MaxKeys: max, chunkShift: 10, prepareMin: 1},
+		func() time.Time { return time.UnixMilli(now) })
+	// idle waits for the preparer to hand over what it made.
+	idle := func() {
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			w.mu.Lock()
+			busy := w.preparing
+			w.mu.Unlock()
+			if !busy {
+				return
+			}
+			require.True(t, time.Now().Before(deadline), "the preparer ends")
+			time.Sleep(50 * time.Microsecond)
+		}
+	}
+	chunks, tables := 0, 0
+	for i := range 3 * max / 2 {
+		idle()
+		w.mu.Lock()
+		rc, rt := w.readyChunk, w.readyTable
+		w.insertLocked(dedupEntry{key: dedupKeyOf("t", fmt.Sprint(i)), pos: int64(i), ts: now}, now)
+		if rc != nil && w.readyChunk == nil {
+			require.Same(t, &rc[0], &w.chunks[len(w.chunks)-1][0], "insert %d took the prepared chunk", i)
+			chunks++
+		}
+		if rt != nil && w.readyTable == nil {
+			require.Same(t, &rt[0], &w.slots[0], "insert %d grew into the prepared table", i)
+			tables++
+		}
+		if i%997 == 0 {
+			checkDedupTable(t, w, i)
+		}
+		w.mu.Unlock()
+	}
+	// NB: 20 chunks of 1,024 hold max; the first is mapped on the spot, and
+	// tables of 4,096 to 65,536 slots (slotsFor(max)) follow the first.
+	require.GreaterOrEqual(t, chunks, 17, "chunks taken ready")
+	require.Equal(t, 5, tables, "tables taken ready")
+	idle()
+	w.mu.Lock()
+	checkDedupTable(t, w, -1)
+	require.Equal(t, max, w.live)
+	require.Nil(t, w.readyChunk, "nothing prepared once full")
+	require.Nil(t, w.readyTable, "nothing prepared once full")
+	w.mu.Unlock()
+	w.close()
+
+	// A preparer that finishes after close frees what it made.
+	w = newDedupWindow(DedupOptions{Window: time.Hour, MaxKeys: max, chunkShift: 10, prepareMin: 1},
+		func() time.Time { return time.UnixMilli(now) })
+	w.mu.Lock()
+	for i := range 1500 {
+		w.insertLocked(dedupEntry{key: dedupKeyOf("t", fmt.Sprint(i)), pos: int64(i), ts: now}, now)
+	}
+	require.True(t, w.preparing, "a second chunk is asked for")
+	w.mu.Unlock()
+	w.close()
+	idle()
+	w.mu.Lock()
+	require.Nil(t, w.readyChunk)
+	require.Nil(t, w.readyTable)
+	w.mu.Unlock()
 }
 
 // checkDedupTable checks the window's table against its queue.

@@ -46,7 +46,10 @@
 // record it indexes, for a store whose log is written by replication.
 // Internal puts (Put, PutBatch) are neither checked nor recorded. The
 // window's tables live outside the Go heap (offheap.go) and Close frees
-// them.
+// them; while the window fills, a preparer goroutine makes its next chunk
+// and table ahead of need, their pages faulted in (huge pages where the
+// kernel has them), so that the put path does not fault them in under
+// its lock.
 //
 // # Retention
 //
