@@ -44,8 +44,8 @@
 //	| checkpointLoop         | store.Store                   | interval                          | Store.Close         |
 //	| diskLoop               | store.Store                   | 1 s ticker (disk use, reserve)    | Store.Close         |
 //	| dedup table unmap      | store dedupWindow (not waited)| the old table, once moved         | munmap returns      |
-//	| dedup preparer         | store dedupWindow (not waited;| the window filling: its next      | handed over (freed  |
-//	|                        | one at a time)                | chunk or table is due             | if closed meanwhile)|
+//	| dedup preparer         | store dedupWindow (close      | the window filling: its next      | handed over (freed  |
+//	|                        | waits; one at a time)         | chunk or table is due             | if closed meanwhile)|
 //	| expireLoop             | longpoll.Hold                 | earliest deadline                 | Hold.Close          |
 //	| woken pull (workpool)  | longpoll.Hold                 | arrival or deadline               | reply written       |
 //	| persistLoop (offsets)  | offset.Table                  | 5 s ticker                        | Table.Close         |

@@ -180,8 +180,9 @@ type dedupWindow struct {
 	live       int // entries a slot points to
 
 	// What the preparer made ahead of need (see prepare).
-	prepareMin int          // bytes: tables smaller than this are mapped on the spot
-	preparing  bool         // a preparer goroutine runs
+	prepareMin int  // bytes: tables smaller than this are mapped on the spot
+	preparing  bool // a preparer goroutine runs
+	prepWG     sync.WaitGroup
 	readyChunk []dedupEntry // the queue's next chunk, its pages faulted in
 	readyTable []uint64     // the table's next size (2*len(slots)), its pages faulted in
 
@@ -222,7 +223,9 @@ func newDedupWindow(o DedupOptions, now func() time.Time) *dedupWindow {
 
 // close frees the window's tables (off the heap, see offheap.go); the
 // window then remembers nothing and every use of it is skipped.
+// It waits for a preparer under way, which frees what it made.
 func (w *dedupWindow) close() {
+	defer w.prepWG.Wait()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
@@ -448,7 +451,7 @@ func (w *dedupWindow) prepareLocked() {
 		return
 	}
 	w.preparing = true
-	go w.prepare(chunk, table)
+	w.prepWG.Go(func() { w.prepare(chunk, table) })
 }
 
 // prepare maps what prepareLocked asked for, faulting its pages in, and

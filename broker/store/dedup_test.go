@@ -473,7 +473,7 @@ func TestDedupWindow_Prepared(t *testing.T) {
 	w.mu.Unlock()
 	w.close()
 
-	// A preparer that finishes after close frees what it made.
+	// Close waits for a preparer under way, which frees what it made.
 	w = newDedupWindow(DedupOptions{Window: time.Hour, MaxKeys: max, chunkShift: 10, prepareMin: 1},
 		func() time.Time { return time.UnixMilli(now) })
 	w.mu.Lock()
@@ -483,9 +483,9 @@ func TestDedupWindow_Prepared(t *testing.T) {
 	require.True(t, w.preparing, "a second chunk is asked for")
 	w.mu.Unlock()
 	w.close()
-	idle()
 	w.mu.Lock()
-	require.Nil(t, w.readyChunk)
+	require.False(t, w.preparing, "close waited for the preparer")
+	require.Nil(t, w.readyChunk, "the preparer freed what it made")
 	require.Nil(t, w.readyTable)
 	w.mu.Unlock()
 }
