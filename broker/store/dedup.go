@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"math"
 	"math/bits"
 	"strings"
 	"sync"
@@ -26,7 +27,6 @@ type DedupOptions struct {
 	// (the window is cut short). Default 2,000,000.
 	MaxKeys int
 
-	chunkShift int // tests: log2 of the entries per chunk of the queue (0: chunkShiftFor)
 	prepareMin int // tests: the least table bytes the preparer makes (0: dedupPrepareMin)
 }
 
@@ -131,8 +131,8 @@ const pendingPos = -1
 // Entries sit in a queue in insertion order (about store time order: the
 // put path inserts as it stores; the dispatcher adds what it did not, at
 // open and on a slave), numbered by sequence, held in chunks of
-// 1<<chunkShift entries: a chunk the head leaves is reused at the tail, so
-// the queue grows and shrinks without copying. A key's live entry is found through
+// dedupChunk: a chunk the head leaves is reused at the tail, so the queue
+// grows and shrinks without copying. A key's live entry is found through
 // slots, an open-addressing table (linear probing, at most half full,
 // deletion by backward shift: no tombstones, unlike a Go map under this
 // churn of one insert and one delete per message). A slot holds the key's
@@ -148,7 +148,7 @@ const pendingPos = -1
 // collector neither scans nor counts them, and close frees them.
 // While the window fills, a preparer goroutine maps the queue's next chunk
 // and the table's next size ahead of need, their pages faulted in at once
-// and in huge pages where the kernel has them (mapSliceReady): the put
+// (the tables in huge pages where the kernel has them: mapSliceReady): the put
 // path takes them ready instead of faulting page by page under the lock.
 // A first chunk, and small tables, are mapped on the spot.
 // NB: on the heap, 1M async 128 B sends into a fresh broker (the window
@@ -166,21 +166,21 @@ type dedupWindow struct {
 	max    int
 	now    func() time.Time
 
-	mu         sync.Mutex
-	closed     bool           // the tables are freed (Store.Close); nothing may touch them
-	chunkShift uint           // a chunk holds 1<<chunkShift entries
-	chunks     [][]dedupEntry // the queue: sequence seq at chunks[(seq-base)>>chunkShift][(seq-base)&(1<<chunkShift-1)]
-	base       uint64         // the first sequence of chunks[0], a multiple of the chunk size
-	spare      []dedupEntry   // a chunk the head left, for the tail
-	head       uint64         // the oldest entry's sequence; [head, head+n) are in the queue
-	n          int
-	slots      []uint64 // len a power of 2, at most half used
-	old        []uint64 // while the table grows: the previous one, not yet moved from old[moved:]
-	moved      int
-	live       int // entries a slot points to
+	mu     sync.Mutex
+	closed bool           // the tables are freed (Store.Close); nothing may touch them
+	chunks [][]dedupEntry // the queue: sequence seq at chunks[(seq-base)/dedupChunk][(seq-base)%dedupChunk]
+	base   uint64         // the first sequence of chunks[0], a multiple of dedupChunk
+	spare  []dedupEntry   // a chunk the head left, for the tail
+	head   uint64         // the oldest entry's sequence; [head, head+n) are in the queue
+	n      int
+	slots  []uint64 // len a power of 2, at most half used
+	old    []uint64 // while the table grows: the previous one, not yet moved from old[moved:]
+	moved  int
+	live   int // entries a slot points to
 
 	// What the preparer made ahead of need (see prepare).
 	prepareMin int  // bytes: tables smaller than this are mapped on the spot
+	prepareAt  int  // live keys from which the next table is asked for (math.MaxInt: none)
 	preparing  bool // a preparer goroutine runs
 	prepWG     sync.WaitGroup
 	readyChunk []dedupEntry // the queue's next chunk, its pages faulted in
@@ -191,19 +191,17 @@ type dedupWindow struct {
 }
 
 const (
-	dedupChunkShift = 17 // at most 131,072 entries per chunk of the queue: 6 MiB, three huge pages
-	dedupMove       = 8  // old slots moved to the new table per insert while it grows
-	dedupTomb       = 1  // an old table's deleted slot (a used slot has bit 63 set)
+	// dedupChunk is the entries per chunk of the queue (192 KiB).
+	// NB: chunks of 131,072 entries (6 MiB, in huge pages) made the full
+	// window's lookups slower: BenchmarkDedupCheck 186-273 ns a key against
+	// 146-158 (6 alternated runs).
+	dedupChunk = 4096
+	dedupMove  = 8 // old slots moved to the new table per insert while it grows
+	dedupTomb  = 1 // an old table's deleted slot (a used slot has bit 63 set)
 	// dedupPrepareMin is the least table (bytes) the preparer makes: a
 	// smaller one, made on the heap, faults 32 pages at most.
 	dedupPrepareMin = 256 << 10
 )
-
-// chunkShiftFor is the chunk size for a window of up to keys keys: the
-// least power of 2 holding keys, from 4,096 to 131,072 entries.
-func chunkShiftFor(keys int) uint {
-	return uint(min(dedupChunkShift, max(12, bits.Len(uint(keys-1)))))
-}
 
 func newDedupWindow(o DedupOptions, now func() time.Time) *dedupWindow {
 	if o.Window <= 0 {
@@ -212,12 +210,10 @@ func newDedupWindow(o DedupOptions, now func() time.Time) *dedupWindow {
 	if o.MaxKeys <= 0 {
 		o.MaxKeys = 2_000_000
 	}
-	w := &dedupWindow{window: o.Window.Milliseconds(), max: o.MaxKeys, now: now, chunkShift: chunkShiftFor(o.MaxKeys)}
-	if o.chunkShift > 0 {
-		w.chunkShift = uint(o.chunkShift)
-	}
+	w := &dedupWindow{window: o.Window.Milliseconds(), max: o.MaxKeys, now: now}
 	w.prepareMin = cmp.Or(o.prepareMin, dedupPrepareMin)
 	w.slots = w.newTable(w.slotsFor(min(1024, o.MaxKeys)))
+	w.setPrepareAt()
 	return w
 }
 
@@ -268,7 +264,7 @@ func (w *dedupWindow) nowMs() int64 { return w.now().UnixMilli() }
 // REQUIRES: w.mu held, seq in [head, head+n) or the next to append.
 func (w *dedupWindow) entry(seq uint64) *dedupEntry {
 	i := seq - w.base
-	return &w.chunks[i>>w.chunkShift][i&(1<<w.chunkShift-1)]
+	return &w.chunks[i/dedupChunk][i%dedupChunk]
 }
 
 // seqOf returns the sequence a used slot points to: the live one whose low
@@ -338,6 +334,7 @@ func (w *dedupWindow) grow() {
 	} else {
 		w.slots = w.newTable(2 * len(w.old))
 	}
+	w.setPrepareAt()
 }
 
 // move moves up to n slots of the old table to the new one.
@@ -405,13 +402,14 @@ func (w *dedupWindow) insertLocked(e dedupEntry, now int64) uint64 {
 		w.popLocked(true)
 	}
 	seq := w.head + uint64(w.n)
-	if seq-w.base == uint64(len(w.chunks))<<w.chunkShift {
+	newChunk := seq-w.base == uint64(len(w.chunks))*dedupChunk
+	if newChunk {
 		c := w.spare
 		if c == nil {
 			c, w.readyChunk = w.readyChunk, nil
 		}
 		if c == nil {
-			c = mapSlice[dedupEntry](1 << w.chunkShift)
+			c = mapSlice[dedupEntry](dedupChunk)
 		}
 		w.chunks, w.spare = append(w.chunks, c), nil
 	}
@@ -427,29 +425,43 @@ func (w *dedupWindow) insertLocked(e dedupEntry, now int64) uint64 {
 		w.live++
 	}
 	w.keys.Store(int64(w.live))
-	w.prepareLocked()
+	if newChunk || w.live >= w.prepareAt {
+		// NB: not on every insert: the checks cost a full window's
+		// lookups 5% (BenchmarkDedupCheck).
+		w.prepareLocked()
+	}
 	return seq
 }
 
-// prepareLocked starts the preparer when the window, still growing, will
-// soon need a chunk or a table it has not got ready: a chunk once the queue
-// has a chunk and not yet room for max entries (and none spare), a table
-// once the current one is 3/8 used (it grows at half) and the next is of
+// setPrepareAt sets from how many live keys the preparer makes the next
+// table: 3/8 of the current one (it grows at half), when the next is of
 // prepareMin bytes or more and within the size max keys need.
 // NB: asked for at a quarter, a table of 32 MiB sat ready from 512k keys to
 // 1M: 1M async sends peaked at 157 MB resident against 116-121 MB before
 // the preparer. The preparer is done long before half: 131k inserts after
 // 3/8 of the next-to-last table.
+// REQUIRES: w.mu held, or w not yet shared.
+func (w *dedupWindow) setPrepareAt() {
+	w.prepareAt = math.MaxInt
+	if next := 2 * len(w.slots); next*8 >= w.prepareMin && next <= w.slotsFor(w.max) {
+		w.prepareAt = 3 * len(w.slots) / 8
+	}
+}
+
+// prepareLocked starts the preparer when the window, still growing, will
+// soon need a chunk or a table it has not got ready: a chunk once the queue
+// has a chunk and not yet one more than max entries need (a head partway
+// into its chunk), and none spare; a table
+// from prepareAt live keys on.
 // REQUIRES: w.mu held.
 func (w *dedupWindow) prepareLocked() {
 	if w.preparing || w.closed {
 		return
 	}
-	chunk := w.readyChunk == nil && w.spare == nil && len(w.chunks) > 0 && len(w.chunks)<<w.chunkShift < w.max
+	chunk := w.readyChunk == nil && w.spare == nil && len(w.chunks) > 0 && (len(w.chunks)-1)*dedupChunk < w.max
 	table := 0
-	if next := 2 * len(w.slots); w.readyTable == nil && 8*w.live >= 3*len(w.slots) &&
-		next*8 >= w.prepareMin && next <= w.slotsFor(w.max) {
-		table = next
+	if w.readyTable == nil && w.live >= w.prepareAt {
+		table = 2 * len(w.slots)
 	}
 	if !chunk && table == 0 {
 		return
@@ -468,7 +480,7 @@ func (w *dedupWindow) prepare(chunk bool, table int) {
 		t = mapSliceReady[uint64](table)
 	}
 	if chunk {
-		c = mapSliceReady[dedupEntry](1 << w.chunkShift)
+		c = mapSliceReady[dedupEntry](dedupChunk)
 	}
 	w.mu.Lock()
 	w.preparing = false
@@ -479,6 +491,7 @@ func (w *dedupWindow) prepare(chunk bool, table int) {
 		if t != nil && w.readyTable == nil && len(t) == 2*len(w.slots) {
 			w.readyTable, t = t, nil
 		}
+		w.prepareLocked() // NB: what came due while this one ran
 	}
 	w.mu.Unlock()
 	unmapSlice(c) // NB: not under the lock: a populated table of 32 MiB takes milliseconds
@@ -514,12 +527,12 @@ func (w *dedupWindow) popLocked(cut bool) {
 	*e = dedupEntry{}
 	w.head++
 	w.n--
-	if w.head-w.base == 1<<w.chunkShift {
+	if w.head-w.base == dedupChunk {
 		// NB: the head left its chunk (cleared entry by entry): the tail's next.
 		unmapSlice(w.spare)
 		w.spare = w.chunks[0]
 		w.chunks = append(w.chunks[:0], w.chunks[1:]...)
-		w.base += 1 << w.chunkShift
+		w.base += dedupChunk
 	}
 }
 

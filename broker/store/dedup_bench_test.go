@@ -87,7 +87,7 @@ func BenchmarkDedupWindowMemory(b *testing.B) {
 		for i := range keys {
 			w.insertLocked(dedupEntry{key: dedupKeyOf("topic", fmt.Sprint(i)), pos: int64(i), ts: now}, now)
 		}
-		tables := (len(w.chunks)<<w.chunkShift)*int(unsafe.Sizeof(dedupEntry{})) + len(w.slots)*8 + len(w.old)*8
+		tables := len(w.chunks)*dedupChunk*int(unsafe.Sizeof(dedupEntry{})) + len(w.slots)*8 + len(w.old)*8
 		w.mu.Unlock()
 		runtime.GC()
 		runtime.ReadMemStats(&after)

@@ -363,7 +363,7 @@ func TestDedupWindow_TableInvariants(t *testing.T) {
 	} {
 		t.Run(fmt.Sprint("max=", c.max), func(t *testing.T) {
 			now := int64(1_000_000)
-			w := newDedupWindow(DedupOptions{Window: time.Second, MaxKeys: c.max, chunkShift: 12}, func() time.Time { return time.UnixMilli(now) })
+			w := newDedupWindow(DedupOptions{Window: time.Second, MaxKeys: c.max}, func() time.Time { return time.UnixMilli(now) })
 			defer w.close()
 			r := rand.New(rand.NewPCG(1, 2))
 			var pending []struct {
@@ -410,9 +410,9 @@ func TestDedupWindow_TableInvariants(t *testing.T) {
 			}
 			_, i := w.find(dedupKeyOf("t", "never"))
 			require.Equal(t, -1, i)
-			if c.max > 2<<w.chunkShift {
+			if c.max > 2*dedupChunk {
 				require.Greater(t, grew, 2, "the table grew, incrementally")
-				require.Greater(t, w.base, uint64(2<<w.chunkShift), "the queue turned its chunks over")
+				require.Greater(t, w.base, uint64(2*dedupChunk), "the queue turned its chunks over")
 			}
 		})
 	}
@@ -423,9 +423,9 @@ func TestDedupWindow_TableInvariants(t *testing.T) {
 // the table stays consistent, nothing is prepared once the window is full,
 // and close frees what was prepared.
 func TestDedupWindow_Prepared(t *testing.T) {
-	const max = 20_000
+	const max = 40_000
 	now := int64(1_000_000)
-	w := newDedupWindow(DedupOptions{Window: time.Hour, MaxKeys: max, chunkShift: 10, prepareMin: 1},
+	w := newDedupWindow(DedupOptions{Window: time.Hour, MaxKeys: max, prepareMin: 1},
 		func() time.Time { return time.UnixMilli(now) })
 	// idle waits for the preparer to hand over what it made.
 	idle := func() {
@@ -460,10 +460,10 @@ func TestDedupWindow_Prepared(t *testing.T) {
 		}
 		w.mu.Unlock()
 	}
-	// NB: 20 chunks of 1,024 hold max; the first is mapped on the spot, and
-	// tables of 4,096 to 65,536 slots (slotsFor(max)) follow the first.
-	require.GreaterOrEqual(t, chunks, 17, "chunks taken ready")
-	require.Equal(t, 5, tables, "tables taken ready")
+	// NB: 10 chunks of 4,096 hold max; the first is mapped on the spot, and
+	// tables of 4,096 to 131,072 slots (slotsFor(max)) follow the first.
+	require.GreaterOrEqual(t, chunks, 8, "chunks taken ready")
+	require.Equal(t, 6, tables, "tables taken ready")
 	idle()
 	w.mu.Lock()
 	checkDedupTable(t, w, -1)
@@ -474,7 +474,7 @@ func TestDedupWindow_Prepared(t *testing.T) {
 	w.close()
 
 	// Close waits for a preparer under way, which frees what it made.
-	w = newDedupWindow(DedupOptions{Window: time.Hour, MaxKeys: max, chunkShift: 10, prepareMin: 1},
+	w = newDedupWindow(DedupOptions{Window: time.Hour, MaxKeys: max, prepareMin: 1},
 		func() time.Time { return time.UnixMilli(now) })
 	w.mu.Lock()
 	for i := range 1500 {

@@ -29,10 +29,11 @@ func mapSlice[T any](n int) []T {
 // preparer, off the put path.
 // NB: a page fault is dear on this project's VMs: 11 µs for a 4 KiB page
 // of a fresh mapping, 0.25 µs for a 4 KiB share of a huge page. Filling
-// the window to 2M keys faulted 40,800 times and cost 412-462 ns of CPU an
-// insert on the put path; with the chunks and tables made here, 4,600-10,200
-// faults and 155-227 ns (BenchmarkDedupFill). Faulting huge pages on the
-// put path instead stalled it by 12-16 ms.
+// the window to 2M keys faulted 40,800 times and cost 487-500 ns of CPU an
+// insert on the put path; with the chunks and tables made here, 25,500
+// faults (the chunks', off the put path) and 248-268 ns
+// (BenchmarkDedupFill). Faulting huge pages on the put path instead
+// stalled it by 12-16 ms.
 func mapSliceReady[T any](n int) []T {
 	size := sizeOf[T](n)
 	b := mapBytes(size)
