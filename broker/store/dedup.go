@@ -451,8 +451,7 @@ func (w *dedupWindow) setPrepareAt() {
 // prepareLocked starts the preparer when the window, still growing, will
 // soon need a chunk or a table it has not got ready: a chunk once the queue
 // has a chunk and not yet one more than max entries need (a head partway
-// into its chunk), and none spare; a table
-// from prepareAt live keys on.
+// into its chunk), and none spare; a table from prepareAt live keys on.
 // REQUIRES: w.mu held.
 func (w *dedupWindow) prepareLocked() {
 	if w.preparing || w.closed {

@@ -17,8 +17,13 @@ import (
 // first touched. Free it with unmapSlice.
 // REQUIRES: T holds no pointers: the collector does not look into it.
 func mapSlice[T any](n int) []T {
-	b := mapBytes(sizeOf[T](n))
-	if b == nil {
+	var zero T
+	size := int(unsafe.Sizeof(zero)) * n
+	if size == 0 {
+		return make([]T, n)
+	}
+	b, err := syscall.Mmap(-1, 0, size, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+	if err != nil {
 		return make([]T, n) // NB: as make would, short of memory
 	}
 	return unsafe.Slice((*T)(unsafe.Pointer(&b[0])), n)
@@ -35,53 +40,41 @@ func mapSlice[T any](n int) []T {
 // (BenchmarkDedupFill). Faulting huge pages on the put path instead
 // stalled it by 12-16 ms.
 func mapSliceReady[T any](n int) []T {
-	size := sizeOf[T](n)
-	b := mapBytes(size)
-	if b == nil {
-		return make([]T, n)
-	}
-	if size >= hugePage {
+	s := mapSlice[T](n)
+	b := bytesOf(s)
+	if len(b) >= hugePage {
 		_ = unix.Madvise(b, unix.MADV_HUGEPAGE) // NB: advice; THP may be off
 	}
 	// NB: touched, not MADV_POPULATE_WRITE: a fault takes only its
 	// mapping's lock, where populating holds the process's mmap_lock, and
 	// any mmap meanwhile (the Go runtime's heap growing, for one) waited
 	// behind it: sends stalled by 2-14 ms.
-	for i := 0; i < size; i += 4096 {
+	for i := 0; i < len(b); i += pageSize {
 		b[i] = 0
 	}
-	return unsafe.Slice((*T)(unsafe.Pointer(&b[0])), n)
+	return s
 }
 
 const hugePage = 2 << 20
 
-func sizeOf[T any](n int) int {
-	var zero T
-	return int(unsafe.Sizeof(zero)) * n
-}
+var pageSize = syscall.Getpagesize()
 
-// mapBytes maps size zeroed bytes, or returns nil.
-func mapBytes(size int) []byte {
-	if size == 0 {
+// bytesOf is the memory of s up to its capacity, as bytes.
+func bytesOf[T any](s []T) []byte {
+	if cap(s) == 0 {
 		return nil
 	}
-	b, err := syscall.Mmap(-1, 0, size, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
-	if err != nil {
-		return nil
-	}
-	return b
+	var zero T
+	s = s[:cap(s)]
+	return unsafe.Slice((*byte)(unsafe.Pointer(&s[0])), len(s)*int(unsafe.Sizeof(zero)))
 }
 
 // unmapSlice frees a slice mapSlice returned (one on the heap is left to
 // the collector). REQUIRES: nothing uses s or a slice of it afterwards.
 func unmapSlice[T any](s []T) {
-	if cap(s) == 0 {
-		return
+	if b := bytesOf(s); b != nil {
+		// NB: syscall.Munmap frees only a mapping syscall.Mmap made, found
+		// by its first and last bytes; for a heap slice it returns EINVAL.
+		_ = syscall.Munmap(b)
 	}
-	var zero T
-	s = s[:cap(s)]
-	b := unsafe.Slice((*byte)(unsafe.Pointer(&s[0])), len(s)*int(unsafe.Sizeof(zero)))
-	// NB: syscall.Munmap frees only a mapping syscall.Mmap made, found by
-	// its first and last bytes; for a heap slice it returns EINVAL.
-	_ = syscall.Munmap(b)
 }
