@@ -158,6 +158,15 @@ type PushConsumer struct {
 	// rebalance could not lock (another member still held them).
 	lockMisses atomic.Int64
 
+	// commitMu serialises offset commits, each from reading the offsets
+	// to its answer, so that a periodic commit read before a rebalance
+	// dropped a queue cannot land after, and below, the dropped queue's
+	// final commit (the next owner would start from the older offset).
+	// Held across the commit's remote calls; nothing else is taken under
+	// it. commitWaits counts callers waiting for it (tests).
+	commitMu    sync.Mutex
+	commitWaits atomic.Int64
+
 	mu        sync.Mutex
 	startedAt time.Time                      // guarded by mu
 	state     clientState                    // guarded by mu
@@ -310,7 +319,7 @@ func (c *PushConsumer) Close() error {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*c.cfg.callTimeout)
 	defer cancel()
-	if err := c.persist(ctx, pqs); err != nil {
+	if err := c.persist(ctx, pqs, false); err != nil {
 		c.core.log.Warn("client: commit offsets at close", "group", c.group, "err", err)
 	}
 	if c.cfg.orderly && c.cfg.model == Clustering {
@@ -382,7 +391,10 @@ func (c *PushConsumer) resetOffsets(topic string, offsets map[MessageQueue]int64
 	}
 	ctx, cancel := c.core.callCtx(context.Background())
 	defer cancel()
-	if err := c.offsets.commit(ctx, mine); err != nil {
+	c.commitMu.Lock()
+	err := c.offsets.commit(ctx, mine)
+	c.commitMu.Unlock()
+	if err != nil {
 		c.core.log.Warn("client: commit reset offsets", "group", c.group, "topic", topic, "err", err)
 	}
 	kick(c.rebalanceCh)
@@ -405,17 +417,26 @@ func (c *PushConsumer) commitLoop() {
 		}
 		c.mu.Unlock()
 		ctx, cancel := untilClosed(c.quit)
-		if err := c.persist(ctx, pqs); err != nil && ctx.Err() == nil {
+		if err := c.persist(ctx, pqs, true); err != nil && ctx.Err() == nil {
 			c.core.log.Warn("client: commit offsets", "group", c.group, "err", err)
 		}
 		cancel()
 	}
 }
 
-// persist commits the offsets of pqs that changed since their last commit.
-func (c *PushConsumer) persist(ctx context.Context, pqs []*processQueue) error {
+// persist commits the offsets of pqs that changed since their last commit,
+// skipping dropped queues when live is set (the periodic commit: a dropped
+// queue's last commit is its release's, or a reset's).
+func (c *PushConsumer) persist(ctx context.Context, pqs []*processQueue, live bool) error {
+	c.commitWaits.Add(1)
+	c.commitMu.Lock()
+	c.commitWaits.Add(-1)
+	defer c.commitMu.Unlock()
 	offs := make(map[MessageQueue]int64)
 	for _, pq := range pqs {
+		if live && pq.dropped() {
+			continue
+		}
 		if off := pq.offset.Load(); off >= 0 && off != pq.persisted.Load() {
 			offs[pq.mq] = off
 		}

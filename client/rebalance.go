@@ -187,7 +187,7 @@ func (c *PushConsumer) release(ctx context.Context, gone []*processQueue) {
 			pq.consumeMu.Unlock()
 		}
 	}
-	if err := c.persist(ctx, gone); err != nil && ctx.Err() == nil {
+	if err := c.persist(ctx, gone, false); err != nil && ctx.Err() == nil {
 		c.core.log.Warn("client: commit offsets of dropped queues", "group", c.group, "err", err)
 	}
 	if orderlyLocks {

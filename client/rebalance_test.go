@@ -1,7 +1,10 @@
 package client
 
 import (
+	"context"
 	"fmt"
+	"maps"
+	"sync"
 	"testing"
 	"time"
 
@@ -60,4 +63,66 @@ func TestPushConsumer_RebalanceOnBrokerChange(t *testing.T) {
 			require.Equal(t, "broker-a", q.BrokerName, fmt.Sprintf("%s still owns %v", pc.ClientID(), q))
 		}
 	}
+}
+
+// blockingOffsets is an offset store whose first commit waits for release;
+// it keeps the last offset committed per queue.
+type blockingOffsets struct {
+	entered chan struct{} // closed when the first commit is under way
+	release chan struct{}
+	mu      sync.Mutex
+	calls   int
+	last    map[MessageQueue]int64
+}
+
+func (s *blockingOffsets) read(context.Context, MessageQueue) (int64, error) { return -1, nil }
+
+func (s *blockingOffsets) commit(_ context.Context, offs map[MessageQueue]int64) error {
+	s.mu.Lock()
+	s.calls++
+	first := s.calls == 1
+	s.mu.Unlock()
+	if first {
+		close(s.entered)
+		<-s.release
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	maps.Copy(s.last, offs)
+	return nil
+}
+
+// TestPushConsumer_CommitsInOrder: a periodic commit that read a queue's
+// offset before a rebalance dropped the queue, and is slow to be answered,
+// does not land after the dropped queue's final commit: the next owner
+// starts where this one stopped, not at the older offset (found as an
+// orderly queue's messages handled twice after it moved, under -race).
+// Once dropped, the queue is no longer in periodic commits.
+func TestPushConsumer_CommitsInOrder(t *testing.T) {
+	store := &blockingOffsets{entered: make(chan struct{}), release: make(chan struct{}), last: map[MessageQueue]int64{}}
+	c := &PushConsumer{group: "g", offsets: store}
+	q := MessageQueue{Topic: "t", BrokerName: "b", QueueID: 0}
+	pq := newProcessQueue(q)
+	pq.start(5)
+	ctx := context.Background()
+
+	periodic := make(chan error, 1)
+	go func() { periodic <- c.persist(ctx, []*processQueue{pq}, true) }()
+	<-store.entered // it read 5 and waits for its answer
+	pq.setNext(9)   // the queue moved on, then a rebalance dropped it
+	pq.drop()
+	final := make(chan error, 1)
+	go func() { final <- c.persist(ctx, []*processQueue{pq}, false) }()
+	// It waits for the periodic one (or, were commits not serialised,
+	// lands first).
+	require.Eventually(t, func() bool { return c.commitWaits.Load() == 1 || len(final) == 1 }, 10*time.Second, time.Millisecond)
+	close(store.release)
+	require.NoError(t, <-periodic)
+	require.NoError(t, <-final)
+	require.Equal(t, map[MessageQueue]int64{q: 9}, store.last, "the final commit lands last")
+	require.Equal(t, 2, store.calls)
+
+	pq.setNext(12) // NB: nothing moves a dropped queue; this shows it is skipped
+	require.NoError(t, c.persist(ctx, []*processQueue{pq}, true))
+	require.Equal(t, 2, store.calls, "a dropped queue is not committed periodically")
 }
