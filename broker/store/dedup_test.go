@@ -488,6 +488,61 @@ func TestDedupWindow_Prepared(t *testing.T) {
 	require.Nil(t, w.readyChunk, "the preparer freed what it made")
 	require.Nil(t, w.readyTable)
 	w.mu.Unlock()
+
+	// A table the preparer made for a size the window grew past while it
+	// ran (here: the lock held from the ask to the growth) is freed, not
+	// kept ready: the next growths take prepared tables of their size.
+	w = newDedupWindow(DedupOptions{Window: time.Hour, MaxKeys: max, prepareMin: 1},
+		func() time.Time { return time.UnixMilli(now) })
+	i := 0
+	insert := func() {
+		w.insertLocked(dedupEntry{key: dedupKeyOf("t", fmt.Sprint(i)), pos: int64(i), ts: now}, now)
+		i++
+	}
+	w.mu.Lock()
+	for w.live < w.prepareAt-1 {
+		insert()
+	}
+	w.mu.Unlock()
+	idle() // NB: a chunk's preparer under way would ask for the table only once done
+	w.mu.Lock()
+	insert()
+	asking := w.preparing && w.live >= w.prepareAt
+	asked := 2 * len(w.slots)
+	for len(w.slots) < asked {
+		insert()
+	}
+	onSpot := w.readyTable == nil
+	w.mu.Unlock()
+	require.True(t, asking, "the next table is asked for")
+	require.True(t, onSpot, "the table grew on the spot")
+	idle()
+	w.mu.Lock()
+	ready, want := len(w.readyTable), 2*len(w.slots)
+	w.mu.Unlock()
+	require.Contains(t, []int{0, want}, ready, "only a table of the next size is kept ready")
+	grown, took := 0, 0
+	for {
+		idle()
+		w.mu.Lock()
+		rt, s := w.readyTable, len(w.slots)
+		if s >= 4*asked {
+			checkDedupTable(t, w, -1)
+			w.mu.Unlock()
+			break
+		}
+		insert()
+		if len(w.slots) > s {
+			grown++
+			if rt != nil && &rt[0] == &w.slots[0] {
+				took++
+			}
+		}
+		w.mu.Unlock()
+	}
+	require.Equal(t, 2, grown)
+	require.Equal(t, 2, took, "the growths after took prepared tables")
+	w.close() // NB: not deferred: a check failing under w.mu would leave it held
 }
 
 // checkDedupTable checks the window's table against its queue.
