@@ -162,8 +162,10 @@ type PushConsumer struct {
 	// to its answer, so that a periodic commit read before a rebalance
 	// dropped a queue cannot land after, and below, the dropped queue's
 	// final commit (the next owner would start from the older offset).
-	// Held across the commit's remote calls; nothing else is taken under
-	// it. commitWaits counts callers waiting for it (tests).
+	// Held across the commit's remote calls, one per queue, each bounded by
+	// the call timeout (a hung broker holds it that long per queue of its);
+	// no other consumer lock is taken under it. commitWaits counts callers
+	// waiting for it (tests).
 	commitMu    sync.Mutex
 	commitWaits atomic.Int64
 
