@@ -2,6 +2,8 @@ package console
 
 import (
 	"context"
+	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -243,6 +245,33 @@ func TestNew_BadOptions(t *testing.T) {
 	require.NoError(t, err)
 	require.ErrorContains(t, s2.Start(), "address already in use")
 	require.NoError(t, s2.Close())
+}
+
+// TestClose_FreshConnection: a connection that has sent no request yet (a
+// browser opens them ahead of its requests) does not hold Close: it is
+// closed, and Close returns no error. Without the tracking, Shutdown waits
+// its whole grace for it and fails.
+func TestClose_FreshConnection(t *testing.T) {
+	s, err := New(Options{Listen: "127.0.0.1:0", NameServers: []string{"127.0.0.1:1"}, SampleEvery: time.Hour})
+	require.NoError(t, err)
+	require.NoError(t, s.Start())
+	used, err := http.Get("http://" + s.Addr() + "/")
+	require.NoError(t, err)
+	_, err = io.Copy(io.Discard, used.Body)
+	require.NoError(t, err)
+	require.NoError(t, used.Body.Close()) // an idle keep-alive connection
+	c, err := net.Dial("tcp", s.Addr())
+	require.NoError(t, err)
+	defer c.Close()
+	require.Eventually(t, func() bool {
+		s.connMu.Lock()
+		defer s.connMu.Unlock()
+		return len(s.fresh) == 1
+	}, 10*time.Second, time.Millisecond, "the server has accepted the connection")
+	require.NoError(t, s.Close())
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(10*time.Second)))
+	_, err = c.Read(make([]byte, 1))
+	require.ErrorIs(t, err, io.EOF, "the server closed the connection")
 }
 
 // TestAPI_Cluster: the overview's API lists the broker with its role and

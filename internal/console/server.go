@@ -66,6 +66,9 @@ type Server struct {
 	pullOnce sync.Once
 	pullErr  error // why pull could not start; written in pullOnce
 
+	connMu sync.Mutex
+	fresh  map[net.Conn]struct{} // guarded by connMu: accepted, no request read yet
+
 	mu        sync.Mutex
 	sampleErr string    // guarded by mu: the last sample's first failure
 	sampledAt time.Time // guarded by mu
@@ -105,7 +108,7 @@ func New(opts Options) (*Server, error) {
 		_ = ad.Close()
 		return nil, fmt.Errorf("console: %w", err)
 	}
-	s := &Server{opts: opts, admin: ad, pull: pc, hist: newHistory(opts.History), now: time.Now}
+	s := &Server{opts: opts, admin: ad, pull: pc, hist: newHistory(opts.History), now: time.Now, fresh: map[net.Conn]struct{}{}}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	var h http.Handler = s.routes()
 	if opts.Auth != nil {
@@ -117,7 +120,11 @@ func New(opts Options) (*Server, error) {
 	// NB: net/http's own lines (bad requests, semicolons in queries) are
 	// a peer's doing: Debug, like the failed requests.
 	s.http = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute,
-		ErrorLog: slog.NewLogLogger(opts.Logger.Handler(), slog.LevelDebug)}
+		ErrorLog: slog.NewLogLogger(opts.Logger.Handler(), slog.LevelDebug), ConnState: s.trackConn}
+	// NB: a browser opens connections ahead of its requests. Shutdown
+	// counts one idle only once it has sent nothing for 5 s, as long as
+	// Close's grace: it closes them as soon as the listener is closed.
+	s.http.RegisterOnShutdown(s.closeFresh)
 	return s, nil
 }
 
@@ -161,6 +168,9 @@ func (s *Server) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	err := s.http.Shutdown(ctx)
+	if err != nil {
+		err = errors.Join(fmt.Errorf("console: connections still busy after 5 s: %w", err), s.http.Close())
+	}
 	s.wg.Wait()
 	_ = s.pull.Close()
 	_ = s.admin.Close()
@@ -168,6 +178,28 @@ func (s *Server) Close() error {
 		s.onClose()
 	}
 	return err
+}
+
+// trackConn is the server's ConnState hook: it keeps the connections
+// that have not sent a request yet.
+func (s *Server) trackConn(c net.Conn, st http.ConnState) {
+	s.connMu.Lock()
+	defer s.connMu.Unlock()
+	if st == http.StateNew {
+		s.fresh[c] = struct{}{}
+	} else {
+		delete(s.fresh, c)
+	}
+}
+
+// closeFresh closes the connections that have not sent a request yet.
+func (s *Server) closeFresh() {
+	s.connMu.Lock()
+	defer s.connMu.Unlock()
+	for c := range s.fresh {
+		_ = c.Close()
+		delete(s.fresh, c)
+	}
 }
 
 // puller returns the pull consumer, started on first use.
