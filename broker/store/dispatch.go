@@ -40,34 +40,27 @@ func retryDelay(fails int) time.Duration {
 // mode it reads only the durable part of the log. A record that fails is
 // retried, the same record, after a doubling delay; a key index that fails
 // is left behind (degraded) and caught up later, so that the consume queues
-// go on.
+// go on. Each pass holds dispMu, which a put may take meanwhile to dispatch
+// its own records (dispatchInline).
 func (s *Store) dispatchLoop() {
 	defer s.wg.Done()
 	syncMode := s.cfg.SyncFlush()
 	sc := s.log.NewScanner(commitlog.Offset(s.dispatched.Load()), syncMode)
-	fails := 0
+	s.dispMu.Lock()
+	s.dispSc = sc
+	s.dispMu.Unlock()
 	for {
 		var durable <-chan struct{}
 		if syncMode {
 			durable = s.log.DurableChanged()
 		}
-		err := s.dispatch(sc)
+		s.dispMu.Lock()
 		kick := s.kick
 		var retry <-chan time.Time
-		switch {
-		case err != nil:
-			fails++
-			s.health.retries.Add(1)
-			if fails == 1 {
-				s.logger.Error("store: dispatch failed; retrying the same record until it succeeds",
-					"pos", sc.Pos(), "err", err)
-			}
+		if !s.dispatchPass() {
 			// NB: only the delay wakes a retry, not every put.
 			kick, durable = nil, nil
-			retry = time.After(retryDelay(fails))
-		case fails > 0:
-			s.logger.Info("store: dispatch resumed", "pos", sc.Pos(), "failed_attempts", fails)
-			fails = 0
+			retry = time.After(retryDelay(s.dispFails))
 		}
 		if s.health.indexDegraded.Load() {
 			s.catchUpIndex()
@@ -75,12 +68,16 @@ func (s *Store) dispatchLoop() {
 				retry = time.After(time.Until(s.health.indexRetryAt))
 			}
 		}
+		s.dispMu.Unlock()
 		select {
 		case <-s.quit:
 			// Close synced the log first: drain to its end.
+			s.dispMu.Lock()
+			s.dispSc = nil
 			if err := s.dispatch(sc); err != nil {
 				s.logger.Error("store: final dispatch", "pos", sc.Pos(), "err", err)
 			}
+			s.dispMu.Unlock()
 			return
 		case <-kick:
 		case <-durable:
@@ -89,12 +86,64 @@ func (s *Store) dispatchLoop() {
 	}
 }
 
+// dispatchPass runs dispatch on the loop's scanner and keeps the count of
+// failed passes in a row, with a log line when they start and one when
+// they end. It reports whether the pass succeeded. REQUIRES: dispMu held,
+// dispSc set.
+func (s *Store) dispatchPass() bool {
+	err := s.dispatch(s.dispSc)
+	switch {
+	case err != nil:
+		s.dispFails++
+		s.health.retries.Add(1)
+		if s.dispFails == 1 {
+			s.logger.Error("store: dispatch failed; retrying the same record until it succeeds",
+				"pos", s.dispSc.Pos(), "err", err)
+		}
+		return false
+	case s.dispFails > 0:
+		s.logger.Info("store: dispatch resumed", "pos", s.dispSc.Pos(), "failed_attempts", s.dispFails)
+		s.dispFails = 0
+	}
+	return true
+}
+
+// inlineDispatchMax is the most a put appends and still dispatches itself
+// (dispatchInline): a message or two. Bursts and batches leave theirs to
+// the loop, which then works in parallel with the next burst's reading:
+// dispatching every put inline cost the async and batch rows 5-17% of
+// their throughput.
+const inlineDispatchMax = 4 << 10
+
+// dispatchInline is what a put that appended n bytes does once they are
+// written: in async flush mode, if n is small and no dispatch is running
+// (the loop's or another put's), it dispatches them itself; otherwise, or
+// if that fails or leaves the key index behind, it wakes the loop, which
+// owns the retries and the index's catch-up. At a low rate this spares
+// every message a hand-over to the loop's goroutine, a wake-up of another
+// thread on its way to its consumers. In sync flush mode the records are
+// not durable yet: the loop dispatches them once they are.
+func (s *Store) dispatchInline(n int) {
+	if n <= inlineDispatchMax && !s.cfg.SyncFlush() && s.dispMu.TryLock() {
+		// NB: while the loop backs off a failing record, puts leave it be.
+		ok := s.dispSc != nil && s.dispFails == 0 && !s.health.indexDegraded.Load() &&
+			s.dispatchPass() && !s.health.indexDegraded.Load()
+		s.dispMu.Unlock()
+		if ok {
+			s.inlineDispatches.Add(1)
+			return
+		}
+	}
+	s.kickDispatcher()
+}
+
 // dispatch indexes records from the scanner until it reaches the end of what
 // it may read. A record that fails leaves the scanner on it, so the next call
 // starts with it again. A corrupt record in an older segment is reported and
 // the rest of that segment skipped (its messages are lost; the log says
 // where).
-// REQUIRES: called by one goroutine at a time (Open, then dispatchLoop).
+// REQUIRES: called by one goroutine at a time (Open, then with dispMu
+// held: dispatchLoop, dispatchInline).
 func (s *Store) dispatch(sc *commitlog.Scanner) error {
 	if lo := s.log.Min(); sc.Pos() < lo {
 		// NB: an empty replica's log starts where its master's does.

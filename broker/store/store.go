@@ -97,6 +97,13 @@ type Store struct {
 	dispatched atomic.Int64 // every record below is indexed
 	health     dispatchHealth
 	disk       diskState
+
+	// dispMu is held by whoever dispatches (dispatchLoop, dispatchInline):
+	// the fields below it and the dispatcher-owned ones are its.
+	dispMu           sync.Mutex
+	dispSc           *commitlog.Scanner // the loop's; nil before it starts and once it stopped
+	dispFails        int                // failed passes in a row (the loop backs off)
+	inlineDispatches atomic.Int64       // passes run by puts (tests)
 	// Dispatcher-owned.
 	indexFrom int64                                    // records below are already in the key index
 	queues    map[string]map[int32]*consumequeue.Queue // cache of consume queues by topic and id

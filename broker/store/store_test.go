@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicemq/sluice/conf"
 	"github.com/sluicemq/sluice/internal/message"
 	"github.com/stretchr/testify/require"
 )
@@ -270,6 +271,53 @@ func TestStore_ArrivalListener(t *testing.T) {
 	mustPut(t, s, msg("t", 2, "a"))
 	mustPut(t, s, msg("t", 2, "b"))
 	require.Eventually(t, func() bool { return got.Load() == 2 }, 5*time.Second, time.Millisecond)
+}
+
+// TestStore_PutDispatchesInline: in async flush mode a small put with no
+// dispatch running dispatches its own record before it returns: its queue's
+// next offset and the arrival listener have moved, with no wait for the
+// loop. A larger put, and any in sync flush mode (once durable), are the
+// loop's.
+func TestStore_PutDispatchesInline(t *testing.T) {
+	s := mustOpen(t, testConf(t.TempDir()), testOpts())
+	defer s.Close()
+	var notified atomic.Int64
+	s.Subscribe(func(topic string, _ int32, next, _ int64, _ []byte) {
+		if topic == "t" {
+			notified.Store(next)
+		}
+	})
+	// NB: once the loop has made its first pass, only a kick wakes it,
+	// and a put that dispatches itself kicks nothing.
+	require.Eventually(t, func() bool {
+		if !s.dispMu.TryLock() {
+			return false
+		}
+		defer s.dispMu.Unlock()
+		return s.dispSc != nil
+	}, 10*time.Second, time.Millisecond, "the loop's first pass")
+	for i := range int64(50) {
+		mustPut(t, s, msg("t", 1, "a"))
+		require.Equal(t, i+1, s.MaxOffset("t", 1), "put %d", i)
+		require.Equal(t, i+1, notified.Load(), "put %d", i)
+	}
+	require.Equal(t, int64(50), s.inlineDispatches.Load())
+	// A larger put leaves its dispatch to the loop.
+	mustPut(t, s, msg("t", 1, strings.Repeat("b", inlineDispatchMax)))
+	waitDispatched(t, s)
+	require.Equal(t, int64(51), s.MaxOffset("t", 1))
+	require.Equal(t, int64(50), s.inlineDispatches.Load())
+
+	c := testConf(t.TempDir())
+	c.Flush = conf.FlushSync
+	ss := mustOpen(t, c, testOpts())
+	defer ss.Close()
+	for range 5 {
+		mustPut(t, ss, msg("t", 1, "a"))
+	}
+	waitDispatched(t, ss)
+	require.Equal(t, int64(5), ss.MaxOffset("t", 1))
+	require.Zero(t, ss.inlineDispatches.Load())
 }
 
 func TestStore_Locked(t *testing.T) {
