@@ -111,7 +111,7 @@ func (s *Store) dispatchPass() bool {
 // inlineDispatchMax is the most a put appends and still dispatches itself
 // (dispatchInline): a message or two. Bursts and batches leave theirs to
 // the loop, which then works in parallel with the next burst's reading:
-// dispatching every put inline cost the async and batch rows 5-17% of
+// dispatching every put inline cost the async and batch rows up to 17% of
 // their throughput.
 const inlineDispatchMax = 4 << 10
 
