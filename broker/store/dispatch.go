@@ -108,23 +108,25 @@ func (s *Store) dispatchPass() bool {
 	return true
 }
 
-// inlineDispatchMax is the most a put appends and still dispatches itself
+// inlineDispatchMax is the most a put leaves to dispatch (its own records
+// and any earlier ones still waiting) and still dispatches itself
 // (dispatchInline): a message or two. Bursts and batches leave theirs to
 // the loop, which then works in parallel with the next burst's reading:
 // dispatching every put inline cost the async and batch rows up to 17% of
 // their throughput.
 const inlineDispatchMax = 4 << 10
 
-// dispatchInline is what a put that appended n bytes does once they are
-// written: in async flush mode, if n is small and no dispatch is running
-// (the loop's or another put's), it dispatches them itself; otherwise, or
-// if that fails or leaves the key index behind, it wakes the loop, which
-// owns the retries and the index's catch-up. At a low rate this spares
-// every message a hand-over to the loop's goroutine, a wake-up of another
-// thread on its way to its consumers. In sync flush mode the records are
-// not durable yet: the loop dispatches them once they are.
-func (s *Store) dispatchInline(n int) {
-	if n <= inlineDispatchMax && !s.cfg.SyncFlush() && s.dispMu.TryLock() {
+// dispatchInline is what a put does once its records are written: in
+// async flush mode, if at most inlineDispatchMax bytes wait for dispatch
+// and no dispatch is running (the loop's or another put's), it dispatches
+// them itself; otherwise, or if that fails or leaves the key index behind,
+// it wakes the loop, which owns the retries and the index's catch-up. At a
+// low rate this spares every message a hand-over to the loop's goroutine,
+// a wake-up of another thread on its way to its consumers. In sync flush
+// mode the records are not durable yet: the loop dispatches them once they
+// are.
+func (s *Store) dispatchInline() {
+	if !s.cfg.SyncFlush() && s.DispatchLag() <= inlineDispatchMax && s.dispMu.TryLock() {
 		// NB: while the loop backs off a failing record, puts leave it be.
 		ok := s.dispSc != nil && s.dispFails == 0 && !s.health.indexDegraded.Load() &&
 			s.dispatchPass() && !s.health.indexDegraded.Load()

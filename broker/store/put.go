@@ -120,7 +120,7 @@ func (s *Store) submit(reqs []PutRequest, res []PutResult, sizes []sized) {
 	s.prepare(reqs, res, sizes)
 	s.putMu.Lock()
 	dedup := s.dedup != nil && s.dedupCheck(reqs, sizes)
-	appended := 0 // bytes
+	appended := false
 	for i := 0; i < len(reqs); {
 		if sizes[i].n == 0 {
 			i++
@@ -134,7 +134,7 @@ func (s *Store) submit(reqs []PutRequest, res []PutResult, sizes []sized) {
 			j++
 		}
 		if s.appendChunk(reqs[i:j], res[i:j], sizes[i:j], total) {
-			appended += total
+			appended = true
 		}
 		i = j
 	}
@@ -142,8 +142,8 @@ func (s *Store) submit(reqs []PutRequest, res []PutResult, sizes []sized) {
 		s.dedupRecord(reqs, res, sizes)
 	}
 	s.putMu.Unlock()
-	if appended > 0 {
-		s.dispatchInline(appended)
+	if appended {
+		s.dispatchInline()
 	}
 	s.answer(reqs, res)
 }
