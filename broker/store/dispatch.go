@@ -24,7 +24,7 @@ type dispatchHealth struct {
 	indexDegraded atomic.Bool  // the key index failed and lags (read by checkpoints, metrics, status)
 	retries       atomic.Int64 // dispatch attempts that failed and were retried (metrics)
 
-	// Dispatcher-owned.
+	// Dispatcher-owned (Store.dispMu).
 	indexStop    int64     // while degraded: every record below is in the key index
 	indexFails   int       // consecutive key index failures
 	indexRetryAt time.Time // next catch-up attempt while degraded
@@ -45,9 +45,8 @@ func retryDelay(fails int) time.Duration {
 func (s *Store) dispatchLoop() {
 	defer s.wg.Done()
 	syncMode := s.cfg.SyncFlush()
-	sc := s.log.NewScanner(commitlog.Offset(s.dispatched.Load()), syncMode)
 	s.dispMu.Lock()
-	s.dispSc = sc
+	s.dispSc = s.log.NewScanner(commitlog.Offset(s.dispatched.Load()), syncMode)
 	s.dispMu.Unlock()
 	for {
 		var durable <-chan struct{}
@@ -73,6 +72,7 @@ func (s *Store) dispatchLoop() {
 		case <-s.quit:
 			// Close synced the log first: drain to its end.
 			s.dispMu.Lock()
+			sc := s.dispSc
 			s.dispSc = nil
 			if err := s.dispatch(sc); err != nil {
 				s.logger.Error("store: final dispatch", "pos", sc.Pos(), "err", err)

@@ -30,7 +30,11 @@
 // queue entry (NOT and COMMIT messages only) and key index entries, then
 // calls the arrival listeners that long polling hangs on. It wakes on a kick
 // from Put (async mode) or on the commitlog's durability signal (sync mode);
-// it never sleep-polls.
+// it never sleep-polls. In async mode a put that leaves at most 4 KiB to
+// dispatch, finding no dispatch running, runs the pass itself instead of
+// kicking (dispatchInline): one goroutine hand-over less per message at a
+// low rate. dispMu makes one dispatcher at a time; the loop keeps the
+// retries' back-off and the key index's catch-up.
 //
 // # Duplicate window
 //
