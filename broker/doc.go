@@ -35,6 +35,8 @@
 //	|                        | Clients together)             | a woken pull                      | parked at most 128  |
 //	| ordered executor       | remoting.Server (per conn)    | a send declined inline            | its queue is empty  |
 //	| flushLoop              | commitlog.Log                 | waiter kick, interval             | Log.Close           |
+//	| fsync reaper           | internal/fsync (process; the  | an AIO fsync completed: hands     | no fsync waits      |
+//	|                        | first fsync waiting starts it)| each its result                   |                     |
 //	| warmer (sync mode)     | commitlog.Log                 | the log end nears the warm edge   | Log.Close           |
 //	| next segment's creation| commitlog.Log (PrecreateNext) | a roll (and Open): one at a time  | segment made; Close |
 //	|                        |                               |                                   | waits for it        |

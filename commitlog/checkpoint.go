@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/sluicemq/sluice/internal/fsync"
 )
 
 // The checkpoint file records how far the log is known to be durable, so that
@@ -90,7 +92,7 @@ func writeFileAtomic(dir, name string, data []byte) error {
 		return err
 	}
 	if _, err = f.Write(data); err == nil {
-		err = f.Sync()
+		err = fsync.Sync(f)
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr

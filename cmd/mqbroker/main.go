@@ -30,6 +30,7 @@ import (
 	"github.com/sluicemq/sluice/conf"
 	"github.com/sluicemq/sluice/internal/cli"
 	"github.com/sluicemq/sluice/internal/console"
+	"github.com/sluicemq/sluice/internal/fsync"
 	"github.com/sluicemq/sluice/nameserver"
 )
 
@@ -209,6 +210,7 @@ func run(args []string, stdout, stderr io.Writer, ready chan<- [2]string) int {
 	defer stop()
 	fmt.Fprintf(stdout, "Sluice broker %s serving on %s (nameserver %s, store %s, flush %s, role %s, id %d)\n",
 		cfg.BrokerName, b.Addr(), cfg.NamesrvAddr, cfg.Store.Dir, cfg.Store.Flush, cfg.Role, cfg.BrokerID)
+	logger.Info("mqbroker: fsyncs", "via", fsync.Mode())
 	if a := b.MetricsAddr(); a != "" {
 		logger.Info("mqbroker: metrics", "url", "http://"+a+"/metrics")
 	}

@@ -3,6 +3,8 @@ package keyindex
 import (
 	"fmt"
 	"os"
+
+	"github.com/sluicemq/sluice/internal/fsync"
 )
 
 // File is the index's seam to the file system: every index file is opened
@@ -24,14 +26,19 @@ type File interface {
 // OpenFileFunc opens or creates a file, or opens a directory to fsync it.
 type OpenFileFunc func(path string, flag int, perm os.FileMode) (File, error)
 
-// OSOpenFile is the default OpenFileFunc: os.OpenFile.
+// OSOpenFile is the default OpenFileFunc: os.OpenFile, with fsyncs that
+// hold no scheduler slot while the disk works (package fsync).
 func OSOpenFile(path string, flag int, perm os.FileMode) (File, error) {
 	f, err := os.OpenFile(path, flag, perm)
 	if err != nil {
 		return nil, err // NB: not a typed nil in the interface
 	}
-	return f, nil
+	return osFile{f}, nil
 }
+
+type osFile struct{ *os.File }
+
+func (f osFile) Sync() error { return fsync.Sync(f.File) }
 
 // syncDir fsyncs a directory so that file creations and removals in it are
 // durable.

@@ -16,6 +16,8 @@ import (
 	"path/filepath"
 
 	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/sluicemq/sluice/internal/fsync"
 )
 
 // ErrCorrupt is returned by Load for a file whose checksum does not match.
@@ -35,7 +37,7 @@ func Save(path string, v any) error {
 	}
 	_, err = tmp.Write(body)
 	if err == nil {
-		err = tmp.Sync()
+		err = fsync.Sync(tmp)
 	}
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
@@ -75,7 +77,7 @@ func syncDir(dir string) error {
 	if err != nil {
 		return err
 	}
-	err = d.Sync()
+	err = fsync.Sync(d)
 	if cerr := d.Close(); err == nil {
 		err = cerr
 	}

@@ -1,0 +1,66 @@
+package fsync
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+)
+
+func TestDatasyncAndSync(t *testing.T) {
+	dir := t.TempDir()
+	f, err := os.Create(filepath.Join(dir, "seg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.Write(make([]byte, 64<<10)); err != nil {
+		t.Fatal(err)
+	}
+	if err := Datasync(f); err != nil {
+		t.Fatalf("Datasync: %v", err)
+	}
+	if err := Sync(f); err != nil {
+		t.Fatalf("Sync: %v", err)
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if err := Sync(d); err != nil {
+		t.Fatalf("Sync of a directory: %v", err)
+	}
+}
+
+func TestClosedFile(t *testing.T) {
+	f, err := os.Create(filepath.Join(t.TempDir(), "f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	for name, fn := range map[string]func(*os.File) error{"Datasync": Datasync, "Sync": Sync} {
+		if err := fn(f); !errors.Is(err, os.ErrClosed) {
+			t.Errorf("%s of a closed file: %v, want os.ErrClosed", name, err)
+		}
+	}
+}
+
+// A pipe has no fsync: AIO refuses it at submission and the system call
+// gives the error, EINVAL, as it would without AIO.
+func TestNoFsync(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	if err := Datasync(w); !errors.Is(err, syscall.EINVAL) {
+		t.Errorf("Datasync of a pipe: %v, want EINVAL", err)
+	}
+	var pe *os.PathError
+	if err := Sync(w); !errors.Is(err, syscall.EINVAL) || !errors.As(err, &pe) || pe.Op != "fsync" {
+		t.Errorf("Sync of a pipe: %v, want an fsync PathError with EINVAL", err)
+	}
+}
