@@ -9,8 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"time"
-
-	"github.com/sluicemq/sluice/internal/fsync"
 )
 
 // The checkpoint file records how far the log is known to be durable, so that
@@ -92,7 +90,7 @@ func writeFileAtomic(dir, name string, data []byte) error {
 		return err
 	}
 	if _, err = f.Write(data); err == nil {
-		err = fsync.Sync(f)
+		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr

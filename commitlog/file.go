@@ -4,8 +4,6 @@ import (
 	"errors"
 	"os"
 	"syscall"
-
-	"github.com/sluicemq/sluice/internal/fsync"
 )
 
 // File is the log's seam to the file system: the operations a segment needs.
@@ -45,9 +43,16 @@ type osFile struct{ *os.File }
 func (f osFile) Sync() error {
 	// NB: fdatasync skips the inode timestamps that fsync also writes; the
 	// file size is still made durable when it changed, so it is enough for
-	// both preallocated and growing segments. fsync.Datasync waits for it
-	// without holding a scheduler slot (see package fsync).
-	return fsync.Datasync(f.File)
+	// both preallocated and growing segments.
+	for {
+		err := syscall.Fdatasync(int(f.Fd()))
+		if err != syscall.EINTR {
+			if err != nil {
+				return &os.PathError{Op: "fdatasync", Path: f.Name(), Err: err}
+			}
+			return nil
+		}
+	}
 }
 
 func (f osFile) Preallocate(size int64) error {
@@ -73,7 +78,7 @@ func syncDir(dir string) error {
 	if err != nil {
 		return err
 	}
-	err = fsync.Sync(d)
+	err = d.Sync()
 	if cerr := d.Close(); err == nil {
 		err = cerr
 	}

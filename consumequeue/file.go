@@ -5,8 +5,6 @@ import (
 	"os"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/sluicemq/sluice/internal/fsync"
 )
 
 // File is the store's seam to the file system: every queue file is opened
@@ -29,19 +27,14 @@ type File interface {
 // OpenFileFunc opens or creates a file, or opens a directory to fsync it.
 type OpenFileFunc func(path string, flag int, perm os.FileMode) (File, error)
 
-// OSOpenFile is the default OpenFileFunc: os.OpenFile, with fsyncs that
-// hold no scheduler slot while the disk works (package fsync).
+// OSOpenFile is the default OpenFileFunc: os.OpenFile.
 func OSOpenFile(path string, flag int, perm os.FileMode) (File, error) {
 	f, err := os.OpenFile(path, flag, perm)
 	if err != nil {
 		return nil, err // NB: not a typed nil in the interface
 	}
-	return osFile{f}, nil
+	return f, nil
 }
-
-type osFile struct{ *os.File }
-
-func (f osFile) Sync() error { return fsync.Sync(f.File) }
 
 // FSSyncer is implemented by a File of a directory that can make the whole
 // file system durable at once (syncfs(2)); Store.Sync uses it above

@@ -6,13 +6,23 @@ import (
 	"github.com/sluicemq/sluice/commitlog"
 	"github.com/sluicemq/sluice/consumequeue"
 	"github.com/sluicemq/sluice/consumequeue/keyindex"
+	"github.com/sluicemq/sluice/internal/fsync"
 )
 
 // shareOpenFile gives the consume queues and the key index the commitlog's
 // opener (Options.OpenFile), unless a test set theirs: every file of the
-// store goes through one seam.
+// store goes through one seam. Without one (production), each package's
+// files are opened as by its own OSOpenFile, with their fsyncs made through
+// internal/fsync: they wait in the netpoller, holding no scheduler slot.
 func (o *Options) shareOpenFile() {
 	if o.OpenFile == nil {
+		o.OpenFile = openLogFile
+		if o.ConsumeQueue.OpenFile == nil {
+			o.ConsumeQueue.OpenFile = openIndexFile[consumequeue.File]
+		}
+		if o.KeyIndex.OpenFile == nil {
+			o.KeyIndex.OpenFile = openIndexFile[keyindex.File]
+		}
 		return
 	}
 	if o.ConsumeQueue.OpenFile == nil {
@@ -35,3 +45,41 @@ func narrowOpen[F any](open commitlog.OpenFileFunc) func(string, int, os.FileMod
 		return any(f).(F), nil
 	}
 }
+
+// openLogFile is commitlog.OSOpenFile with fdatasync through internal/fsync.
+func openLogFile(path string, flag int, perm os.FileMode) (commitlog.File, error) {
+	f, err := commitlog.OSOpenFile(path, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	c, ok := f.(fsync.File)
+	if !ok {
+		return f, nil // NB: OSOpenFile's files are *os.File underneath
+	}
+	return logFile{File: f, c: c}, nil
+}
+
+type logFile struct {
+	commitlog.File
+	c fsync.File
+}
+
+func (f logFile) Sync() error { return fsync.Datasync(f.c) }
+
+// openIndexFile is consumequeue's and keyindex's OSOpenFile (os.OpenFile)
+// with fsync through internal/fsync. F is consumequeue.File or keyindex.File,
+// which indexFile implements (the type assertion cannot fail).
+func openIndexFile[F any](path string, flag int, perm os.FileMode) (F, error) {
+	f, err := os.OpenFile(path, flag, perm)
+	if err != nil {
+		var none F
+		return none, err
+	}
+	return any(indexFile{f}).(F), nil
+}
+
+// indexFile keeps *os.File's methods (Fd for syncfs) and fsyncs through
+// internal/fsync.
+type indexFile struct{ *os.File }
+
+func (f indexFile) Sync() error { return fsync.Sync(f.File) }

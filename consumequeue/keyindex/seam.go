@@ -3,8 +3,6 @@ package keyindex
 import (
 	"fmt"
 	"os"
-
-	"github.com/sluicemq/sluice/internal/fsync"
 )
 
 // File is the index's seam to the file system: every index file is opened
@@ -26,19 +24,14 @@ type File interface {
 // OpenFileFunc opens or creates a file, or opens a directory to fsync it.
 type OpenFileFunc func(path string, flag int, perm os.FileMode) (File, error)
 
-// OSOpenFile is the default OpenFileFunc: os.OpenFile, with fsyncs that
-// hold no scheduler slot while the disk works (package fsync).
+// OSOpenFile is the default OpenFileFunc: os.OpenFile.
 func OSOpenFile(path string, flag int, perm os.FileMode) (File, error) {
 	f, err := os.OpenFile(path, flag, perm)
 	if err != nil {
 		return nil, err // NB: not a typed nil in the interface
 	}
-	return osFile{f}, nil
+	return f, nil
 }
-
-type osFile struct{ *os.File }
-
-func (f osFile) Sync() error { return fsync.Sync(f.File) }
 
 // syncDir fsyncs a directory so that file creations and removals in it are
 // durable.

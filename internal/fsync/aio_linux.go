@@ -92,11 +92,22 @@ func Mode() string {
 	return "aio"
 }
 
+// AIOCalls returns how many calls have completed through AIO.
+func AIOCalls() uint64 {
+	e := getEngine()
+	if e == nil {
+		return 0
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.completed
+}
+
 var chans = sync.Pool{New: func() any { return make(chan int64, 1) }}
 
 // aioSync runs the call through AIO; handled is false when AIO did not
 // take it, and the caller then makes the system call itself.
-func aioSync(f *os.File, data bool) (handled bool, err error) {
+func aioSync(f File, data bool) (handled bool, err error) {
 	e := getEngine()
 	if e == nil {
 		return false, nil
@@ -131,6 +142,10 @@ func aioSync(f *os.File, data bool) (handled bool, err error) {
 	runtime.KeepAlive(&cb)
 	if cerr != nil || errno != 0 {
 		e.forget(id)
+		select {
+		case <-ch: // NB: failAll may have answered it meanwhile
+		default:
+		}
 		chans.Put(ch)
 		if cerr != nil {
 			return true, closedErr(f, data) // NB: Control fails only on a closed file

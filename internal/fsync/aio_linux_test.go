@@ -11,17 +11,15 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 func completed(t *testing.T) uint64 {
 	t.Helper()
-	e := getEngine()
-	if e == nil {
+	if getEngine() == nil {
 		t.Fatalf("no AIO on this Linux machine: %s", Mode())
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.completed
+	return AIOCalls()
 }
 
 // waitReaperStopped fails unless the reaper stops once nothing waits.
@@ -39,6 +37,22 @@ func waitReaperStopped(t *testing.T) {
 			t.Fatalf("reaper still running 5 s after the last call (%d waiting)", waiting)
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// The structures the kernel reads and writes have its sizes (aio_abi.h).
+func TestABISizes(t *testing.T) {
+	if n := unsafe.Sizeof(iocb{}); n != 64 {
+		t.Errorf("iocb is %d bytes, the kernel's 64", n)
+	}
+	if n := unsafe.Sizeof(ioEvent{}); n != 32 {
+		t.Errorf("io_event is %d bytes, the kernel's 32", n)
+	}
+	if off := unsafe.Offsetof(iocb{}.fildes); off != 20 {
+		t.Errorf("iocb.fildes at %d, the kernel's 20", off)
+	}
+	if off := unsafe.Offsetof(iocb{}.resfd); off != 60 {
+		t.Errorf("iocb.resfd at %d, the kernel's 60", off)
 	}
 }
 

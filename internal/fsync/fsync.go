@@ -21,15 +21,22 @@ import (
 	"syscall"
 )
 
+// File is what a call needs of a file; *os.File has it, and so does any
+// type that embeds one.
+type File interface {
+	SyscallConn() (syscall.RawConn, error)
+	Name() string
+}
+
 // Datasync makes f's data durable, and its size when it changed:
 // fdatasync(2).
-func Datasync(f *os.File) error { return run(f, true) }
+func Datasync(f File) error { return run(f, true) }
 
 // Sync makes f durable, metadata included: fsync(2). It works on
 // directories too (entries created, renamed or removed in them).
-func Sync(f *os.File) error { return run(f, false) }
+func Sync(f File) error { return run(f, false) }
 
-func run(f *os.File, data bool) error {
+func run(f File, data bool) error {
 	if handled, err := aioSync(f, data); handled {
 		return err
 	}
@@ -37,7 +44,7 @@ func run(f *os.File, data bool) error {
 }
 
 // direct is the plain system call.
-func direct(f *os.File, data bool) error {
+func direct(f File, data bool) error {
 	call := syscall.Fsync
 	if data {
 		call = syscall.Fdatasync
@@ -63,7 +70,7 @@ func direct(f *os.File, data bool) error {
 }
 
 // closedErr is the error of a call on a closed file, as os.File's own.
-func closedErr(f *os.File, data bool) error {
+func closedErr(f File, data bool) error {
 	return &os.PathError{Op: opName(data), Path: f.Name(), Err: os.ErrClosed}
 }
 

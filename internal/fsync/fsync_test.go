@@ -40,7 +40,7 @@ func TestClosedFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
-	for name, fn := range map[string]func(*os.File) error{"Datasync": Datasync, "Sync": Sync} {
+	for name, fn := range map[string]func(File) error{"Datasync": Datasync, "Sync": Sync} {
 		if err := fn(f); !errors.Is(err, os.ErrClosed) {
 			t.Errorf("%s of a closed file: %v, want os.ErrClosed", name, err)
 		}
