@@ -82,15 +82,15 @@ func readCheckpoint(dir string) (c checkpoint, ok bool, err error) {
 }
 
 // writeFileAtomic replaces dir/name with data: temp file, fsync, rename,
-// fsync of the directory.
-func writeFileAtomic(dir, name string, data []byte) error {
+// fsync of the directory, each fsync by sync.
+func writeFileAtomic(dir, name string, data []byte, sync func(*os.File) error) error {
 	tmp := filepath.Join(dir, name+".tmp")
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return err
 	}
 	if _, err = f.Write(data); err == nil {
-		err = f.Sync()
+		err = sync(f)
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
@@ -102,7 +102,7 @@ func writeFileAtomic(dir, name string, data []byte) error {
 		os.Remove(tmp)
 		return err
 	}
-	return syncDir(dir)
+	return syncDir(dir, sync)
 }
 
 // saveCheckpoint records the last fsynced end of the log.
@@ -111,7 +111,7 @@ func (l *Log) saveCheckpoint() error {
 	l.tailMu.Lock()
 	c := checkpoint{Next: l.cpNext, Tail: l.cpTail, SavedAt: time.Now()}
 	l.tailMu.Unlock()
-	if err := writeFileAtomic(l.dir, checkpointName, encodeCheckpoint(c)); err != nil {
+	if err := writeFileAtomic(l.dir, checkpointName, encodeCheckpoint(c), l.opts.SyncFile); err != nil {
 		return fmt.Errorf("commitlog: save checkpoint: %w", err)
 	}
 	return nil
@@ -123,12 +123,12 @@ func (l *Log) createAbort() error {
 		return fmt.Errorf("commitlog: create abort file: %w", err)
 	}
 	f.Close()
-	return syncDir(l.dir)
+	return l.syncDir()
 }
 
 func (l *Log) removeAbort() error {
 	if err := os.Remove(filepath.Join(l.dir, abortName)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("commitlog: remove abort file: %w", err)
 	}
-	return syncDir(l.dir)
+	return l.syncDir()
 }

@@ -88,6 +88,9 @@ type Options struct {
 	Retention RetentionOptions
 	// OpenFile opens segment files. Default OSOpenFile.
 	OpenFile OpenFileFunc
+	// SyncFile fsyncs the log's other files: its checkpoint and its
+	// directory. Default (*os.File).Sync.
+	SyncFile func(*os.File) error
 	// OnSync, if set, is called by the flusher after each successful fsync
 	// round with its duration and the bytes it made durable (metrics).
 	OnSync func(d time.Duration, bytes int64)
@@ -139,6 +142,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.CheckpointInterval <= 0 {
 		o.CheckpointInterval = time.Second
+	}
+	if o.SyncFile == nil {
+		o.SyncFile = (*os.File).Sync
 	}
 	if o.DiskFullRetry <= 0 {
 		o.DiskFullRetry = time.Second
@@ -490,7 +496,7 @@ func (l *Log) createSegment(base Offset) (*segment, error) {
 	if err := f.Sync(); err != nil {
 		return fail(fmt.Errorf("sync new segment %s: %w", segmentName(base), err))
 	}
-	if err := syncDir(l.dir); err != nil {
+	if err := l.syncDir(); err != nil {
 		return fail(fmt.Errorf("sync dir for segment %s: %w", segmentName(base), err))
 	}
 	return &segment{base: base, path: path, f: f}, nil

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -292,4 +294,36 @@ func TestLog_AppendBatch(t *testing.T) {
 	l = mustOpen(t, dir, opts)
 	requireRecords(t, l, ws)
 	require.NoError(t, l.Close())
+}
+
+// Options.SyncFile fsyncs the checkpoint and the log's directory; a failure
+// it reports is the checkpoint's.
+func TestLog_SyncFile(t *testing.T) {
+	dir := t.TempDir()
+	var mu sync.Mutex
+	var synced []string
+	opts := testOptions(1 << 20)
+	opts.SyncFile = func(f *os.File) error {
+		mu.Lock()
+		synced = append(synced, filepath.Base(f.Name()))
+		mu.Unlock()
+		return f.Sync()
+	}
+	l := mustOpen(t, dir, opts)
+	appendOne(t, l, 100, 1)
+	require.NoError(t, l.Close()) // NB: saves a checkpoint
+	mu.Lock()
+	require.Contains(t, synced, checkpointName+".tmp")
+	require.Contains(t, synced, filepath.Base(dir))
+	mu.Unlock()
+
+	opts.SyncFile = func(f *os.File) error {
+		if filepath.Base(f.Name()) == checkpointName+".tmp" {
+			return syscall.EIO
+		}
+		return f.Sync()
+	}
+	l = mustOpen(t, dir, opts)
+	appendOne(t, l, 100, 2)
+	require.ErrorIs(t, l.Close(), syscall.EIO)
 }

@@ -258,7 +258,7 @@ func (l *Log) dropSegmentsAfter(end Offset) (*segment, error) {
 		l.recovery.RemovedSegments = append(l.recovery.RemovedSegments, seg.name())
 	}
 	l.segs = l.segs[:keep]
-	if err := syncDir(l.dir); err != nil {
+	if err := l.syncDir(); err != nil {
 		return nil, fmt.Errorf("commitlog: sync %s: %w", l.dir, err)
 	}
 	return l.segs[keep-1], nil
@@ -328,7 +328,7 @@ func (l *Log) dropEmptyTail() error {
 		l.recovery.RemovedSegments = append(l.recovery.RemovedSegments, last.name())
 		l.segs = l.segs[:len(l.segs)-1]
 	}
-	return syncDir(l.dir)
+	return l.syncDir()
 }
 
 // verifyCheckpoint returns "" when the record the checkpoint says ends at

@@ -134,5 +134,5 @@ func (l *Log) deleteOldest(seg *segment) error {
 	if err := os.Remove(seg.path); err != nil {
 		return fmt.Errorf("commitlog: delete segment %s: %w", seg.name(), err)
 	}
-	return syncDir(l.dir)
+	return l.syncDir()
 }

@@ -3,6 +3,7 @@
 package store
 
 import (
+	"reflect"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -31,4 +32,7 @@ func TestStore_FsyncsThroughAIO(t *testing.T) {
 	// NB: the queue's file and directories, the key index's file, and the two
 	// checkpoints (a file and its directory each).
 	require.GreaterOrEqual(t, fsync.AIOCalls()-afterPut, uint64(5), "the checkpoint's fsyncs did not go through AIO")
+
+	// The commitlog's own checkpoint and directory: its SyncFile.
+	require.Equal(t, reflect.ValueOf(syncFile).Pointer(), reflect.ValueOf(s.logOptions().SyncFile).Pointer())
 }

@@ -83,3 +83,6 @@ func openIndexFile[F any](path string, flag int, perm os.FileMode) (F, error) {
 type indexFile struct{ *os.File }
 
 func (f indexFile) Sync() error { return fsync.Sync(f.File) }
+
+// syncFile is the commitlog's SyncFile (its checkpoint and directory).
+func syncFile(f *os.File) error { return fsync.Sync(f) }

@@ -276,6 +276,7 @@ func (s *Store) logOptions() commitlog.Options {
 			DiskUsage:     s.opts.DiskUsage,
 		},
 		OpenFile: s.opts.OpenFile,
+		SyncFile: syncFile,
 		OnSync:   s.opts.OnSync,
 		Cut:      s.opts.Cut,
 		CutAt:    commitlog.Offset(s.opts.CutAt),
