@@ -151,7 +151,7 @@ func Open(cfg conf.Store, opts Options) (*Store, error) {
 	if opts.ConsumeQueue.Logger == nil {
 		opts.ConsumeQueue.Logger = opts.Logger
 	}
-	opts.shareOpenFile()
+	opts.shareOpenFile(cfg.SyncFlush())
 	s := &Store{
 		cfg: cfg, opts: opts, logger: opts.Logger, dir: cfg.Dir,
 		queueNext: queueNexts{m: map[string]map[int32]*atomic.Int64{}},
