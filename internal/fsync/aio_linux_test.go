@@ -106,12 +106,7 @@ func TestConcurrentCallsUseAIO(t *testing.T) {
 
 // A call that AIO refuses (a pipe has no fsync) leaves no reaper behind.
 func TestRefusedCallStopsReaper(t *testing.T) {
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	defer w.Close()
+	w := pipeWriter(t)
 	before := completed(t)
 	if err := Datasync(w); !errors.Is(err, syscall.EINVAL) {
 		t.Fatalf("Datasync of a pipe: %v, want EINVAL", err)

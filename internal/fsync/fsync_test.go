@@ -47,15 +47,21 @@ func TestClosedFile(t *testing.T) {
 	}
 }
 
-// A pipe has no fsync: AIO refuses it at submission and the system call
-// gives the error, EINVAL, as it would without AIO.
-func TestNoFsync(t *testing.T) {
+// pipeWriter returns the write end of a pipe, a file without fsync.
+func pipeWriter(t *testing.T) *os.File {
+	t.Helper()
 	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.Close()
-	defer w.Close()
+	t.Cleanup(func() { r.Close(); w.Close() })
+	return w
+}
+
+// A pipe has no fsync: AIO refuses it at submission and the system call
+// gives the error, EINVAL, as it would without AIO.
+func TestNoFsync(t *testing.T) {
+	w := pipeWriter(t)
 	if err := Datasync(w); !errors.Is(err, syscall.EINVAL) {
 		t.Errorf("Datasync of a pipe: %v, want EINVAL", err)
 	}
