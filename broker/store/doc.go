@@ -97,6 +97,15 @@
 // A checkpoint records a dispatch position only after the index files it
 // covers were fsynced.
 //
+// # Fsyncs
+//
+// Without a test's opener (Options.OpenFile), the store opens its files
+// itself (seam.go) and fsyncs them through internal/fsync, whose callers
+// wait in the netpoller while a kernel AIO worker runs the fsync: the
+// consume queues, the key index, the checkpoints, the state files, and the
+// segments in async flush mode. In sync flush mode the segments keep the
+// fdatasync system call, which reports sooner under load.
+//
 // # Files
 //
 //	<dir>/lock                          flock: one process per store
