@@ -81,28 +81,28 @@ func readCheckpoint(dir string) (c checkpoint, ok bool, err error) {
 	return c, err == nil, err
 }
 
-// writeFileAtomic replaces dir/name with data: temp file, fsync, rename,
-// fsync of the directory, each fsync by sync.
-func writeFileAtomic(dir, name string, data []byte, sync func(*os.File) error) error {
-	tmp := filepath.Join(dir, name+".tmp")
+// writeFileAtomic replaces name in the log's directory with data: temp file,
+// fsync, rename, fsync of the directory (each fsync by Options.SyncFile).
+func (l *Log) writeFileAtomic(name string, data []byte) error {
+	tmp := filepath.Join(l.dir, name+".tmp")
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return err
 	}
 	if _, err = f.Write(data); err == nil {
-		err = sync(f)
+		err = l.opts.SyncFile(f)
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(tmp, filepath.Join(dir, name))
+		err = os.Rename(tmp, filepath.Join(l.dir, name))
 	}
 	if err != nil {
 		os.Remove(tmp)
 		return err
 	}
-	return syncDir(dir, sync)
+	return l.syncDir()
 }
 
 // saveCheckpoint records the last fsynced end of the log.
@@ -111,7 +111,7 @@ func (l *Log) saveCheckpoint() error {
 	l.tailMu.Lock()
 	c := checkpoint{Next: l.cpNext, Tail: l.cpTail, SavedAt: time.Now()}
 	l.tailMu.Unlock()
-	if err := writeFileAtomic(l.dir, checkpointName, encodeCheckpoint(c), l.opts.SyncFile); err != nil {
+	if err := l.writeFileAtomic(checkpointName, encodeCheckpoint(c)); err != nil {
 		return fmt.Errorf("commitlog: save checkpoint: %w", err)
 	}
 	return nil

@@ -71,19 +71,16 @@ func (f osFile) Preallocate(size int64) error {
 	}
 }
 
-// syncDir fsyncs a directory by sync, so that file creations, renames and
-// removals in it are durable.
-func syncDir(dir string, sync func(*os.File) error) error {
-	d, err := os.Open(dir)
+// syncDir fsyncs the log's directory (by Options.SyncFile), so that file
+// creations, renames and removals in it are durable.
+func (l *Log) syncDir() error {
+	d, err := os.Open(l.dir)
 	if err != nil {
 		return err
 	}
-	err = sync(d)
+	err = l.opts.SyncFile(d)
 	if cerr := d.Close(); err == nil {
 		err = cerr
 	}
 	return err
 }
-
-// syncDir fsyncs the log's directory.
-func (l *Log) syncDir() error { return syncDir(l.dir, l.opts.SyncFile) }

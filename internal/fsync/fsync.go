@@ -36,6 +36,20 @@ func Datasync(f File) error { return run(f, true) }
 // directories too (entries created, renamed or removed in them).
 func Sync(f File) error { return run(f, false) }
 
+// SyncDir fsyncs the directory at path, so that the entries created,
+// renamed or removed in it are durable.
+func SyncDir(path string) error {
+	d, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	err = Sync(d)
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
 func run(f File, data bool) error {
 	if handled, err := aioSync(f, data); handled {
 		return err

@@ -24,13 +24,11 @@ func TestDatasyncAndSync(t *testing.T) {
 	if err := Sync(f); err != nil {
 		t.Fatalf("Sync: %v", err)
 	}
-	d, err := os.Open(dir)
-	if err != nil {
-		t.Fatal(err)
+	if err := SyncDir(dir); err != nil {
+		t.Fatalf("SyncDir: %v", err)
 	}
-	defer d.Close()
-	if err := Sync(d); err != nil {
-		t.Fatalf("Sync of a directory: %v", err)
+	if err := SyncDir(filepath.Join(dir, "missing")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("SyncDir of a missing directory: %v, want ErrNotExist", err)
 	}
 }
 

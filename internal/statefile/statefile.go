@@ -49,7 +49,7 @@ func Save(path string, v any) error {
 		os.Remove(tmp.Name())
 		return fmt.Errorf("statefile: save %s: %w", filepath.Base(path), err)
 	}
-	return syncDir(dir)
+	return fsync.SyncDir(dir)
 }
 
 // Load decodes path into v. A missing file returns an error matching
@@ -70,16 +70,4 @@ func Load(path string, v any) error {
 		return fmt.Errorf("%w: %s: %v", ErrCorrupt, filepath.Base(path), err)
 	}
 	return nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = fsync.Sync(d)
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
