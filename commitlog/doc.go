@@ -60,6 +60,11 @@
 // ends there. An abort file exists while the log is open and is removed by a
 // clean Close.
 //
+// Segments are fsynced through their File (Options.OpenFile), the
+// checkpoint and the directory through Options.SyncFile: the owner may make
+// both wait some other way than a blocking system call (broker/store uses
+// internal/fsync's AIO) while this package stays on the standard library.
+//
 // # Recovery
 //
 // Open scans only what the checkpoint does not cover: from the checkpointed
