@@ -1,0 +1,86 @@
+//go:build linux && (amd64 || arm64)
+
+package commitlog
+
+import (
+	"os"
+	"syscall"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/stretchr/testify/require"
+)
+
+// SyscallConn lets the warmer give its advice through a recorded file too.
+func (f *warmFile) SyscallConn() (syscall.RawConn, error) {
+	return f.File.(interface {
+		SyscallConn() (syscall.RawConn, error)
+	}).SyscallConn()
+}
+
+// resident reports how many of the pages of [off, off+n) of the file at
+// path are in the page cache (mincore on a mapping of the file).
+func resident(t *testing.T, path string, off, n int64) int {
+	t.Helper()
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	m, err := syscall.Mmap(int(f.Fd()), off, int(n), syscall.PROT_READ, syscall.MAP_SHARED)
+	require.NoError(t, err)
+	defer syscall.Munmap(m)
+	vec := make([]byte, (n+4095)/4096)
+	_, _, errno := syscall.Syscall(syscall.SYS_MINCORE, uintptr(unsafe.Pointer(&m[0])), uintptr(n), uintptr(unsafe.Pointer(&vec[0])))
+	require.Zero(t, errno)
+	in := 0
+	for _, v := range vec {
+		in += int(v & 1)
+	}
+	return in
+}
+
+// evict drops the file's clean pages from the page cache (POSIX_FADV_DONTNEED).
+func evict(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	const posixFadvDontNeed = 4
+	_, _, errno := syscall.Syscall6(syscall.SYS_FADVISE64, f.Fd(), 0, 0, posixFadvDontNeed, 0, 0)
+	require.Zero(t, errno)
+}
+
+// TestWarm_ReadsBackEvictedPages: warm pages the kernel evicted are read
+// back ahead of the appends, not one page at a time by the appends that
+// write into them (see readAhead).
+func TestWarm_ReadsBackEvictedPages(t *testing.T) {
+	const seg, ahead = 16 << 20, 6 << 20
+	dir := t.TempDir()
+	l, fs := openWarm(t, dir, seg, ahead)
+	defer l.Close()
+	var ws []want
+	for i := 0; i < 4; i++ {
+		ws = append(ws, appendOne(t, l, 25000, uint64(i)))
+	}
+	end := int64(l.Next())
+	path := segmentPath(dir, 0)
+	require.Eventually(t, func() bool {
+		return fs.covered(path, (end+4095)&^4095, end+ahead-warmPiece)
+	}, 10*time.Second, 5*time.Millisecond, "the warmer did not cover [end, end+ahead-1MiB)")
+	require.NoError(t, l.WaitDurable(t.Context(), l.Next()))
+
+	// The warm pages go, as under memory pressure.
+	evict(t, path)
+	next := (end + warmPiece + 64<<10) &^ 4095 // past the appends below
+	require.Zero(t, resident(t, path, next, warmPiece), "precondition: the warm pages are evicted")
+
+	// A piece of appends wakes the warmer, which asks for the pages ahead.
+	for int64(l.Next()) < end+warmPiece+4096 {
+		ws = append(ws, appendOne(t, l, 32<<10, uint64(len(ws))))
+	}
+	require.Less(t, int64(l.Next()), next)
+	require.Eventually(t, func() bool {
+		return resident(t, path, next, warmPiece) == warmPiece/4096
+	}, 10*time.Second, 5*time.Millisecond, "the warm pages ahead of the appends were not read back")
+	requireRecords(t, l, ws)
+}
