@@ -5,7 +5,7 @@
 #   scripts/bench-vs-nats.sh                 # full scale
 #   N=20000 DURABLE_N=2000 REPLAY=100000 ROUNDS=1 scripts/bench-vs-nats.sh   # quick
 #   ROWS="async batch" scripts/bench-vs-nats.sh   # some rows only (durable async
-#                                                 # dedup batch replay e2e disk repl)
+#                                                 # dedup batch replay e2e disk floor repl)
 #   PERF=1 scripts/bench-vs-nats.sh          # also the servers' system calls per
 #                                            # message (perf stat, as root)
 #
@@ -26,7 +26,7 @@ DURABLE_N=${DURABLE_N:-50000} # messages per durable produce run
 REPLAY=${REPLAY:-1000000}   # messages stored, then replayed
 SENDERS=${SENDERS:-128}     # concurrent senders in the durable run
 ROUNDS=${ROUNDS:-3}         # alternating rounds per row
-ROWS=${ROWS:-durable async dedup batch replay e2e disk repl}
+ROWS=${ROWS:-durable async dedup batch replay e2e disk floor repl}
 REPL_N=${REPL_N:-$DURABLE_N} # messages per replicated durable produce run
 row() { [[ " $ROWS " == *" $1 "* ]]; }
 
@@ -54,6 +54,7 @@ else
 fi
 go build -o "$bin/mqbroker" ./cmd/mqbroker
 go build -o "$bin/mqbench" ./cmd/mqbench
+go build -o "$bin/floor" ./scripts/floor
 
 # free_ports N: prints N free TCP ports of 127.0.0.1.
 free_ports() {
@@ -112,6 +113,25 @@ start_sluice() {
 		sleep 0.1
 	done
 	echo "mqbroker did not start: $(cat "$dir/log")" >&2
+	exit 1
+}
+
+# start_floor NAME KIND: starts scripts/floor's server (durable-server or
+# relay) and prints its address; its pid goes to $work/NAME.pid.
+start_floor() {
+	local dir=$work/$1
+	mkdir -p "$dir"
+	"$bin/floor" "$2" --listen 127.0.0.1:0 --dir "$dir" >"$dir/out" 2>"$dir/log" &
+	echo $! >>"$work/pids"
+	echo $! >"$work/$1.pid"
+	for _ in $(seq 100); do
+		if grep -q 'listening on' "$dir/out"; then
+			awk '/listening on/ { print $3 }' "$dir/out"
+			return
+		fi
+		sleep 0.1
+	done
+	echo "floor $2 did not start: $(cat "$dir/log")" >&2
 	exit 1
 }
 
@@ -215,6 +235,7 @@ pair() {
 	rows+=("| $name | $sm | $nm | **$rm** ($lo–$hi) | $scm / $ncm ($(awk -v s="$scm" -v n="$ncm" 'BEGIN { if (n > 0) printf "%.2f", s / n; else print "-" }')) | $ccm / $dcm |$sys")
 	echo "$name: median sluice $sm, nats $nm, ratio $rm ($lo–$hi); server µs/msg $scm / $ncm, client $ccm / $dcm" >&2
 	last_sluice=$sm
+	last_nats=$nm
 }
 median() { printf '%s\n' "$@" | sort -g | awk '{ a[NR] = $1 } END { print (NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2) }'; }
 
@@ -264,6 +285,7 @@ nats_durable() {
 }
 if row durable; then
 	pair "durable produce 1 KiB, $SENDERS senders with a connection each (Sluice sync flush / NATS sync_interval always)" sluice_durable nats_durable produce
+	nats_durable_rate=$last_nats
 	pair "durable produce 1 KiB, $SENDERS sending goroutines sharing one Sluice producer, vs NATS's $SENDERS connections" sluice_durable_shared nats_durable produce
 fi
 
@@ -353,6 +375,65 @@ if row e2e; then
 	e2e=$("$bin/mqbench" e2e -n "$ns_async" -t e2e -g e2e --rate 10000 --duration 10s --json 2>/dev/null)
 fi
 
+# The machine's floor (scripts/floor): the least code that does the work of
+# the durable and e2e rows (frames over TCP, a file, group commit), with
+# Go's standard library and no protocol. Sluice runs side by side with it,
+# alternating as in pair: its figures as a share of what this machine
+# allows, and the targets set against NATS measured against the floor too.
+floor_rows=()
+floor_note=
+if row floor; then
+	floor_d=$(start_floor floor-durable durable-server)
+	floor_r=$(start_floor floor-relay relay)
+	floor_durable() {
+		measured floor-durable "$DURABLE_N" "$bin/floor" durable-client --addr "$floor_d" --conns "$SENDERS" --count "$DURABLE_N" \
+			--size 1024 2>/dev/null | sluice_rate
+	}
+	ss=() ff=() rr=() scpu=() ccpu=() fcpu=() gcpu=()
+	for r in $(seq "$ROUNDS"); do
+		for who in $([ $((r % 2)) = 1 ] && echo "sluice floor" || echo "floor sluice"); do
+			settle produce
+			if [ "$who" = sluice ]; then
+				ss+=("$(sluice_durable "floor-$r")")
+				read -r sc cc _ <"$work/cpu"
+				scpu+=("$sc") ccpu+=("$cc")
+			else
+				ff+=("$(floor_durable)")
+				read -r fc gc _ <"$work/cpu"
+				fcpu+=("$fc") gcpu+=("$gc")
+			fi
+		done
+		rr+=("$(awk -v s="${ss[-1]}" -v f="${ff[-1]}" 'BEGIN { printf "%.2f", s / f }')")
+		echo "durable vs floor, round $r: sluice ${ss[-1]} msgs/s (server $sc µs/msg, client $cc), floor ${ff[-1]} msgs/s (server $fc, client $gc)" >&2
+	done
+	fm=$(median "${ff[@]}")
+	floor_rows+=("| durable produce 1 KiB, $SENDERS senders with a connection each (Sluice sync flush) | $(median "${ss[@]}") | $fm | **$(median "${rr[@]}")** ($(printf '%s\n' "${rr[@]}" | sort -g | head -1)–$(printf '%s\n' "${rr[@]}" | sort -g | tail -1)) | $(median "${scpu[@]}") / $(median "${fcpu[@]}") | $(median "${ccpu[@]}") / $(median "${gcpu[@]}") |")
+	if [ -n "${nats_durable_rate:-}" ]; then
+		floor_note="The floor's durable rate is $(awk -v f="$fm" -v n="$nats_durable_rate" 'BEGIN { printf "%.1f", f / n }')x NATS's median in the durable row ($nats_durable_rate msgs/s)."
+	fi
+	e2e_json() { python3 -c 'import json,sys
+s = sys.stdin.read(); r = json.loads(s[s.index("{"):s.rindex("}") + 1])
+print("%.2f %.2f %.2f %.2f" % (r["latency_p50_ms"], r["latency_p99_ms"], r["latency_p999_ms"], r["latency_max_ms"]))'; }
+	se=() fe=()
+	for r in $(seq "$ROUNDS"); do
+		for who in $([ $((r % 2)) = 1 ] && echo "sluice floor" || echo "floor sluice"); do
+			settle
+			if [ "$who" = sluice ]; then
+				se+=("$("$bin/mqbench" e2e -n "$ns_async" -t "e2e-floor-$r" -g "e2e-floor-$r" --rate 10000 --duration 10s --json 2>/dev/null | e2e_json)")
+			else
+				fe+=("$("$bin/floor" e2e --addr "$floor_r" --rate 10000 --duration 10s --size 1024 2>/dev/null | e2e_json)")
+			fi
+		done
+		echo "e2e vs floor, round $r: sluice p50 p99 p999 max ${se[-1]} ms, floor ${fe[-1]} ms" >&2
+	done
+	# col N FIELD...: the median of field N of each.
+	col() { local n=$1; shift; median $(printf '%s\n' "$@" | awk -v n="$n" '{ print $n }'); }
+	for s in floor-durable floor-relay; do
+		kill "$(cat "$work/$s.pid")" 2>/dev/null || true
+	done
+	floor_rows+=("| end to end at 10,000 msgs/s: p50 / p99 / p999 ms (medians of the rounds) | $(col 1 "${se[@]}") / $(col 2 "${se[@]}") / $(col 3 "${se[@]}") | $(col 1 "${fe[@]}") / $(col 2 "${fe[@]}") / $(col 3 "${fe[@]}") | | | |")
+fi
+
 # The replicated rows: three Sluice brokers (a SYNC_MASTER and two slaves:
 # a send is acknowledged once a slave has it) against a three-node NATS
 # JetStream cluster with a stream of 3 replicas (acknowledged once a
@@ -436,4 +517,16 @@ print("p50 %.2f ms, p99 %.2f ms, p999 %.2f ms, max %.2f ms (%d msgs)" % (r["late
 if s:
     print("send to store p99 %.2f ms, p999 %.2f ms; store to delivery p99 %.2f ms, p999 %.2f ms (store timestamps in ms: each part off by up to 1 ms)" % (s["to_store_p99_ms"], s["to_store_p999_ms"], s["from_store_p99_ms"], s["from_store_p999_ms"]))
     print("mqbench itself: %d GC pauses, max %.2f ms; its runnable goroutines waited p99 %.2f ms, p999 %.2f ms" % (s["client_gc_pauses"], s["client_gc_pause_max_ms"], s["client_sched_latency_p99_ms"], s["client_sched_latency_p999_ms"]))'
+fi
+if [ ${#floor_rows[@]} -gt 0 ]; then
+	echo
+	echo "Against the machine's floor (scripts/floor: frames over TCP into a file, Go's standard library, no protocol), alternating as above:"
+	echo
+	echo "| work | Sluice | floor | Sluice / floor | server CPU µs/msg, Sluice / floor | client CPU µs/msg, Sluice / floor |"
+	echo "|---|---|---|---|---|---|"
+	printf '%s\n' "${floor_rows[@]}"
+	if [ -n "$floor_note" ]; then
+		echo
+		echo "$floor_note"
+	fi
 fi
