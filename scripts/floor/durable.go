@@ -33,30 +33,19 @@ type waiter struct {
 
 func startDurable(ln net.Listener, f *os.File) *durable {
 	d := &durable{ln: ln, f: f, kick: make(chan struct{}, 1), quit: make(chan struct{}), conns: map[net.Conn]struct{}{}}
-	d.wg.Add(2)
-	go d.accept()
+	d.wg.Add(1)
 	go d.syncer()
-	return d
-}
-
-func (d *durable) accept() {
-	defer d.wg.Done()
-	for {
-		c, err := d.ln.Accept()
-		if err != nil {
-			return
-		}
+	acceptLoop(ln, &d.wg, func(c net.Conn) {
 		d.mu.Lock()
 		d.conns[c] = struct{}{}
 		d.mu.Unlock()
-		d.wg.Add(1)
-		go d.read(c)
-	}
+		d.read(c)
+	})
+	return d
 }
 
 // read appends each frame of c and leaves its answer to the syncer.
 func (d *durable) read(c net.Conn) {
-	defer d.wg.Done()
 	defer func() {
 		d.mu.Lock()
 		delete(d.conns, c)

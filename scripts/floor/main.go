@@ -37,6 +37,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -110,6 +111,26 @@ func serve(kind, listen, dir string) error {
 	<-sig
 	s.Close()
 	return nil
+}
+
+// acceptLoop accepts connections on ln until it is closed, each handled
+// by its own goroutine; wg counts the loop and the handlers.
+func acceptLoop(ln net.Listener, wg *sync.WaitGroup, handle func(net.Conn)) {
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				handle(c)
+			}()
+		}
+	}()
 }
 
 // readFrame reads one frame into buf (grown as needed) and returns it.

@@ -31,26 +31,12 @@ type relay struct {
 
 func startRelay(ln net.Listener, f *os.File) *relay {
 	r := &relay{ln: ln, f: f}
-	r.wg.Add(1)
-	go r.accept()
+	acceptLoop(ln, &r.wg, r.join)
 	return r
-}
-
-func (r *relay) accept() {
-	defer r.wg.Done()
-	for {
-		c, err := r.ln.Accept()
-		if err != nil {
-			return
-		}
-		r.wg.Add(1)
-		go r.join(c)
-	}
 }
 
 // join reads c's role and starts a session once both sides are there.
 func (r *relay) join(c net.Conn) {
-	defer r.wg.Done()
 	var role [1]byte
 	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	if _, err := io.ReadFull(c, role[:]); err != nil || (role[0] != 'p' && role[0] != 'c') {
