@@ -121,7 +121,7 @@ start_sluice() {
 start_floor() {
 	local dir=$work/$1
 	mkdir -p "$dir"
-	"$bin/floor" "$2" --listen 127.0.0.1:0 --dir "$dir" >"$dir/out" 2>"$dir/log" &
+	"$bin/floor" "$2" --listen 127.0.0.1:0 --dir "$dir" --prealloc $((1 << 30)) >"$dir/out" 2>"$dir/log" &
 	echo $! >>"$work/pids"
 	echo $! >"$work/$1.pid"
 	for _ in $(seq 100); do

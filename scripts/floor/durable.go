@@ -23,6 +23,7 @@ type durable struct {
 	next    int64 // the file's end: where the next frame goes
 	waiters []waiter
 	conns   map[net.Conn]struct{}
+	closed  bool
 }
 
 // waiter is a frame appended and not yet answered.
@@ -37,6 +38,11 @@ func startDurable(ln net.Listener, f *os.File) *durable {
 	go d.syncer()
 	acceptLoop(ln, &d.wg, func(c net.Conn) {
 		d.mu.Lock()
+		if d.closed {
+			d.mu.Unlock()
+			c.Close()
+			return
+		}
 		d.conns[c] = struct{}{}
 		d.mu.Unlock()
 		d.read(c)
@@ -63,7 +69,7 @@ func (d *durable) read(c net.Conn) {
 		at := d.next
 		if _, err := d.f.WriteAt(b, at); err != nil {
 			d.mu.Unlock()
-			fmt.Println("floor: write:", err)
+			fmt.Fprintln(os.Stderr, "floor: write:", err)
 			return
 		}
 		d.next += int64(len(b))
@@ -92,7 +98,7 @@ func (d *durable) syncer() {
 		d.waiters = nil
 		d.mu.Unlock()
 		if err := d.f.Sync(); err != nil {
-			fmt.Println("floor: sync:", err)
+			fmt.Fprintln(os.Stderr, "floor: sync:", err)
 			return
 		}
 		for _, w := range ws {
@@ -108,6 +114,7 @@ func (d *durable) Close() {
 	d.ln.Close()
 	close(d.quit)
 	d.mu.Lock()
+	d.closed = true
 	for c := range d.conns {
 		c.Close()
 	}

@@ -48,6 +48,26 @@ func TestDurable(t *testing.T) {
 	require.EqualValues(t, 400*1024, st.Size())
 }
 
+// TestDurable_Preallocated: the sends go into the fallocated space, which
+// the file keeps.
+func TestDurable_Preallocated(t *testing.T) {
+	f, err := openFile(filepath.Join(t.TempDir(), "log"), 4<<20)
+	require.NoError(t, err)
+	defer f.Close()
+	ln := listen(t)
+	d := startDurable(ln, f)
+	defer d.Close()
+	rep, err := durableClient(ln.Addr().String(), 2, 100, 1024)
+	require.NoError(t, err)
+	require.EqualValues(t, 100, rep.Messages)
+	st, err := f.Stat()
+	require.NoError(t, err)
+	require.EqualValues(t, 4<<20, st.Size())
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	require.EqualValues(t, 100*1024, d.next, "the frames go from the file's start")
+}
+
 // TestDurable_EarlyAnswer: the client refuses an answer that says its send
 // was not synced yet.
 func TestDurable_EarlyAnswer(t *testing.T) {

@@ -8,7 +8,8 @@
 //	floor durable-client --addr ADDR --conns 128 --count N --size 1024
 //
 // The durable pair is a send that is answered once on disk, each connection
-// with one in flight: the server appends each frame to a file (pwrite), one
+// with one in flight: the server appends each frame to a file (pwrite; with
+// --prealloc, into space fallocated at start, as Sluice's segments), one
 // goroutine fdatasyncs what has been appended (group commit) and then
 // answers every frame it covered. An answer carries the frame's end and the
 // synced end; the client fails if one came before its frame was synced.
@@ -60,12 +61,13 @@ func main() {
 	size := fs.Int("size", 1024, "bytes a message")
 	rate := fs.Int("rate", 10000, "messages a second")
 	dur := fs.Duration("duration", 10*time.Second, "how long to send")
+	prealloc := fs.Int64("prealloc", 0, "bytes of the server's file to preallocate (fallocate) at start, as Sluice's segments are")
 	_ = fs.Parse(args)
 	var out any
 	var err error
 	switch cmd {
 	case "durable-server", "relay":
-		err = serve(cmd, *listen, *dir)
+		err = serve(cmd, *listen, *dir, *prealloc)
 	case "durable-client":
 		out, err = durableClient(*addr, *conns, *count, *size)
 	case "e2e":
@@ -89,8 +91,8 @@ func usage() {
 }
 
 // serve runs a server until SIGINT or SIGTERM.
-func serve(kind, listen, dir string) error {
-	f, err := os.OpenFile(filepath.Join(dir, "floor-"+kind), os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o644)
+func serve(kind, listen, dir string, prealloc int64) error {
+	f, err := openFile(filepath.Join(dir, "floor-"+kind), prealloc)
 	if err != nil {
 		return err
 	}
@@ -111,6 +113,22 @@ func serve(kind, listen, dir string) error {
 	<-sig
 	s.Close()
 	return nil
+}
+
+// openFile creates the server's file afresh, with prealloc bytes
+// fallocated (none if 0).
+func openFile(path string, prealloc int64) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if prealloc > 0 {
+		if err := syscall.Fallocate(int(f.Fd()), 0, 0, prealloc); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("preallocate %d bytes of %s: %w", prealloc, path, err)
+		}
+	}
+	return f, nil
 }
 
 // acceptLoop accepts connections on ln until it is closed, each handled

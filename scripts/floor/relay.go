@@ -81,7 +81,7 @@ func (r *relay) session(p, c net.Conn) {
 		r.off += int64(len(b))
 		r.mu.Unlock()
 		if _, err := r.f.WriteAt(b, at); err != nil {
-			fmt.Println("floor: write:", err)
+			fmt.Fprintln(os.Stderr, "floor: write:", err)
 			return
 		}
 		if _, err := p.Write(ack); err != nil {
