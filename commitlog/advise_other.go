@@ -3,4 +3,4 @@
 package commitlog
 
 // willNeed: no read-ahead advice on this platform.
-func willNeed(File, int64, int64) bool { return false }
+func willNeed(File, int64, int64) {}

@@ -163,13 +163,8 @@ func (w *warmer) warmPiece() bool {
 var zeroPiece = make([]byte, warmPiece)
 
 // readAheadSize is how far past the log's end the warmer asks the kernel to
-// keep warm pages in the page cache (readAhead), adviceChunk bytes a call:
-// Linux reads at most max(read_ahead_kb, the device's largest request) for
-// one POSIX_FADV_WILLNEED (force_page_cache_ra), 128 KiB on many disks.
-const (
-	readAheadSize = 2 * warmPiece
-	adviceChunk   = 64 << 10
-)
+// keep warm pages in the page cache (readAhead).
+const readAheadSize = 2 * warmPiece
 
 // readAhead asks the kernel to read back the warm pages just past the log's
 // end that it may have evicted (they are clean once fsynced, the first the
@@ -178,8 +173,8 @@ const (
 // appender holds the put lock: 16 MiB of warm space evicted at once (a
 // page cache drop before each benchmark run) cost 16 MB of 4 KiB reads on
 // the put path and a third of the durable row's throughput. The advice is
-// readAheadSize/adviceChunk system calls per piece the log grows, and no
-// I/O while the pages are cached.
+// a few system calls per piece the log grows (willNeed), and no I/O while
+// the pages are cached.
 func (w *warmer) readAhead() {
 	if w.f == nil || w.ioErr {
 		return
@@ -189,10 +184,8 @@ func (w *warmer) readAhead() {
 	if lo < w.seg.base {
 		return // NB: w.seg is already the next segment; the appends are not there yet
 	}
-	for ; lo < hi; lo += adviceChunk {
-		if !willNeed(w.f, int64(lo-w.seg.base), int64(min(adviceChunk, hi-lo))) {
-			return
-		}
+	if lo < hi {
+		willNeed(w.f, int64(lo-w.seg.base), int64(hi-lo))
 	}
 }
 

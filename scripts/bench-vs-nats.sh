@@ -185,9 +185,13 @@ rows=()
 # times, alternating, settling (KIND produce or replay) before each run;
 # the row gives the medians and the median of the rounds' ratios with
 # their range (the machine is shared: one round proves little), and the
-# medians of the servers' and clients' CPU per message.
+# medians of the servers' and clients' CPU per message. The other side is
+# NATS unless PAIR_OTHER names it, and the row goes to the array PAIR_ROWS
+# names (rows by default).
 pair() {
 	local name=$1 sf=$2 nf=$3 kind=$4 ss=() nn=() rr=() scpu=() ccpu=() ncpu=() dcpu=() ssys=() nsys=() s n r
+	local other=${PAIR_OTHER:-nats}
+	local -n out=${PAIR_ROWS:-rows}
 	for r in $(seq "$ROUNDS"); do
 		# NB: who goes first alternates (Sluice in odd rounds, NATS in
 		# even ones): a run right after heavy writes pays for them (see
@@ -216,7 +220,7 @@ pair() {
 		ssys+=("$ss_")
 		nsys+=("$ns_")
 		rr+=("$(awk -v s="$s" -v n="$n" 'BEGIN { if (n > 0) printf "%.2f", s / n; else print 0 }')")
-		echo "$name, round $r: sluice $s msgs/s (server $sc µs/msg, client $cc), nats $n msgs/s (server $nc µs/msg, client $dc)" >&2
+		echo "$name, round $r: sluice $s msgs/s (server $sc µs/msg, client $cc), $other $n msgs/s (server $nc µs/msg, client $dc)" >&2
 	done
 	local sm nm rm lo hi scm ccm ncm dcm
 	sm=$(median "${ss[@]}")
@@ -232,8 +236,8 @@ pair() {
 	if [ "${PERF:-0}" = 1 ]; then
 		sys=" $(median "${ssys[@]}") / $(median "${nsys[@]}") |"
 	fi
-	rows+=("| $name | $sm | $nm | **$rm** ($lo–$hi) | $scm / $ncm ($(awk -v s="$scm" -v n="$ncm" 'BEGIN { if (n > 0) printf "%.2f", s / n; else print "-" }')) | $ccm / $dcm |$sys")
-	echo "$name: median sluice $sm, nats $nm, ratio $rm ($lo–$hi); server µs/msg $scm / $ncm, client $ccm / $dcm" >&2
+	out+=("| $name | $sm | $nm | **$rm** ($lo–$hi) | $scm / $ncm ($(awk -v s="$scm" -v n="$ncm" 'BEGIN { if (n > 0) printf "%.2f", s / n; else print "-" }')) | $ccm / $dcm |$sys")
+	echo "$name: median sluice $sm, $other $nm, ratio $rm ($lo–$hi); server µs/msg $scm / $ncm, client $ccm / $dcm" >&2
 	last_sluice=$sm
 	last_nats=$nm
 }
@@ -389,27 +393,11 @@ if row floor; then
 		measured floor-durable "$DURABLE_N" "$bin/floor" durable-client --addr "$floor_d" --conns "$SENDERS" --count "$DURABLE_N" \
 			--size 1024 2>/dev/null | sluice_rate
 	}
-	ss=() ff=() rr=() scpu=() ccpu=() fcpu=() gcpu=()
-	for r in $(seq "$ROUNDS"); do
-		for who in $([ $((r % 2)) = 1 ] && echo "sluice floor" || echo "floor sluice"); do
-			settle produce
-			if [ "$who" = sluice ]; then
-				ss+=("$(sluice_durable "floor-$r")")
-				read -r sc cc _ <"$work/cpu"
-				scpu+=("$sc") ccpu+=("$cc")
-			else
-				ff+=("$(floor_durable)")
-				read -r fc gc _ <"$work/cpu"
-				fcpu+=("$fc") gcpu+=("$gc")
-			fi
-		done
-		rr+=("$(awk -v s="${ss[-1]}" -v f="${ff[-1]}" 'BEGIN { printf "%.2f", s / f }')")
-		echo "durable vs floor, round $r: sluice ${ss[-1]} msgs/s (server $sc µs/msg, client $cc), floor ${ff[-1]} msgs/s (server $fc, client $gc)" >&2
-	done
-	fm=$(median "${ff[@]}")
-	floor_rows+=("| durable produce 1 KiB, $SENDERS senders with a connection each (Sluice sync flush) | $(median "${ss[@]}") | $fm | **$(median "${rr[@]}")** ($(printf '%s\n' "${rr[@]}" | sort -g | head -1)–$(printf '%s\n' "${rr[@]}" | sort -g | tail -1)) | $(median "${scpu[@]}") / $(median "${fcpu[@]}") | $(median "${ccpu[@]}") / $(median "${gcpu[@]}") |")
+	sluice_durable_floor() { sluice_durable "floor-$1"; }
+	PAIR_OTHER=floor PAIR_ROWS=floor_rows pair "durable produce 1 KiB, $SENDERS senders with a connection each (Sluice sync flush)" \
+		sluice_durable_floor floor_durable produce
 	if [ -n "${nats_durable_rate:-}" ]; then
-		floor_note="The floor's durable rate is $(awk -v f="$fm" -v n="$nats_durable_rate" 'BEGIN { printf "%.1f", f / n }')x NATS's median in the durable row ($nats_durable_rate msgs/s)."
+		floor_note="The floor's durable rate is $(awk -v f="$last_nats" -v n="$nats_durable_rate" 'BEGIN { printf "%.1f", f / n }')x NATS's median in the durable row ($nats_durable_rate msgs/s)."
 	fi
 	e2e_json() { python3 -c 'import json,sys
 s = sys.stdin.read(); r = json.loads(s[s.index("{"):s.rindex("}") + 1])
@@ -522,8 +510,13 @@ if [ ${#floor_rows[@]} -gt 0 ]; then
 	echo
 	echo "Against the machine's floor (scripts/floor: frames over TCP into a file, Go's standard library, no protocol), alternating as above:"
 	echo
-	echo "| work | Sluice | floor | Sluice / floor | server CPU µs/msg, Sluice / floor | client CPU µs/msg, Sluice / floor |"
-	echo "|---|---|---|---|---|---|"
+	if [ "${PERF:-0}" = 1 ]; then
+		echo "| work | Sluice | floor | Sluice / floor | server CPU µs/msg, Sluice / floor (ratio) | client CPU µs/msg, Sluice / floor | server syscalls/msg, Sluice / floor |"
+		echo "|---|---|---|---|---|---|---|"
+	else
+		echo "| work | Sluice | floor | Sluice / floor | server CPU µs/msg, Sluice / floor (ratio) | client CPU µs/msg, Sluice / floor |"
+		echo "|---|---|---|---|---|---|"
+	fi
 	printf '%s\n' "${floor_rows[@]}"
 	if [ -n "$floor_note" ]; then
 		echo

@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -21,8 +22,9 @@ type relay struct {
 	f  *os.File
 	wg sync.WaitGroup
 
+	off atomic.Int64 // the file's end
+
 	mu     sync.Mutex
-	off    int64      // the file's end
 	waitP  net.Conn   // a producer waiting for its consumer
 	waitC  net.Conn   // a consumer waiting for its producer
 	conns  []net.Conn // every connection, closed by Close
@@ -68,7 +70,7 @@ func (r *relay) session(p, c net.Conn) {
 	defer r.wg.Done()
 	defer p.Close()
 	defer c.Close()
-	var buf []byte
+	var buf, out []byte
 	ack := make([]byte, 8)
 	for {
 		b, err := readFrame(p, buf)
@@ -76,10 +78,7 @@ func (r *relay) session(p, c net.Conn) {
 			return
 		}
 		buf = b
-		r.mu.Lock()
-		at := r.off
-		r.off += int64(len(b))
-		r.mu.Unlock()
+		at := r.off.Add(int64(len(b))) - int64(len(b))
 		if _, err := r.f.WriteAt(b, at); err != nil {
 			fmt.Fprintln(os.Stderr, "floor: write:", err)
 			return
@@ -87,8 +86,9 @@ func (r *relay) session(p, c net.Conn) {
 		if _, err := p.Write(ack); err != nil {
 			return
 		}
-		out := frame(len(b)) // NB: one write for the length and the message
-		copy(out[4:], b)
+		// NB: one write for the length and the message
+		out = binary.BigEndian.AppendUint32(out[:0], uint32(len(b)))
+		out = append(out, b...)
 		if _, err := c.Write(out); err != nil {
 			return
 		}
