@@ -9,6 +9,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -37,6 +38,18 @@ func resident(t *testing.T, path string, off, n int64) int {
 		in += int(v & 1)
 	}
 	return in
+}
+
+// firstMissing returns the first page of [off, off+n) of the file at path
+// that is not in the page cache, -1 if none.
+func firstMissing(t *testing.T, path string, off, n int64) int64 {
+	t.Helper()
+	for p := off; p < off+n; p += 4096 {
+		if resident(t, path, p, 4096) == 0 {
+			return p
+		}
+	}
+	return -1
 }
 
 // evict drops the file's clean pages from the page cache (POSIX_FADV_DONTNEED).
@@ -107,9 +120,14 @@ func TestWarm_ReadsBackEvictedPages(t *testing.T) {
 		}
 		next := (int64(l.Next()) + 4095) &^ 4095
 		require.LessOrEqual(t, next+warmPiece, gone+readAheadSize, "the pages checked were evicted")
-		require.Eventually(t, func() bool {
-			return resident(t, path, next, warmPiece-4096) == warmPiece/4096-1
-		}, 10*time.Second, 5*time.Millisecond, "the warm pages ahead of the appends were not read back (log end %d)", l.Next())
+		in := 0
+		if !assert.Eventually(t, func() bool {
+			in = resident(t, path, next, warmPiece-4096)
+			return in == warmPiece/4096-1
+		}, 10*time.Second, 5*time.Millisecond) {
+			t.Fatalf("the warm pages ahead of the appends were not read back: %d of %d resident, the first missing at %d; log end %d, the warmer's next wake at %d",
+				in, warmPiece/4096-1, firstMissing(t, path, next, warmPiece-4096), l.Next(), l.warm.wakeAt.Load())
+		}
 	}
 	requireRecords(t, l, ws)
 }

@@ -79,13 +79,20 @@ func (w *warmer) loop() {
 			return
 		case <-w.kick:
 		}
-		w.readAhead()
+		advised := w.readAhead()
 		for w.warmPiece() {
 			select {
 			case <-w.l.quit:
 				return
 			default:
 			}
+		}
+		// NB: warmPiece set the next wake from the log end it saw, which
+		// appends may have moved past the one advised from: advised again
+		// from at least that end, the advice reaches past wakeAt + 1 MiB,
+		// where the next wake advises again.
+		if Offset(w.intent.Load()) != advised {
+			w.readAhead()
 		}
 	}
 }
@@ -175,18 +182,21 @@ const readAheadSize = 2 * warmPiece
 // the put path and a third of the durable row's throughput. The advice is
 // a few system calls per piece the log grows (willNeed), and no I/O while
 // the pages are cached.
-func (w *warmer) readAhead() {
-	if w.f == nil || w.ioErr {
-		return
-	}
+//
+// It returns the log end it advised from.
+func (w *warmer) readAhead() Offset {
 	intent := Offset(w.intent.Load())
+	if w.f == nil || w.ioErr {
+		return intent
+	}
 	lo, hi := intent&^4095, min(w.upTo, intent+readAheadSize)
 	if lo < w.seg.base {
-		return // NB: w.seg is already the next segment; the appends are not there yet
+		return intent // NB: w.seg is already the next segment; the appends are not there yet
 	}
 	if lo < hi {
 		willNeed(w.f, int64(lo-w.seg.base), int64(hi-lo))
 	}
+	return intent
 }
 
 // giveUp stops warming the current segment. Warming only ever writes zeros
