@@ -41,7 +41,9 @@
 // big-endian, TOTALSIZE counting the whole record. MAGICCODE is RecordMagic
 // (0xDAA320A7, RocketMQ's v1 message) or BlankMagic (0xCBD43194). Deeper
 // checks (field lengths, physical offset, body CRC) are injected through
-// Options.Validate; internal/message provides them for Sluice's records.
+// Options.Validate; internal/message provides them for Sluice's records. A
+// Scanner can be given its own (Validating), to check and read a record in
+// one pass.
 //
 // A record is placed in the current segment only if TOTALSIZE+8 is at most the
 // bytes left in it, so there is always room for a blank filler: when a record

@@ -327,3 +327,33 @@ func TestLog_SyncFile(t *testing.T) {
 	appendOne(t, l, 100, 2)
 	require.ErrorIs(t, l.Close(), syscall.EIO)
 }
+
+// TestScanner_Validating: a scanner given its own check uses it in place
+// of Options.Validate, with the record's offset and the same full flag;
+// other scanners keep the log's.
+func TestScanner_Validating(t *testing.T) {
+	l := mustOpen(t, t.TempDir(), testOptions(1<<20))
+	defer l.Close()
+	ws := appendSizes(t, l, []int{100, 200, 300}, 1)
+	var seen []Offset
+	s := l.NewScanner(0, false).Validating(func(rec []byte, at Offset, full bool) error {
+		require.False(t, full)
+		seen = append(seen, at)
+		if at == ws[1].at {
+			return errors.New("refused")
+		}
+		return nil
+	})
+	require.True(t, s.Scan())
+	require.False(t, s.Scan())
+	var ce *CorruptionError
+	require.ErrorAs(t, s.Err(), &ce)
+	require.Equal(t, ws[1].at, ce.Offset)
+	require.Contains(t, ce.Reason, "refused")
+	require.Equal(t, []Offset{ws[0].at, ws[1].at}, seen)
+
+	n := 0
+	for d := l.NewScanner(0, false); d.Scan(); n++ {
+	}
+	require.Equal(t, 3, n, "the log's own check for the others")
+}

@@ -46,7 +46,7 @@ func (s *Store) dispatchLoop() {
 	defer s.wg.Done()
 	syncMode := s.cfg.SyncFlush()
 	s.dispMu.Lock()
-	s.dispSc = s.log.NewScanner(commitlog.Offset(s.dispatched.Load()), syncMode)
+	s.dispSc = s.log.NewScanner(commitlog.Offset(s.dispatched.Load()), syncMode).Validating(s.validateForDispatch)
 	s.dispMu.Unlock()
 	for {
 		var durable <-chan struct{}
@@ -186,7 +186,7 @@ func (s *Store) dispatch(sc *commitlog.Scanner) error {
 // key index error does not fail it: the index is marked degraded and caught
 // up later (catchUpIndex).
 func (s *Store) dispatchRecord(at int64, rec []byte) error {
-	di, err := message.ReadDispatchInfo(rec)
+	di, err := s.scannedInfo(at, rec)
 	if err != nil {
 		return fmt.Errorf("store: dispatch record at %d: %w", at, err)
 	}
@@ -209,6 +209,38 @@ func (s *Store) dispatchRecord(at int64, rec []byte) error {
 		}
 	}
 	return nil
+}
+
+// validateForDispatch is the loop's scanner's check of a record: the
+// log's own (Options.Validate: the structure, and its offset) and the
+// reading of its DispatchInfo in one pass, which dispatchRecord then
+// takes (scannedInfo). Checked and then read apart, a record was parsed
+// twice: 2.3% of the broker's CPU on async 128 B sends (a Go profile).
+// REQUIRES: the dispatching goroutine.
+func (s *Store) validateForDispatch(rec []byte, at commitlog.Offset, full bool) error {
+	s.scannedAt = -1
+	if full {
+		return message.Validate(rec, int64(at), s.cfg.CheckCRCOnRecover)
+	}
+	di, err := message.ValidateDispatchInfo(rec, int64(at))
+	if err != nil {
+		return err
+	}
+	s.scanned, s.scannedAt = di, int64(at)
+	return nil
+}
+
+// scannedInfo returns the DispatchInfo of the record at at: the one the
+// scanner read while checking it, or read now (a scanner without
+// validateForDispatch: Open's).
+// REQUIRES: the dispatching goroutine; rec is the scanner's current record.
+func (s *Store) scannedInfo(at int64, rec []byte) (message.DispatchInfo, error) {
+	if at == s.scannedAt {
+		s.scannedAt = -1
+		return s.scanned, nil
+	}
+	s.reparsed++
+	return message.ReadDispatchInfo(rec)
 }
 
 // indexRecord puts the keys of one record into the key index, unless the

@@ -26,7 +26,8 @@
 //
 // One dispatcher goroutine tails the commitlog with a Scanner (only its
 // durable part in sync mode, so a consumer never sees a message that is not
-// on disk), reads the few fields it needs from each record, writes a consume
+// on disk), reads the few fields it needs from each record (in the same
+// pass as the scanner's check of the record: Scanner.Validating), writes a consume
 // queue entry (NOT and COMMIT messages only) and key index entries, then
 // calls the arrival listeners that long polling hangs on. It wakes on a kick
 // from Put (async mode) or on the commitlog's durability signal (sync mode);

@@ -106,6 +106,9 @@ type Store struct {
 	inlineDispatches atomic.Int64       // passes run by puts (tests)
 	// Dispatcher-owned.
 	indexFrom int64                                    // records below are already in the key index
+	scanned   message.DispatchInfo                     // read by the loop's scanner's check (validateForDispatch)
+	scannedAt int64                                    // the record scanned is at; -1: none
+	reparsed  int                                      // records dispatched without scanned (tests)
 	queues    map[string]map[int32]*consumequeue.Queue // cache of consume queues by topic and id
 
 	listenMu  sync.RWMutex
@@ -162,6 +165,7 @@ func Open(cfg conf.Store, opts Options) (*Store, error) {
 		dedup:     newDedupWindow(opts.Dedup, opts.Now),
 	}
 	s.disk.used.Store(math.Float64bits(-1))
+	s.scannedAt = -1
 	if err := s.open(); err != nil {
 		s.closeFiles()
 		return nil, err

@@ -528,3 +528,45 @@ func TestStore_SubmitMany(t *testing.T) {
 	r := mustPut(t, s, msg("t0", 0, "after"))
 	require.Equal(t, next["t0/0"], r.QueueOffset, "Put continues after Submit")
 }
+
+// TestDispatch_ParsesOnce: the loop's scanner reads each record's
+// DispatchInfo while it checks the record, and the dispatcher takes it
+// from there (no second parse), singles and batches, async and sync; the
+// queues and keys are as ever.
+func TestDispatch_ParsesOnce(t *testing.T) {
+	for _, flush := range []string{conf.FlushAsync, conf.FlushSync} {
+		t.Run(flush, func(t *testing.T) {
+			c := testConf(t.TempDir())
+			c.Flush = flush
+			c.SegmentSize = 64 << 10 // NB: blanks at segment ends
+			s := mustOpen(t, c, testOpts())
+			defer s.Close()
+			for i := range 300 {
+				mustPut(t, s, msg("t", int32(i%2), fmt.Sprint(i), message.PropKeys, fmt.Sprint("k", i)))
+			}
+			r := s.PutBatch(context.Background(), &Batch{Template: *msg("t", 0, ""), Items: []message.BatchItem{
+				{Body: []byte("b0")}, {Body: []byte("b1"), Properties: "KEYS\x01kb1"}}})
+			require.Equal(t, PutOK, r.Status, r.Remark)
+			waitDispatched(t, s)
+			s.dispMu.Lock()
+			reparsed := s.reparsed
+			s.dispMu.Unlock()
+			require.Zero(t, reparsed, "records parsed again after their check")
+			require.Equal(t, oddBodies(300), bodies(t, get(t, s, "t", 1, 0, 200).Body))
+			require.Equal(t, []string{"298", "b0", "b1"}, bodies(t, get(t, s, "t", 0, 149, 3).Body))
+			for _, k := range []string{"k0", "k151", "k299", "kb1"} {
+				recs, err := s.QueryByKey("t", k, 0, time.Now().UnixMilli()+1000, 2)
+				require.NoError(t, err)
+				require.Len(t, recs, 1, k)
+			}
+		})
+	}
+}
+
+func oddBodies(n int) []string {
+	var out []string
+	for i := 1; i < n; i += 2 {
+		out = append(out, fmt.Sprint(i))
+	}
+	return out
+}

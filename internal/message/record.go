@@ -145,6 +145,21 @@ func parse(rec []byte) ([]byte, span, error) {
 	return rec, s, err
 }
 
+// parseAt is parse for a record that must say it is at at
+// (PHYSICALOFFSET), checked between the header and the lengths.
+func parseAt(rec []byte, at int64) ([]byte, span, error) {
+	size, err := checkHeader(rec)
+	if err != nil {
+		return nil, span{}, err
+	}
+	rec = rec[:size]
+	if pos := getI64(rec, OffPhysicalOffset); pos != at {
+		return nil, span{}, fmt.Errorf("%w: PHYSICALOFFSET %d, but the record is at %d", ErrMalformed, pos, at)
+	}
+	s, err := checkLengths(rec)
+	return rec, s, err
+}
+
 // Decode decodes the v1 record at the start of rec. rec may extend past the
 // record (a pull body, a read buffer); the record is TotalSize bytes. Decode
 // checks the structure (magic, TOTALSIZE, lengths, host ports) but not
@@ -188,15 +203,7 @@ func Decode(rec []byte) (Record, error) {
 // record is valid. INVARIANT: Validate(rec, at, c) == nil implies Decode(rec)
 // and ReadDispatchInfo(rec) succeed.
 func Validate(rec []byte, at int64, checkCRC bool) error {
-	size, err := checkHeader(rec)
-	if err != nil {
-		return err
-	}
-	rec = rec[:size]
-	if pos := getI64(rec, OffPhysicalOffset); pos != at {
-		return fmt.Errorf("%w: PHYSICALOFFSET %d, but the record is at %d", ErrMalformed, pos, at)
-	}
-	s, err := checkLengths(rec)
+	rec, s, err := parseAt(rec, at)
 	if err != nil {
 		return err
 	}
@@ -249,6 +256,22 @@ func ReadDispatchInfo(rec []byte) (DispatchInfo, error) {
 	if err != nil {
 		return DispatchInfo{}, err
 	}
+	return dispatchInfo(rec, s), nil
+}
+
+// ValidateDispatchInfo is Validate(rec, at, false) and ReadDispatchInfo in
+// one pass over the record's structure: the same checks, in the same
+// order, with the same errors (TestValidateDispatchInfo).
+func ValidateDispatchInfo(rec []byte, at int64) (DispatchInfo, error) {
+	rec, s, err := parseAt(rec, at)
+	if err != nil {
+		return DispatchInfo{}, err
+	}
+	return dispatchInfo(rec, s), nil
+}
+
+// dispatchInfo reads the DispatchInfo of rec, whose structure s is.
+func dispatchInfo(rec []byte, s span) DispatchInfo {
 	d := DispatchInfo{
 		Topic:          rec[s.topic:s.topicEnd:s.topicEnd],
 		QueueID:        getI32(rec, OffQueueID),
@@ -282,7 +305,7 @@ func ReadDispatchInfo(rec []byte) (DispatchInfo, error) {
 	}
 	d.TagsCode = int64(javaHash(0, tags))
 	d.DelayLevel = parseInt32(delay)
-	return d, nil
+	return d
 }
 
 // parseInt32 parses an optionally signed decimal int32, returning 0 for

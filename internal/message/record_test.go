@@ -3,6 +3,7 @@ package message
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
@@ -297,6 +298,42 @@ func TestReadDispatchInfo(t *testing.T) {
 	}
 }
 
+// TestValidateDispatchInfo: one pass does what Validate (without the CRC)
+// and ReadDispatchInfo do: for records valid and damaged (any header or
+// length byte changed, cut short, at another offset), the same error or
+// none, and the same DispatchInfo.
+func TestValidateDispatchInfo(t *testing.T) {
+	m := sampleMessage()
+	m.Properties = "KEYS\x01k1 k2\x02TAGS\x01TagA\x02DELAY\x013\x02UNIQ_KEY\x01U1"
+	m.BornHost = netip.MustParseAddrPort("[2001:db8::1]:1")
+	good := encodeT(t, &m, 9, 1234)
+	check := func(rec []byte, at int64, what string) {
+		t.Helper()
+		want := Validate(rec, at, false)
+		got, err := ValidateDispatchInfo(rec, at)
+		if want != nil {
+			require.EqualError(t, err, want.Error(), what)
+			return
+		}
+		require.NoError(t, err, what)
+		read, err := ReadDispatchInfo(rec)
+		require.NoError(t, err, what)
+		require.Equal(t, read, got, what)
+	}
+	check(good, 1234, "valid")
+	check(good, 1235, "elsewhere")
+	for n := range len(good) {
+		check(good[:n], 1234, fmt.Sprintf("cut at %d", n))
+	}
+	for i := range len(good) {
+		for _, b := range []byte{0, 1, 0x7f, 0xff} {
+			rec := bytes.Clone(good)
+			rec[i] ^= b
+			check(rec, 1234, fmt.Sprintf("byte %d ^ %#x", i, b))
+		}
+	}
+}
+
 func TestZeroAllocs(t *testing.T) {
 	m := sampleMessage()
 	m.BornHost = netip.MustParseAddrPort("[2001:db8::1]:1")
@@ -311,6 +348,7 @@ func TestZeroAllocs(t *testing.T) {
 		"Validate":           func() { _ = Validate(rec, 0, true) },
 		"Decode":             func() { r, _ := Decode(rec); sink += r.QueueOffset },
 		"ReadDispatchInfo":   func() { d, _ := ReadDispatchInfo(rec); sink += d.TagsCode },
+		"ValidateDispatch":   func() { d, _ := ValidateDispatchInfo(rec, 0); sink += d.TagsCode },
 		"PropertyValue":      func() { v, _ := PropertyValue(m.Properties, PropKeys); sink += int64(len(v)) },
 		"PropertyValueBytes": func() { v, _ := PropertyValueBytes(rec[len(rec)-10:], PropKeys); sink += int64(len(v)) },
 		"TagsHashCode":       func() { sink += TagsHashCode("标签😀") },
