@@ -27,16 +27,23 @@ func benchConf(b *testing.B) Options {
 	return o
 }
 
+// openBench opens a store for a benchmark: 1 GiB segments, consume queue
+// files of 300,000 entries; closed when the benchmark ends.
+func openBench(b *testing.B) *Store {
+	c := testConf(b.TempDir())
+	c.SegmentSize = 1 << 30
+	c.ConsumeQueueEntries = 300000
+	s := mustOpen(b, c, benchConf(b))
+	b.Cleanup(func() { s.Close() })
+	return s
+}
+
 // BenchmarkPut: 1 KiB messages spread over 1, 100 and 10,000 queues, async
 // flush, one producer goroutine (the dispatcher runs beside it).
 func BenchmarkPut(b *testing.B) {
 	for _, queues := range []int{1, 100, 10000} {
 		b.Run(fmt.Sprintf("queues=%d", queues), func(b *testing.B) {
-			c := testConf(b.TempDir())
-			c.SegmentSize = 1 << 30
-			c.ConsumeQueueEntries = 300000
-			s := mustOpen(b, c, benchConf(b))
-			defer s.Close()
+			s := openBench(b)
 			topics := make([]string, (queues+99)/100)
 			for i := range topics {
 				topics[i] = fmt.Sprint("topic-", i)
@@ -73,11 +80,7 @@ func BenchmarkPut(b *testing.B) {
 // (with a UNIQ_KEY, tags and a key, as the Go clients send) put while it
 // was held: ns/op is its time per record, in the page cache.
 func BenchmarkDispatch(b *testing.B) {
-	c := testConf(b.TempDir())
-	c.SegmentSize = 1 << 30
-	c.ConsumeQueueEntries = 300000
-	s := mustOpen(b, c, benchConf(b))
-	defer s.Close()
+	s := openBench(b)
 	m := msg("dispatch", 0, string(make([]byte, 128)), message.PropTags, "TagA", message.PropKeys, "order-1")
 	s.dispMu.Lock()
 	for i := 0; i < b.N; i++ {
@@ -101,11 +104,7 @@ func BenchmarkDispatchLag(b *testing.B) {
 	if v := os.Getenv("SLUICE_BENCH_RATE"); v != "" {
 		fmt.Sscan(v, &rate)
 	}
-	c := testConf(b.TempDir())
-	c.SegmentSize = 1 << 30
-	c.ConsumeQueueEntries = 300000
-	s := mustOpen(b, c, benchConf(b))
-	defer s.Close()
+	s := openBench(b)
 	const queues = 8
 	n := b.N
 	putAt := make([]atomic.Int64, n)
@@ -164,11 +163,7 @@ func BenchmarkDispatchLag(b *testing.B) {
 // BenchmarkGet reads 32 messages from a random queue offset of one of 100
 // queues, with the data in the page cache.
 func BenchmarkGet(b *testing.B) {
-	c := testConf(b.TempDir())
-	c.SegmentSize = 1 << 30
-	c.ConsumeQueueEntries = 300000
-	s := mustOpen(b, c, benchConf(b))
-	defer s.Close()
+	s := openBench(b)
 	const queues, per = 100, 2000
 	m := msg("get", 0, string(make([]byte, 1024-91-12)))
 	for i := range queues * per {
