@@ -120,13 +120,11 @@ func TestWarm_ReadsBackEvictedPages(t *testing.T) {
 		}
 		next := (int64(l.Next()) + 4095) &^ 4095
 		require.LessOrEqual(t, next+warmPiece, gone+readAheadSize, "the pages checked were evicted")
-		in := 0
 		if !assert.Eventually(t, func() bool {
-			in = resident(t, path, next, warmPiece-4096)
-			return in == warmPiece/4096-1
+			return resident(t, path, next, warmPiece-4096) == warmPiece/4096-1
 		}, 10*time.Second, 5*time.Millisecond) {
 			t.Fatalf("the warm pages ahead of the appends were not read back: %d of %d resident, the first missing at %d; log end %d, the warmer's next wake at %d",
-				in, warmPiece/4096-1, firstMissing(t, path, next, warmPiece-4096), l.Next(), l.warm.wakeAt.Load())
+				resident(t, path, next, warmPiece-4096), warmPiece/4096-1, firstMissing(t, path, next, warmPiece-4096), l.Next(), l.warm.wakeAt.Load())
 		}
 	}
 	requireRecords(t, l, ws)

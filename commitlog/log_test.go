@@ -329,31 +329,59 @@ func TestLog_SyncFile(t *testing.T) {
 }
 
 // TestScanner_Validating: a scanner given its own check uses it in place
-// of Options.Validate, with the record's offset and the same full flag;
-// other scanners keep the log's.
+// of Options.Validate (which it no longer calls), with the record's offset
+// and the full flag of its kind; a refusal is a CorruptionError that says
+// where and how long the record is; other scanners keep the log's check.
 func TestScanner_Validating(t *testing.T) {
-	l := mustOpen(t, t.TempDir(), testOptions(1<<20))
+	opts := testOptions(1 << 20)
+	var logChecks int
+	opts.Validate = func(rec []byte, at Offset, full bool) error {
+		logChecks++
+		return testValidate(rec, at, full)
+	}
+	l := mustOpen(t, t.TempDir(), opts)
 	defer l.Close()
 	ws := appendSizes(t, l, []int{100, 200, 300}, 1)
+	logChecks = 0
 	var seen []Offset
-	s := l.NewScanner(0, false).Validating(func(rec []byte, at Offset, full bool) error {
-		require.False(t, full)
-		seen = append(seen, at)
+	var fulls []bool
+	own := func(rec []byte, at Offset, full bool) error {
+		seen, fulls = append(seen, at), append(fulls, full)
 		if at == ws[1].at {
 			return errors.New("refused")
 		}
 		return nil
-	})
+	}
+	s := l.NewScanner(0, false).Validating(own)
 	require.True(t, s.Scan())
 	require.False(t, s.Scan())
 	var ce *CorruptionError
 	require.ErrorAs(t, s.Err(), &ce)
 	require.Equal(t, ws[1].at, ce.Offset)
+	require.Equal(t, int32(ws[1].size), ce.Size, "SkipCorrupt passes the record alone")
 	require.Contains(t, ce.Reason, "refused")
 	require.Equal(t, []Offset{ws[0].at, ws[1].at}, seen)
+	require.Zero(t, logChecks, "Options.Validate called beside the scanner's own check")
+	s.SkipCorrupt()
+	require.True(t, s.Scan())
+	at, _ := s.Record()
+	require.Equal(t, ws[2].at, at)
+
+	seen, fulls = nil, nil
+	th := l.NewScanner(0, false).Thorough().Validating(own)
+	for range 10 {
+		if !th.Scan() {
+			if th.Err() == nil {
+				break
+			}
+			th.SkipCorrupt()
+		}
+	}
+	require.Equal(t, []bool{true, true, true}, fulls, "a thorough scanner asks for the full checks")
 
 	n := 0
 	for d := l.NewScanner(0, false); d.Scan(); n++ {
 	}
-	require.Equal(t, 3, n, "the log's own check for the others")
+	require.Equal(t, 3, n)
+	require.Equal(t, 3, logChecks, "the log's own check for the others")
 }

@@ -8,7 +8,8 @@ import (
 )
 
 // Scanner reads records in log order from a starting offset, skipping blank
-// fillers, and validates each one (envelope, then Options.Validate). It stops
+// fillers, and validates each one (envelope, then Options.Validate, or the
+// scanner's own check: Validating). It stops
 // at the end of the log (Next(), or Durable() for a durable-only scanner) and
 // can be called again later to continue as the log grows: a dispatcher tails
 // the log this way. A record that fails validation stops the scanner with a

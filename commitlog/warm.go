@@ -79,7 +79,7 @@ func (w *warmer) loop() {
 			return
 		case <-w.kick:
 		}
-		advised := w.readAhead()
+		advised, warm := w.readAhead(), w.upTo
 		for w.warmPiece() {
 			select {
 			case <-w.l.quit:
@@ -88,10 +88,11 @@ func (w *warmer) loop() {
 			}
 		}
 		// NB: warmPiece set the next wake from the log end it saw, which
-		// appends may have moved past the one advised from: advised again
-		// from at least that end, the advice reaches past wakeAt + 1 MiB,
-		// where the next wake advises again.
-		if Offset(w.intent.Load()) != advised {
+		// appends may have moved past the one advised from, and may have
+		// warmed pages past the advice's end: advised again from at least
+		// that end, the advice reaches wakeAt + 1 MiB, where the next wake
+		// advises again.
+		if Offset(w.intent.Load()) != advised || w.upTo != warm {
 			w.readAhead()
 		}
 	}

@@ -236,8 +236,9 @@ func (s *Store) validateForDispatch(rec []byte, at commitlog.Offset, full bool) 
 // REQUIRES: the dispatching goroutine; rec is the scanner's current record.
 func (s *Store) scannedInfo(at int64, rec []byte) (message.DispatchInfo, error) {
 	if at == s.scannedAt {
-		s.scannedAt = -1
-		return s.scanned, nil
+		di := s.scanned
+		s.scanned, s.scannedAt = message.DispatchInfo{}, -1 // NB: keeps no view of the scanner's buffer
+		return di, nil
 	}
 	s.reparsed++
 	return message.ReadDispatchInfo(rec)

@@ -541,13 +541,15 @@ func TestDispatch_ParsesOnce(t *testing.T) {
 			c.SegmentSize = 64 << 10 // NB: blanks at segment ends
 			s := mustOpen(t, c, testOpts())
 			defer s.Close()
+			pad := strings.Repeat("p", 400)
 			for i := range 300 {
-				mustPut(t, s, msg("t", int32(i%2), fmt.Sprint(i), message.PropKeys, fmt.Sprint("k", i)))
+				mustPut(t, s, msg("t", int32(i%2), fmt.Sprint(i), message.PropKeys, fmt.Sprint("k", i), "PAD", pad))
 			}
 			r := s.PutBatch(context.Background(), &Batch{Template: *msg("t", 0, ""), Items: []message.BatchItem{
 				{Body: []byte("b0")}, {Body: []byte("b1"), Properties: "KEYS\x01kb1"}}})
 			require.Equal(t, PutOK, r.Status, r.Remark)
 			waitDispatched(t, s)
+			require.Greater(t, int64(s.log.Next()), 2*c.SegmentSize, "past two segment ends")
 			s.dispMu.Lock()
 			reparsed := s.reparsed
 			s.dispMu.Unlock()

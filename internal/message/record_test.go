@@ -326,7 +326,7 @@ func TestValidateDispatchInfo(t *testing.T) {
 		check(good[:n], 1234, fmt.Sprintf("cut at %d", n))
 	}
 	for i := range len(good) {
-		for _, b := range []byte{0, 1, 0x7f, 0xff} {
+		for _, b := range []byte{1, 0x7f, 0x80, 0xff} {
 			rec := bytes.Clone(good)
 			rec[i] ^= b
 			check(rec, 1234, fmt.Sprintf("byte %d ^ %#x", i, b))
