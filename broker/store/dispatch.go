@@ -218,16 +218,20 @@ func (s *Store) dispatchRecord(at int64, rec []byte) error {
 // twice: 2.3% of the broker's CPU on async 128 B sends (a Go profile).
 // REQUIRES: the dispatching goroutine.
 func (s *Store) validateForDispatch(rec []byte, at commitlog.Offset, full bool) error {
-	s.scannedAt = -1
+	s.scanned = message.DispatchInfo{}
 	if full {
-		return message.Validate(rec, int64(at), s.cfg.CheckCRCOnRecover)
+		return s.validateRecord(rec, at, full)
 	}
 	di, err := message.ValidateDispatchInfo(rec, int64(at))
-	if err != nil {
-		return err
+	if err == nil {
+		s.scanned = di
 	}
-	s.scanned, s.scannedAt = di, int64(at)
-	return nil
+	return err
+}
+
+// validateRecord is the log's check of a record (Options.Validate).
+func (s *Store) validateRecord(rec []byte, at commitlog.Offset, full bool) error {
+	return message.Validate(rec, int64(at), s.cfg.CheckCRCOnRecover && full)
 }
 
 // scannedInfo returns the DispatchInfo of the record at at: the one the
@@ -235,9 +239,8 @@ func (s *Store) validateForDispatch(rec []byte, at commitlog.Offset, full bool) 
 // validateForDispatch: Open's).
 // REQUIRES: the dispatching goroutine; rec is the scanner's current record.
 func (s *Store) scannedInfo(at int64, rec []byte) (message.DispatchInfo, error) {
-	if at == s.scannedAt {
-		di := s.scanned
-		s.scanned, s.scannedAt = message.DispatchInfo{}, -1 // NB: keeps no view of the scanner's buffer
+	if di := s.scanned; di.Size > 0 && di.PhysicalOffset == at { // NB: checked: PHYSICALOFFSET is at
+		s.scanned = message.DispatchInfo{} // NB: keeps no view of the scanner's buffer
 		return di, nil
 	}
 	s.reparsed++

@@ -106,8 +106,7 @@ type Store struct {
 	inlineDispatches atomic.Int64       // passes run by puts (tests)
 	// Dispatcher-owned.
 	indexFrom int64                                    // records below are already in the key index
-	scanned   message.DispatchInfo                     // read by the loop's scanner's check (validateForDispatch)
-	scannedAt int64                                    // the record scanned is at; -1: none
+	scanned   message.DispatchInfo                     // read by the loop's scanner's check (validateForDispatch); Size 0: none
 	reparsed  int                                      // records dispatched without scanned (tests)
 	queues    map[string]map[int32]*consumequeue.Queue // cache of consume queues by topic and id
 
@@ -165,7 +164,6 @@ func Open(cfg conf.Store, opts Options) (*Store, error) {
 		dedup:     newDedupWindow(opts.Dedup, opts.Now),
 	}
 	s.disk.used.Store(math.Float64bits(-1))
-	s.scannedAt = -1
 	if err := s.open(); err != nil {
 		s.closeFiles()
 		return nil, err
@@ -245,7 +243,6 @@ func (s *Store) open() error {
 
 func (s *Store) logOptions() commitlog.Options {
 	c := s.cfg
-	checkCRC := c.CheckCRCOnRecover
 	maxRecord := int64(c.MaxMessageSize) + conf.MaxRecordOverhead
 	maxRecord = min(maxRecord, c.SegmentSize-8)
 	var warmAhead int64
@@ -264,9 +261,7 @@ func (s *Store) logOptions() commitlog.Options {
 		// structure, not its body CRC (the record was written by this
 		// process, with that CRC); recovery and the catch-up after open
 		// check the CRC too.
-		Validate: func(rec []byte, at commitlog.Offset, full bool) error {
-			return message.Validate(rec, int64(at), checkCRC && full)
-		},
+		Validate:          s.validateRecord,
 		SyncFlush:         c.SyncFlush(),
 		FlushInterval:     c.FlushInterval,
 		GroupCommitWindow: c.GroupCommitWindow,
