@@ -452,8 +452,12 @@ if row repl; then
 		if "$bin/mqbench" produce -n "$ns_r" -t warm --size 16 --count 1 --json >/dev/null 2>&1; then break; fi
 		sleep 0.2
 	done
+	# NB: --sync, as the durable row: each sender has one send in flight,
+	# as each of nats's --clients waits for its ack (pub sync). Without it
+	# each producer pipelined 256 sends (this row's figures until
+	# 2026-12-03 compared those with NATS's one at a time).
 	sluice_repl() {
-		measured sluice-r0,sluice-r1,sluice-r2 "$REPL_N" "$bin/mqbench" produce -n "$ns_r" -t "repl-$1" --size 1024 --producers "$SENDERS" \
+		measured sluice-r0,sluice-r1,sluice-r2 "$REPL_N" "$bin/mqbench" produce -n "$ns_r" -t "repl-$1" --size 1024 --sync --producers "$SENDERS" \
 			--count "$REPL_N" --json 2>/dev/null | sluice_rate
 	}
 	nats_repl() {
