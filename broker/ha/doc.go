@@ -5,14 +5,16 @@
 // One TCP connection per slave, on the master's HA port:
 //
 //	slave → master: offset (8 bytes, big-endian): the end of the bytes the
-//	                slave has written; on connect, after each applied
-//	                chunk, and every HeartbeatInterval
+//	                slave has written; on connect, once the chunks that
+//	                arrived together are applied, and every
+//	                HeartbeatInterval
 //	master → slave: offset (8) | size (4) | size bytes of the commitlog
 //	                starting at offset; size 0 is a heartbeat
 //
 // Chunks are cut at the master's segment ends and at ChunkSize, not at
 // records; the slave writes them with store.ApplyReplica, which publishes
-// each record once whole, and its dispatcher indexes them as the master's.
+// each record once whole, and after its report has them indexed as the
+// master's (store.IndexReplica: on its own goroutine while they are few).
 // The master starts at the offset the slave reports (at its first retained
 // segment for an empty slave). A chunk that is not exactly where the slave
 // ends drops the connection, which the slave then opens again.

@@ -1,6 +1,7 @@
 package ha
 
 import (
+	"bufio"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -50,6 +51,17 @@ func readFrame(r io.Reader, hdr []byte, buf *[]byte) (int64, []byte, error) {
 		return 0, nil, err
 	}
 	return off, data, nil
+}
+
+// wholeFrameBuffered reports whether br holds a whole frame, which
+// readFrame would read without waiting.
+func wholeFrameBuffered(br *bufio.Reader) bool {
+	n := br.Buffered()
+	if n < headerSize {
+		return false
+	}
+	h, err := br.Peek(headerSize)
+	return err == nil && int64(n) >= headerSize+int64(binary.BigEndian.Uint32(h[8:12]))
 }
 
 // readReport reads a slave's 8-byte offset report.

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -67,6 +68,8 @@ func (r *logReplica) ApplyReplica(at int64, data []byte) error {
 	defer r.mu.Unlock()
 	return r.l.AppendRaw(commitlog.Offset(at), data)
 }
+
+func (r *logReplica) IndexReplica() {}
 
 func (r *logReplica) ReplicaOffset() int64 { return int64(r.l.Written()) }
 
@@ -440,4 +443,110 @@ func TestStream_TLSAndAccount(t *testing.T) {
 	plain, s := follow(nil, &Credentials{"broker", "s3cret"})
 	require.Eventually(t, func() bool { return s.Status().Reconnects >= 2 }, 10*time.Second, time.Millisecond)
 	require.Equal(t, commitlog.Offset(0), plain.Next(), "no bytes without TLS")
+}
+
+// indexingReplica is a logReplica that records where the log ended at
+// each IndexReplica.
+type indexingReplica struct {
+	logReplica
+	imu     sync.Mutex
+	indexed []int64
+}
+
+func (r *indexingReplica) IndexReplica() {
+	r.imu.Lock()
+	defer r.imu.Unlock()
+	r.indexed = append(r.indexed, int64(r.l.Written()))
+}
+
+func (r *indexingReplica) indexedAt() []int64 {
+	r.imu.Lock()
+	defer r.imu.Unlock()
+	return slices.Clone(r.indexed)
+}
+
+// fakeMaster accepts one slave connection and returns it after reading
+// the slave's first report, which must be first.
+func fakeMaster(t *testing.T, r Replica, first int64) net.Conn {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { ln.Close() })
+	s := NewSlave(r, SlaveOptions{Master: func() string { return ln.Addr().String() },
+		HeartbeatInterval: time.Hour, RetryInterval: time.Hour, Logger: quiet()})
+	s.Start()
+	t.Cleanup(s.Close)
+	c, err := ln.Accept()
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	require.NoError(t, c.SetDeadline(time.Now().Add(10*time.Second)))
+	off, err := readReport(c, make([]byte, 8))
+	require.NoError(t, err)
+	require.Equal(t, first, off)
+	return c
+}
+
+// frames cuts log[from:to] into frames of the master's format, cut at
+// the given lengths (not at records).
+func frames(t *testing.T, l *commitlog.Log, from int64, sizes ...int) ([]byte, int64) {
+	t.Helper()
+	var out []byte
+	for _, n := range sizes {
+		data := make([]byte, n)
+		got, err := l.ReadAt(data, commitlog.Offset(from))
+		require.NoError(t, err)
+		require.Equal(t, n, got)
+		var h [headerSize]byte
+		putHeader(h[:], from, n)
+		out = append(append(out, h[:]...), data...)
+		from += int64(n)
+	}
+	return out, from
+}
+
+// TestSlave_OneReportForFramesThatArriveTogether: frames that arrive
+// together are applied, then reported once, at the end of the last, and
+// indexed after it.
+func TestSlave_OneReportForFramesThatArriveTogether(t *testing.T) {
+	master := openLog(t, t.TempDir())
+	appendRecords(t, master, rand.New(rand.NewPCG(5, 6)), 20)
+	replica := &indexingReplica{logReplica: logReplica{l: openLog(t, t.TempDir())}}
+	c := fakeMaster(t, replica, 0)
+
+	b, end := frames(t, master, 0, 1000, 3000, 2500)
+	_, err := c.Write(b) // NB: one write: on loopback the slave reads them together
+	require.NoError(t, err)
+	off, err := readReport(c, make([]byte, 8))
+	require.NoError(t, err)
+	require.Equal(t, end, off, "one report, for the three frames")
+	require.Eventually(t, func() bool { return len(replica.indexedAt()) > 0 }, 10*time.Second, time.Millisecond)
+	require.Equal(t, []int64{end}, replica.indexedAt(), "indexed once, after the three")
+
+	b, end2 := frames(t, master, end, 700)
+	_, err = c.Write(b)
+	require.NoError(t, err)
+	off, err = readReport(c, make([]byte, 8))
+	require.NoError(t, err)
+	require.Equal(t, end2, off)
+	require.Eventually(t, func() bool { return len(replica.indexedAt()) == 2 }, 10*time.Second, time.Millisecond)
+	require.Equal(t, []int64{end, end2}, replica.indexedAt())
+}
+
+// TestSlave_IndexesWhatItAppliedBeforeABadFrame: a frame applied, then one
+// at an offset the slave has passed in the same read: the connection ends
+// unreported, and what was applied is indexed all the same.
+func TestSlave_IndexesWhatItAppliedBeforeABadFrame(t *testing.T) {
+	master := openLog(t, t.TempDir())
+	appendRecords(t, master, rand.New(rand.NewPCG(7, 8)), 5)
+	replica := &indexingReplica{logReplica: logReplica{l: openLog(t, t.TempDir())}}
+	c := fakeMaster(t, replica, 0)
+
+	b, end := frames(t, master, 0, 2000)
+	again, _ := frames(t, master, 0, 100) // NB: whole, read at once, and behind the slave's end
+	_, err := c.Write(append(b, again...))
+	require.NoError(t, err)
+	_, err = readReport(c, make([]byte, 8))
+	require.ErrorIs(t, err, io.EOF, "the slave drops the connection without a report")
+	require.Eventually(t, func() bool { return slices.Contains(replica.indexedAt(), end) }, 10*time.Second, time.Millisecond,
+		"the applied frame is indexed")
 }

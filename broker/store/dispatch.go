@@ -125,8 +125,12 @@ const inlineDispatchMax = 4 << 10
 // a wake-up of another thread on its way to its consumers. In sync flush
 // mode the records are not durable yet: the loop dispatches them once they
 // are.
-func (s *Store) dispatchInline() {
-	if !s.cfg.SyncFlush() && s.DispatchLag() <= inlineDispatchMax && s.dispMu.TryLock() {
+func (s *Store) dispatchInline() { s.dispatchInlineUpTo(inlineDispatchMax) }
+
+// dispatchInlineUpTo is dispatchInline with limit in place of
+// inlineDispatchMax.
+func (s *Store) dispatchInlineUpTo(limit int64) {
+	if !s.cfg.SyncFlush() && s.DispatchLag() <= limit && s.dispMu.TryLock() {
 		// NB: while the loop backs off a failing record, puts leave it be.
 		ok := s.dispSc != nil && s.dispFails == 0 && !s.health.indexDegraded.Load() &&
 			s.dispatchPass() && !s.health.indexDegraded.Load()

@@ -34,8 +34,10 @@
 // it never sleep-polls. In async mode a put that leaves at most 4 KiB to
 // dispatch, finding no dispatch running, runs the pass itself instead of
 // kicking (dispatchInline): one goroutine hand-over less per message at a
-// low rate. dispMu makes one dispatcher at a time; the loop keeps the
-// retries' back-off and the key index's catch-up.
+// low rate. A slave does the same with what ApplyReplica wrote, up to
+// 64 KiB, once it has reported it to its master (IndexReplica). dispMu
+// makes one dispatcher at a time; the loop keeps the retries' back-off and
+// the key index's catch-up.
 //
 // # Duplicate window
 //

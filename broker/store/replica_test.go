@@ -1,6 +1,7 @@
 package store
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -17,6 +18,7 @@ func copyLog(t *testing.T, master, replica *Store) {
 		n, _ := master.Log().ReadAt(buf, commitlog.Offset(at))
 		require.Positive(t, n)
 		require.NoError(t, replica.ApplyReplica(at, buf[:n]))
+		replica.IndexReplica()
 	}
 }
 
@@ -69,4 +71,45 @@ func bodiesEven(all []string) []string {
 		out = append(out, all[i])
 	}
 	return out
+}
+
+// TestReplica_IndexReplica: what ApplyReplica wrote is indexed by
+// IndexReplica, on the caller's goroutine while little waits (the slave's,
+// which no dispatcher wake-up then costs), and by the dispatcher past
+// replicaInlineMax.
+func TestReplica_IndexReplica(t *testing.T) {
+	master := mustOpen(t, testConf(t.TempDir()), testOpts())
+	defer master.Close()
+	replica := mustOpen(t, testConf(t.TempDir()), testOpts())
+	defer replica.Close()
+	require.NoError(t, replica.SetReplica(true))
+	waitDispatched(t, replica) // NB: the dispatcher idles: nothing else dispatches below
+
+	for i, body := range seqBodies("small", 0, 5) {
+		mustPut(t, master, msg("t", int32(i%2), body))
+	}
+	n := int64(master.Log().Next())
+	buf := make([]byte, n)
+	_, err := master.Log().ReadAt(buf, 0)
+	require.NoError(t, err)
+	require.NoError(t, replica.ApplyReplica(0, buf))
+	require.Equal(t, n, replica.DispatchLag(), "ApplyReplica writes, and indexes nothing")
+	replica.IndexReplica()
+	require.Zero(t, replica.DispatchLag(), "indexed before IndexReplica returned")
+	require.Equal(t, int64(3), replica.MaxOffset("t", 0))
+	require.Equal(t, int64(2), replica.MaxOffset("t", 1))
+
+	big := strings.Repeat("b", 1<<10)
+	for range 2 * replicaInlineMax / len(big) {
+		mustPut(t, master, msg("t", 0, big))
+	}
+	from, end := replica.ReplicaOffset(), int64(master.Log().Next())
+	buf = make([]byte, end-from)
+	_, err = master.Log().ReadAt(buf, commitlog.Offset(from))
+	require.NoError(t, err)
+	require.NoError(t, replica.ApplyReplica(from, buf))
+	require.Greater(t, replica.DispatchLag(), int64(replicaInlineMax))
+	replica.IndexReplica() // NB: past the bound: wakes the dispatcher, which nothing else would
+	waitDispatched(t, replica)
+	require.Equal(t, master.MaxOffset("t", 0), replica.MaxOffset("t", 0))
 }
