@@ -14,7 +14,8 @@
 #                                 # e2e (p99 at E2E_RATE msgs/s for E2E_DURATION, lower
 #                                 # is better) and replay32 (consume REPLAY_N stored
 #                                 # messages, pull batch 32)
-#   ROWS=repl scripts/bench-ab.sh HEAD~1   # replicated durable sends: a SYNC_MASTER
+#   ROWS=repl scripts/bench-ab.sh HEAD~1   # replicated durable sends (one at a time
+#                                 # a sender, as bench-vs-nats.sh): a SYNC_MASTER
 #                                 # and two slaves, SENDERS connections, REPL_N
 #                                 # messages; CPU summed over the three brokers
 set -euo pipefail
@@ -136,7 +137,7 @@ run() {
 			sleep 0.2
 		done
 		c0=$(($(cpu "$pid") + $(cpu "$p1") + $(cpu "$p2")))
-		r=$("$work/$side/mqbench" produce -n "$ns" -t ab-repl --size 1024 --producers "$SENDERS" --count "$REPL_N" \
+		r=$("$work/$side/mqbench" produce -n "$ns" -t ab-repl --size 1024 --sync --producers "$SENDERS" --count "$REPL_N" \
 			--json 2>/dev/null | rate)
 		c1=$(($(cpu "$pid") + $(cpu "$p1") + $(cpu "$p2")))
 		r="$r $(python3 -c "print(round(($c1 - $c0) / $(getconf CLK_TCK) / $REPL_N * 1e6, 1))")"
