@@ -465,8 +465,8 @@ func (r *indexingReplica) indexedAt() []int64 {
 	return slices.Clone(r.indexed)
 }
 
-// fakeMaster accepts one slave connection and returns it after reading
-// the slave's first report, which must be first.
+// fakeMaster starts a slave of r, accepts its connection and returns it
+// once the slave's first report has said first.
 func fakeMaster(t *testing.T, r Replica, first int64) net.Conn {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -486,8 +486,8 @@ func fakeMaster(t *testing.T, r Replica, first int64) net.Conn {
 	return c
 }
 
-// frames cuts log[from:to] into frames of the master's format, cut at
-// the given lengths (not at records).
+// frames returns the log's bytes from from on as master frames of the
+// given lengths (cut anywhere, not at records), and where they end.
 func frames(t *testing.T, l *commitlog.Log, from int64, sizes ...int) ([]byte, int64) {
 	t.Helper()
 	var out []byte
