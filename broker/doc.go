@@ -43,8 +43,9 @@
 //	| durableLoop (sync mode)| store.Store                   | fsync done, put waiting, 10 ms    | Store.Close         |
 //	| retentionLoop          | store.Store                   | retention_interval ticker         | Store.Close         |
 //	| dispatchLoop           | store.Store                   | append kick, fsync (sync mode)    | Store.Close, drained|
-//	|                        |                               | (a small put in async mode runs   |                     |
-//	|                        |                               | its own pass: dispatchInline)     |                     |
+//	|                        |                               | (a small put in async mode, and a |                     |
+//	|                        |                               | slave's IndexReplica, run their   |                     |
+//	|                        |                               | own pass: dispatchInline)         |                     |
 //	| checkpointLoop         | store.Store                   | interval                          | Store.Close         |
 //	| diskLoop               | store.Store                   | 1 s ticker (disk use, reserve)    | Store.Close         |
 //	| dedup table unmap      | store dedupWindow (not waited)| the old table, once moved         | munmap returns      |

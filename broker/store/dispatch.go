@@ -116,20 +116,17 @@ func (s *Store) dispatchPass() bool {
 // their throughput.
 const inlineDispatchMax = 4 << 10
 
-// dispatchInline is what a put does once its records are written: in
-// async flush mode, if at most inlineDispatchMax bytes wait for dispatch
-// and no dispatch is running (the loop's or another put's), it dispatches
-// them itself; otherwise, or if that fails or leaves the key index behind,
-// it wakes the loop, which owns the retries and the index's catch-up. At a
-// low rate this spares every message a hand-over to the loop's goroutine,
-// a wake-up of another thread on its way to its consumers. In sync flush
-// mode the records are not durable yet: the loop dispatches them once they
-// are.
-func (s *Store) dispatchInline() { s.dispatchInlineUpTo(inlineDispatchMax) }
-
-// dispatchInlineUpTo is dispatchInline with limit in place of
-// inlineDispatchMax.
-func (s *Store) dispatchInlineUpTo(limit int64) {
+// dispatchInline is what a put does once its records are written (limit
+// inlineDispatchMax), and a slave once it has reported what it applied
+// (IndexReplica, limit replicaInlineMax): in async flush mode, if at most
+// limit bytes wait for dispatch and no dispatch is running (the loop's or
+// another caller's), it dispatches them itself; otherwise, or if that
+// fails or leaves the key index behind, it wakes the loop, which owns the
+// retries and the index's catch-up. At a low rate this spares every
+// message a hand-over to the loop's goroutine, a wake-up of another thread
+// on its way to its consumers. In sync flush mode the records are not
+// durable yet: the loop dispatches them once they are.
+func (s *Store) dispatchInline(limit int64) {
 	if !s.cfg.SyncFlush() && s.DispatchLag() <= limit && s.dispMu.TryLock() {
 		// NB: while the loop backs off a failing record, puts leave it be.
 		ok := s.dispSc != nil && s.dispFails == 0 && !s.health.indexDegraded.Load() &&

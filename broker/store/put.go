@@ -143,7 +143,7 @@ func (s *Store) submit(reqs []PutRequest, res []PutResult, sizes []sized) {
 	}
 	s.putMu.Unlock()
 	if appended {
-		s.dispatchInline()
+		s.dispatchInline(inlineDispatchMax)
 	}
 	s.answer(reqs, res)
 }

@@ -109,7 +109,7 @@ func (s *Store) ApplyReplica(at int64, data []byte) error {
 // put does (dispatchInline), otherwise on the dispatcher's. A slave calls
 // it once it has acknowledged the bytes to its master, whose answers do
 // not wait for it.
-func (s *Store) IndexReplica() { s.dispatchInlineUpTo(replicaInlineMax) }
+func (s *Store) IndexReplica() { s.dispatchInline(replicaInlineMax) }
 
 // replicaInlineMax is the most IndexReplica dispatches itself: the chunks
 // of a slave that keeps up (13 KiB each with 128 durable senders on its

@@ -22,6 +22,18 @@ func copyLog(t *testing.T, master, replica *Store) {
 	}
 }
 
+// applyRest applies the master's log from the replica's offset to the
+// master's end in one piece, without IndexReplica, and returns its length.
+func applyRest(t *testing.T, master, replica *Store) int64 {
+	t.Helper()
+	from := replica.ReplicaOffset()
+	buf := make([]byte, int64(master.Log().Next())-from)
+	_, err := master.Log().ReadAt(buf, commitlog.Offset(from))
+	require.NoError(t, err)
+	require.NoError(t, replica.ApplyReplica(from, buf))
+	return int64(len(buf))
+}
+
 // TestReplica_PromoteAndCut: a replica refuses puts, indexes what it is
 // given, and once promoted continues each queue's offsets; reopened with a
 // cut, its log, consume queues and queue offsets go back to the cut.
@@ -88,11 +100,7 @@ func TestReplica_IndexReplica(t *testing.T) {
 	for i, body := range seqBodies("small", 0, 5) {
 		mustPut(t, master, msg("t", int32(i%2), body))
 	}
-	n := int64(master.Log().Next())
-	buf := make([]byte, n)
-	_, err := master.Log().ReadAt(buf, 0)
-	require.NoError(t, err)
-	require.NoError(t, replica.ApplyReplica(0, buf))
+	n := applyRest(t, master, replica)
 	require.Equal(t, n, replica.DispatchLag(), "ApplyReplica writes, and indexes nothing")
 	replica.IndexReplica()
 	require.Zero(t, replica.DispatchLag(), "indexed before IndexReplica returned")
@@ -103,11 +111,7 @@ func TestReplica_IndexReplica(t *testing.T) {
 	for range 2 * replicaInlineMax / len(big) {
 		mustPut(t, master, msg("t", 0, big))
 	}
-	from, end := replica.ReplicaOffset(), int64(master.Log().Next())
-	buf = make([]byte, end-from)
-	_, err = master.Log().ReadAt(buf, commitlog.Offset(from))
-	require.NoError(t, err)
-	require.NoError(t, replica.ApplyReplica(from, buf))
+	applyRest(t, master, replica)
 	require.Greater(t, replica.DispatchLag(), int64(replicaInlineMax))
 	replica.IndexReplica() // NB: past the bound: wakes the dispatcher, which nothing else would
 	waitDispatched(t, replica)
