@@ -24,6 +24,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
 	"runtime/trace"
@@ -58,6 +59,7 @@ type options struct {
 	jsonOut   bool
 	cpuprof   string
 	tracef    string
+	memprof   string
 	pullBatch int
 	senders   int
 	autoBatch int
@@ -104,7 +106,7 @@ func (o options) connect() client.Option {
 // it has written to stderr.
 func parseOptions(args []string, stderr io.Writer) (options, bool) {
 	if len(args) == 0 || (args[0] != "produce" && args[0] != "consume" && args[0] != "e2e") {
-		fmt.Fprintln(stderr, "usage: mqbench produce|consume|e2e [-n NAMESRV] [-t TOPIC] [--size N] [--producers N] [--consumers N] [--batch N] [--pull-batch N] [--duration D] [--rate N] [--sync] [--sql EXPR] [--json] [--cpuprofile FILE] [--trace FILE] [--access-key KEY --secret-key SECRET] [--tls] [--tls-ca FILE] [--tls-insecure]")
+		fmt.Fprintln(stderr, "usage: mqbench produce|consume|e2e [-n NAMESRV] [-t TOPIC] [--size N] [--producers N] [--consumers N] [--batch N] [--pull-batch N] [--duration D] [--rate N] [--sync] [--sql EXPR] [--json] [--cpuprofile FILE] [--memprofile FILE] [--trace FILE] [--access-key KEY --secret-key SECRET] [--tls] [--tls-ca FILE] [--tls-insecure]")
 		return options{}, false
 	}
 	o := options{mode: args[0]}
@@ -128,6 +130,7 @@ func parseOptions(args []string, stderr io.Writer) (options, bool) {
 	fs.StringVar(&o.sql, "sql", "", "consume: subscribe with this SQL92 expression over message properties instead of the tag bench (client.SQL92)")
 	fs.BoolVar(&o.jsonOut, "json", false, "print the report as JSON")
 	fs.StringVar(&o.cpuprof, "cpuprofile", "", "write a CPU profile of mqbench itself to this file")
+	fs.StringVar(&o.memprof, "memprofile", "", "write mqbench's allocations over the run (a heap profile: go tool pprof -sample_index=alloc_space) to this file")
 	fs.StringVar(&o.tracef, "trace", "", "write an execution trace of mqbench itself to this file (go tool trace)")
 	fs.StringVar(&o.creds.AccessKey, "access-key", "", cli.CredentialsUsage)
 	fs.StringVar(&o.creds.SecretKey, "secret-key", "", cli.SecretUsage)
@@ -179,7 +182,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		flag, file string
 		start      func(io.Writer) error
 		stop       func()
-	}{{"--cpuprofile", o.cpuprof, pprof.StartCPUProfile, pprof.StopCPUProfile}, {"--trace", o.tracef, trace.Start, trace.Stop}} {
+	}{
+		{"--cpuprofile", o.cpuprof, pprof.StartCPUProfile, pprof.StopCPUProfile},
+		{"--trace", o.tracef, trace.Start, trace.Stop},
+		{"--memprofile", o.memprof, startAllocs, stopAllocs},
+	} {
 		if p.file == "" {
 			continue
 		}
@@ -630,4 +637,23 @@ func consume(ctx context.Context, o options, i int, c *counters, fail func(error
 	}
 	<-ctx.Done()
 	cons.Close()
+}
+
+// allocsTo is where stopAllocs writes the allocation profile.
+var allocsTo io.Writer
+
+// startAllocs and stopAllocs bracket the run for --memprofile: the
+// runtime samples allocations all along, and the profile is written at
+// the end.
+func startAllocs(w io.Writer) error {
+	allocsTo = w
+	// NB: a sample every 4 KiB rather than 512: a short run's allocations
+	// show, at a cost to the run that is the point of the flag to see.
+	runtime.MemProfileRate = 4096
+	return nil
+}
+
+func stopAllocs() {
+	runtime.GC() // NB: the profile shows allocations up to the last GC
+	_ = pprof.Lookup("allocs").WriteTo(allocsTo, 0)
 }

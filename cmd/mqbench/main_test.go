@@ -1,10 +1,13 @@
 package main
 
 import (
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -194,4 +197,33 @@ func TestOptions_Credentials(t *testing.T) {
 	_, ok = parseOptions([]string{"produce"}, &errb)
 	require.False(t, ok)
 	require.Contains(t, errb.String(), "give --access-key and --secret-key together")
+}
+
+// TestProfiles: --cpuprofile and --memprofile write profiles of the run;
+// the allocation profile names the allocations of the send loop.
+func TestProfiles(t *testing.T) {
+	ns := startCluster(t)
+	dir := t.TempDir()
+	cpu, mem := filepath.Join(dir, "cpu.prof"), filepath.Join(dir, "mem.prof")
+	r := runJSON(t, "produce", "-n", ns, "-t", "prof", "--size", "256", "--count", "2000", "--duration", "60s", "--json",
+		"--cpuprofile", cpu, "--memprofile", mem)
+	require.Equal(t, int64(2000), r.Messages)
+	for _, f := range []string{cpu, mem} {
+		st, err := os.Stat(f)
+		require.NoError(t, err)
+		require.Positive(t, st.Size(), f)
+	}
+	f, err := os.Open(mem)
+	require.NoError(t, err)
+	defer f.Close()
+	z, err := gzip.NewReader(f)
+	require.NoError(t, err, "a profile is gzipped protobuf")
+	raw, err := io.ReadAll(z)
+	require.NoError(t, err)
+	require.Contains(t, string(raw), "alloc_space", "an allocation profile")
+	require.Contains(t, string(raw), "sendLoop", "the run's allocations, not an empty profile")
+
+	var out, errb strings.Builder
+	require.Equal(t, 1, run([]string{"produce", "--memprofile", filepath.Join(dir, "no", "such", "dir", "m.prof")}, &out, &errb))
+	require.Contains(t, errb.String(), "mqbench: --memprofile:")
 }
