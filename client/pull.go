@@ -80,7 +80,7 @@ func pull(ctx context.Context, c *core, r pullRequest) (PullResult, error) {
 		BrokerName:     r.q.BrokerName}
 	pctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
-	resp, err := c.tr.call(pctx, addr, request{code: protocol.PullMessage, ext: protocol.Ext(h), longPoll: r.suspend > 0},
+	resp, err := c.tr.call(pctx, addr, request{code: protocol.PullMessage, hdr: h, longPoll: r.suspend > 0},
 		protocol.PullNotFound, protocol.PullRetryImmediately, protocol.PullOffsetMoved)
 	if err != nil {
 		c.connFailed(addr, err)

@@ -350,6 +350,10 @@ func TestExtWriter(t *testing.T) {
 		&SendMessageResponseHeader{MsgID: "m", TransactionID: "tx", Region: "r", TraceOn: true},
 		&SendMessageResponseHeader{MsgID: "m", Duplicates: 1},
 		&SendMessageResponseHeader{MsgIDBytes: []byte("id1,id2"), QueueID: 1},
+		&PullMessageRequestHeader{ConsumerGroup: "g", Topic: "T", QueueID: 3, QueueOffset: 1 << 40, MaxMsgNums: 32,
+			SysFlag: PullFlagSuspend | PullFlagSubscription, CommitOffset: -1, SuspendTimeoutMillis: 20000, Subscription: "a || b", SubVersion: 9},
+		&PullMessageRequestHeader{ConsumerGroup: "g", Topic: "T", ExpressionType: "SQL92", BrokerName: "b"},
+		&PullMessageRequestHeader{ConsumerGroup: "g", Topic: "T", BrokerName: "b"},
 	} {
 		var c countingEncoder
 		w.WriteExt(&c)

@@ -25,9 +25,42 @@ type PullMessageRequestHeader struct {
 	BrokerName           string // bname, optional
 }
 
-// ToExt implements ExtHeader.
 func (h *PullMessageRequestHeader) extLen() int { return 12 }
 
+// ExtLen implements ExtWriter.
+func (h *PullMessageRequestHeader) ExtLen() int {
+	n := 10
+	if h.ExpressionType != "" {
+		n++
+	}
+	if h.BrokerName != "" {
+		n++
+	}
+	return n
+}
+
+// WriteExt implements ExtWriter: a consumer's pull, often one a message,
+// is encoded without a map of its 12 fields.
+func (h *PullMessageRequestHeader) WriteExt(e ExtEncoder) {
+	e.Str("consumerGroup", h.ConsumerGroup)
+	e.Str("topic", h.Topic)
+	e.Int("queueId", int64(h.QueueID))
+	e.Int("queueOffset", h.QueueOffset)
+	e.Int("maxMsgNums", int64(h.MaxMsgNums))
+	e.Int("sysFlag", int64(h.SysFlag))
+	e.Int("commitOffset", h.CommitOffset)
+	e.Int("suspendTimeoutMillis", h.SuspendTimeoutMillis)
+	e.Str("subscription", h.Subscription)
+	e.Int("subVersion", h.SubVersion)
+	if h.ExpressionType != "" {
+		e.Str("expressionType", h.ExpressionType)
+	}
+	if h.BrokerName != "" {
+		e.Str("bname", h.BrokerName)
+	}
+}
+
+// ToExt implements ExtHeader.
 func (h *PullMessageRequestHeader) ToExt(ext map[string]string) {
 	ext["consumerGroup"] = h.ConsumerGroup
 	ext["topic"] = h.Topic
