@@ -92,6 +92,12 @@ type Conn struct {
 	dirty   bool          // guarded by wmu: frames written but not flushed
 	kicked  bool          // guarded by wmu: the flusher has been told to flush
 	kick    chan struct{} // wakes the flusher
+	// Frames flushLater writers queued while wmu was held (queueLater),
+	// written by its next holder; laterN is len(later), read without lmu.
+	lmu        sync.Mutex
+	later      []*[]byte // framePrefixPool's buffers
+	laterBytes int
+	laterN     atomic.Int32
 	// Guarded by wmu: frames written and flushes made (benchmarks report
 	// frames per flush).
 	framesOut, flushes uint64

@@ -30,7 +30,8 @@ const (
 	// connection, else by the connection's flusher, together with the
 	// frames other goroutines write meanwhile.
 	flushSoon flushMode = iota
-	// flushLater: by the flusher; the writer never waits for the network.
+	// flushLater: by the flusher; the writer never waits for the network,
+	// nor for a flush that does (see queueLater).
 	flushLater
 	// flushByReader: by the connection's reader, once it has served every
 	// request it has at hand (see onRequest). Only the reader may use it.
@@ -49,11 +50,21 @@ func (c *Conn) writeMode(cmd *Command, mode flushMode) error {
 		return fmt.Errorf("%w: %d bytes, limit %d", ErrFrameTooLarge, n, c.maxFrame)
 	}
 	body := cmd.Body
-	if len(body) <= smallBody {
+	if len(body) <= smallBody || mode == flushLater {
+		// NB: a flushLater frame is always one buffer of its own: it never
+		// waits for a flush that would let the caller reuse its body.
 		buf = append(buf, body...)
 		body = nil
 	}
-	c.wmu.Lock()
+	if mode != flushLater {
+		c.wmu.Lock()
+	} else if !c.wmu.TryLock() {
+		// NB: its holder may be a flush waiting for a peer that does not
+		// read, up to the write timeout: the frame waits in the queue
+		// instead of its writer (see queueLater).
+		*bp = buf
+		return c.queueLater(bp)
+	}
 	if c.wclosed {
 		c.wmu.Unlock()
 		*bp = buf[:0]
@@ -63,8 +74,11 @@ func (c *Conn) writeMode(cmd *Command, mode flushMode) error {
 	if c.inBatchEnd && mode != flushByReader {
 		mode = flushByReader // the flush after the batch-end hooks takes it
 	}
+	err = c.drainLaterLocked()
 	w := c.nc.Writer()
-	_, err = w.WriteBinary(buf)
+	if err == nil {
+		_, err = w.WriteBinary(buf)
+	}
 	if err == nil && len(body) > 0 {
 		_, err = w.WriteBinary(body)
 	}
@@ -75,19 +89,24 @@ func (c *Conn) writeMode(cmd *Command, mode flushMode) error {
 	// threshold; a referenced buffer (a large body, a pull's commitlog
 	// slice) must be in the kernel before write returns, as the caller may
 	// reuse it. A lone exchange flushes at once too (see busy). Other
-	// copied frames wait for one flush shared with other frames.
+	// copied frames wait for one flush shared with other frames. A
+	// flushLater frame always waits for the flusher; a large one is
+	// referenced until then, and its buffer is left to the collector
+	// instead of the pool.
+	referenced := false
 	if err == nil {
 		switch {
-		case len(body) > 0 || len(buf) > netpoll.BinaryInplaceThreshold,
+		case mode != flushLater && (len(body) > 0 || len(buf) > netpoll.BinaryInplaceThreshold),
 			mode == flushSoon && c.busy.Load() <= 1:
 			err = w.Flush()
 			c.dirty = false
 			c.flushes++
 		default:
 			c.dirty = true
+			referenced = len(buf) > netpoll.BinaryInplaceThreshold
 			if mode != flushByReader && !c.kicked {
 				c.kicked = true
-				c.kick <- struct{}{}
+				c.kickFlusher()
 			}
 		}
 	}
@@ -110,11 +129,79 @@ func (c *Conn) writeMode(cmd *Command, mode flushMode) error {
 		c.closeWith(cause) // NB: see dialed
 		return c.err()
 	}
-	if cap(buf) <= 64<<10 {
+	if !referenced && cap(buf) <= 64<<10 {
 		*bp = buf[:0]
 		framePrefixPool.Put(bp)
 	}
 	return nil
+}
+
+// maxLater bounds the bytes of frames a connection's flushLater writers
+// may queue behind a flush (queueLater): past it the peer, whose answers
+// are not leaving, is closed.
+const maxLater = 16 << 20
+
+// queueLater queues the frame *bp, which the connection then owns, for
+// the next holder of wmu to write ahead of its own (drainLaterLocked), and
+// wakes the flusher. Its caller found wmu held: by another writer for a moment,
+// or by a flush waiting for a peer that does not read. Over maxLater the
+// connection is closed, on a goroutine of its own: closing flushes what is
+// pending, which waits for that same flush.
+func (c *Conn) queueLater(bp *[]byte) error {
+	if c.ctx.Err() != nil {
+		return c.err()
+	}
+	c.lmu.Lock()
+	if c.laterBytes+len(*bp) > maxLater {
+		c.lmu.Unlock()
+		err := fmt.Errorf("%w: %s reads none of its answers (%d MiB of them wait)", ErrConnClosed, addrString(c.remote), maxLater>>20)
+		go c.closeWith(err)
+		return err
+	}
+	c.later = append(c.later, bp)
+	c.laterBytes += len(*bp)
+	c.laterN.Store(int32(len(c.later)))
+	c.lmu.Unlock()
+	c.kickFlusher()
+	return nil
+}
+
+// drainLaterLocked writes the queued frames (queueLater) to netpoll, in
+// the order they were queued, and leaves them for a flush. REQUIRES: c.wmu
+// held.
+func (c *Conn) drainLaterLocked() error {
+	if c.laterN.Load() == 0 {
+		return nil
+	}
+	c.lmu.Lock()
+	q := c.later
+	c.later, c.laterBytes = nil, 0
+	c.laterN.Store(0)
+	c.lmu.Unlock()
+	w := c.nc.Writer()
+	for _, bp := range q {
+		if _, err := w.WriteBinary(*bp); err != nil {
+			return err
+		}
+		c.framesOut++
+		c.dirty = true
+		// NB: netpoll copied a frame up to its in-place threshold; a
+		// larger one it references until flushed, and it is left to the
+		// collector.
+		if len(*bp) <= netpoll.BinaryInplaceThreshold && cap(*bp) <= 64<<10 {
+			*bp = (*bp)[:0]
+			framePrefixPool.Put(bp)
+		}
+	}
+	return nil
+}
+
+// kickFlusher wakes the flusher, unless a wake is pending already.
+func (c *Conn) kickFlusher() {
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
 }
 
 func (c *Conn) flusher() {
@@ -153,10 +240,14 @@ func (c *Conn) flushPending() {
 	c.flushLocked()
 }
 
-// flushLocked flushes if there is anything to flush, and unlocks wmu.
+// flushLocked flushes if there is anything to flush, the queued frames
+// first, and unlocks wmu.
 func (c *Conn) flushLocked() {
 	var err error
-	if c.dirty && !c.wclosed {
+	if !c.wclosed {
+		err = c.drainLaterLocked()
+	}
+	if err == nil && c.dirty && !c.wclosed {
 		err = c.nc.Writer().Flush()
 		c.dirty = false
 		c.flushes++

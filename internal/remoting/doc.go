@@ -105,7 +105,11 @@
 // writers woken together (callers a burst of responses completed) share
 // its flush. Close flushes what is pending
 // first. Flush returns once the kernel has the bytes or the WriteTimeout
-// passes; a failed write closes the connection.
+// passes; a failed write closes the connection. A flush waiting for a
+// peer that does not read holds the connection's write lock, so WriteSoon
+// never waits for that lock: when it is held the frame goes to a queue
+// that its next holder writes first (up to 16 MiB, past which the
+// connection is closed).
 //
 // Calls: one entry point, Invoke (Client.Invoke dials first, Conn.Invoke
 // uses its connection), with options (CallOption). By default it registers

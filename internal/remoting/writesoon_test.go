@@ -1,0 +1,133 @@
+package remoting
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/sluicemq/sluice/internal/protocol"
+)
+
+// TestWriteSoon_PeerThatStopsReading: a WriteSoon writer (the store's
+// notifier, answering every durable send) never waits for a peer that does
+// not read. The requests' handlers park their writers; the test then
+// answers them one by one. Once the peer's receive buffer and the
+// server's send buffer are full, the flusher's flush waits for the peer,
+// holding the connection's write lock, and the answers after it are
+// queued instead of their writers waiting. When the
+// peer reads at last, every answer arrives, in the order written. It
+// failed when WriteSoon waited for the lock behind such a flush (it would
+// have waited out the write timeout, 30 s).
+func TestWriteSoon_PeerThatStopsReading(t *testing.T) {
+	n := (wmemMax(t) + 1<<20) / len(answerBody)
+	conn, reqs := stalledPeer(t, n)
+	for i, r := range reqs {
+		require.NoError(t, answerSoon(t, r), "answer %d", i)
+	}
+	for i, r := range reqs {
+		resp := readRaw(t, conn)
+		require.Equal(t, r.req.Opaque, resp.Opaque, "answer %d", i)
+		require.Equal(t, answerBody, resp.Body)
+	}
+}
+
+// TestWriteSoon_ClosesAPeerThatNeverReads: the queue behind a stuck flush
+// is bounded: past maxLater bytes the answer fails and the connection
+// closes.
+func TestWriteSoon_ClosesAPeerThatNeverReads(t *testing.T) {
+	n := (wmemMax(t) + maxLater + 1<<20) / len(answerBody)
+	_, reqs := stalledPeer(t, n)
+	for _, r := range reqs {
+		if err := answerSoon(t, r); err != nil {
+			require.ErrorIs(t, err, ErrConnClosed)
+			require.Contains(t, err.Error(), "reads none of its answers")
+			return
+		}
+	}
+	t.Fatalf("%d answers (%d MiB) to a peer that reads none were all taken", n, n*len(answerBody)>>20)
+}
+
+// answerBody is the body of the answers to stalledPeer's requests: a
+// frame under netpoll's 4 KiB in-place threshold.
+var answerBody = bytes.Repeat([]byte{'a'}, 3000)
+
+// parkedRequest is a request whose handler parked its writer.
+type parkedRequest struct {
+	w   ResponseWriter
+	req *Command
+}
+
+// stalledPeer starts a server whose handler parks its writers, connects a
+// peer with a small receive buffer (set before connecting: its side fills
+// at once, and the rest is the server's send buffer, which grows up to
+// tcp_wmem's maximum), sends n requests and returns them once all are
+// parked, in the order they were. The peer never reads: the test reads
+// conn when it wants the answers.
+func stalledPeer(t *testing.T, n int) (net.Conn, []parkedRequest) {
+	got := make(chan parkedRequest, n)
+	s := startServer(t, ServerOptions{}, map[int16]Handler{codeEcho: func(_ context.Context, w ResponseWriter, req *Command) {
+		Parked(w)
+		got <- parkedRequest{w, req}
+	}})
+	d := net.Dialer{Timeout: 5 * time.Second, Control: func(_, _ string, rc syscall.RawConn) error {
+		var serr error
+		err := rc.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, 4096) })
+		if err != nil {
+			return err
+		}
+		return serr
+	}}
+	conn, err := d.Dial("tcp", s.Addr().String())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close() })
+	for i := range n {
+		req := NewRequest(codeEcho, nil, nil)
+		req.Opaque = int32(i)
+		req.SerializeType = SerializeMsgpack
+		writeRaw(t, conn, req)
+	}
+	reqs := make([]parkedRequest, n)
+	for i := range reqs {
+		reqs[i] = <-got
+	}
+	return conn, reqs
+}
+
+// answerSoon answers r with WriteSoon and returns its error; it fails the
+// test if WriteSoon does not return.
+func answerSoon(t *testing.T, r parkedRequest) error {
+	t.Helper()
+	resp := NewResponse(r.req, protocol.Success, "")
+	resp.Body = answerBody
+	done := make(chan error, 1)
+	go func() { done <- r.w.WriteSoon(resp) }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(20 * time.Second): // NB: a bound for a hang, under the write timeout (30 s)
+		t.Fatalf("WriteSoon of the answer to %d has not returned in 20 s: it waits for a peer that does not read", r.req.Opaque)
+		return nil
+	}
+}
+
+// wmemMax is the most a TCP socket's send buffer grows to here
+// (net.ipv4.tcp_wmem's third value).
+func wmemMax(t *testing.T) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/sys/net/ipv4/tcp_wmem")
+	require.NoError(t, err)
+	f := strings.Fields(string(b))
+	require.Len(t, f, 3)
+	v, err := strconv.Atoi(f[2])
+	require.NoError(t, err)
+	return v
+}
