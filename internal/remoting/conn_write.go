@@ -71,6 +71,9 @@ func (c *Conn) writeMode(cmd *Command, mode flushMode) error {
 		framePrefixPool.Put(bp)
 		return c.err()
 	}
+	// NB: whatever the mode becomes, a flushLater frame is flushed by
+	// another goroutine, never by its writer.
+	later := mode == flushLater
 	if c.inBatchEnd && mode != flushByReader {
 		mode = flushByReader // the flush after the batch-end hooks takes it
 	}
@@ -90,13 +93,13 @@ func (c *Conn) writeMode(cmd *Command, mode flushMode) error {
 	// slice) must be in the kernel before write returns, as the caller may
 	// reuse it. A lone exchange flushes at once too (see busy). Other
 	// copied frames wait for one flush shared with other frames. A
-	// flushLater frame always waits for the flusher; a large one is
-	// referenced until then, and its buffer is left to the collector
-	// instead of the pool.
+	// flushLater frame is never flushed by its writer (the flusher, or the
+	// reader after its batch, does); a large one is referenced until then,
+	// and its buffer is left to the collector instead of the pool.
 	referenced := false
 	if err == nil {
 		switch {
-		case mode != flushLater && (len(body) > 0 || len(buf) > netpoll.BinaryInplaceThreshold),
+		case !later && (len(body) > 0 || len(buf) > netpoll.BinaryInplaceThreshold),
 			mode == flushSoon && c.busy.Load() <= 1:
 			err = w.Flush()
 			c.dirty = false

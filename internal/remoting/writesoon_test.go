@@ -20,23 +20,31 @@ import (
 // TestWriteSoon_PeerThatStopsReading: a WriteSoon writer (the store's
 // notifier, answering every durable send) never waits for a peer that does
 // not read. The requests' handlers park their writers; the test then
-// answers them one by one. Once the peer's receive buffer and the
-// server's send buffer are full, the flusher's flush waits for the peer,
-// holding the connection's write lock, and the answers after it are
-// queued instead of their writers waiting. When the
-// peer reads at last, every answer arrives, in the order written. It
-// failed when WriteSoon waited for the lock behind such a flush (it would
-// have waited out the write timeout, 30 s).
+// answers them one by one. Once the peer's receive buffer and the server's
+// send buffer are full, the flusher's flush waits for the peer, holding
+// the connection's write lock, and the answers after it are queued instead
+// of their writers waiting. When the peer reads at last, every answer
+// arrives, in the order written. It failed when WriteSoon waited for the
+// lock behind such a flush, and (the larger frame) when it flushed a frame
+// netpoll references itself (either would have waited out the write
+// timeout, 30 s).
 func TestWriteSoon_PeerThatStopsReading(t *testing.T) {
-	n := (wmemMax(t) + 1<<20) / len(answerBody)
-	conn, reqs := stalledPeer(t, n)
-	for i, r := range reqs {
-		require.NoError(t, answerSoon(t, r), "answer %d", i)
-	}
-	for i, r := range reqs {
-		resp := readRaw(t, conn)
-		require.Equal(t, r.req.Opaque, resp.Opaque, "answer %d", i)
-		require.Equal(t, answerBody, resp.Body)
+	// NB: a frame under netpoll's 4 KiB in-place threshold, which netpoll
+	// copies, and one over it, which it references until flushed.
+	for _, size := range []int{3000, 64 << 10} {
+		t.Run(strconv.Itoa(size), func(t *testing.T) {
+			body := bytes.Repeat([]byte{'a'}, size)
+			n := (wmemMax(t) + 1<<20) / size
+			conn, reqs := stalledPeer(t, n)
+			for i, r := range reqs {
+				require.NoError(t, answerSoon(t, r, body), "answer %d", i)
+			}
+			for i, r := range reqs {
+				resp := readRaw(t, conn)
+				require.Equal(t, r.req.Opaque, resp.Opaque, "answer %d", i)
+				require.Equal(t, body, resp.Body)
+			}
+		})
 	}
 }
 
@@ -44,21 +52,18 @@ func TestWriteSoon_PeerThatStopsReading(t *testing.T) {
 // is bounded: past maxLater bytes the answer fails and the connection
 // closes.
 func TestWriteSoon_ClosesAPeerThatNeverReads(t *testing.T) {
-	n := (wmemMax(t) + maxLater + 1<<20) / len(answerBody)
+	body := bytes.Repeat([]byte{'a'}, 3000)
+	n := (wmemMax(t) + maxLater + 1<<20) / len(body)
 	_, reqs := stalledPeer(t, n)
 	for _, r := range reqs {
-		if err := answerSoon(t, r); err != nil {
+		if err := answerSoon(t, r, body); err != nil {
 			require.ErrorIs(t, err, ErrConnClosed)
 			require.Contains(t, err.Error(), "reads none of its answers")
 			return
 		}
 	}
-	t.Fatalf("%d answers (%d MiB) to a peer that reads none were all taken", n, n*len(answerBody)>>20)
+	t.Fatalf("%d answers (%d MiB) to a peer that reads none were all taken", n, n*len(body)>>20)
 }
-
-// answerBody is the body of the answers to stalledPeer's requests: a
-// frame under netpoll's 4 KiB in-place threshold.
-var answerBody = bytes.Repeat([]byte{'a'}, 3000)
 
 // parkedRequest is a request whose handler parked its writer.
 type parkedRequest struct {
@@ -102,12 +107,12 @@ func stalledPeer(t *testing.T, n int) (net.Conn, []parkedRequest) {
 	return conn, reqs
 }
 
-// answerSoon answers r with WriteSoon and returns its error; it fails the
-// test if WriteSoon does not return.
-func answerSoon(t *testing.T, r parkedRequest) error {
+// answerSoon answers r with body through WriteSoon and returns its error;
+// it fails the test if WriteSoon does not return.
+func answerSoon(t *testing.T, r parkedRequest, body []byte) error {
 	t.Helper()
 	resp := NewResponse(r.req, protocol.Success, "")
-	resp.Body = answerBody
+	resp.Body = body
 	done := make(chan error, 1)
 	go func() { done <- r.w.WriteSoon(resp) }()
 	select {
