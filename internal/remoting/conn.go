@@ -86,6 +86,9 @@ type Conn struct {
 	// and since when.
 	idleFrames uint64
 	idleSince  time.Time
+	// backlogged is set once the server closes the connection for its
+	// input backlog (closeBacklogged).
+	backlogged atomic.Bool
 
 	wmu     sync.Mutex    // serializes Malloc/WriteBinary/Flush on nc
 	wclosed bool          // guarded by wmu; set before netpoll frees the buffers

@@ -146,10 +146,10 @@ const maxLater = 16 << 20
 
 // queueLater queues the frame *bp, which the connection then owns, for
 // the next holder of wmu to write ahead of its own (drainLaterLocked), and
-// wakes the flusher. Its caller found wmu held: by another writer for a moment,
-// or by a flush waiting for a peer that does not read. Over maxLater the
-// connection is closed, on a goroutine of its own: closing flushes what is
-// pending, which waits for that same flush.
+// wakes the flusher. Its caller found wmu held: by another writer for a
+// moment, or by a flush waiting for a peer that does not read. Over
+// maxLater the connection is closed at once (abort), on a goroutine of its
+// own.
 func (c *Conn) queueLater(bp *[]byte) error {
 	if c.ctx.Err() != nil {
 		return c.err()
@@ -158,7 +158,7 @@ func (c *Conn) queueLater(bp *[]byte) error {
 	if c.laterBytes+len(*bp) > maxLater {
 		c.lmu.Unlock()
 		err := fmt.Errorf("%w: %s reads none of its answers (%d MiB of them wait)", ErrConnClosed, addrString(c.remote), maxLater>>20)
-		go c.closeWith(err)
+		go c.abort(err)
 		return err
 	}
 	c.later = append(c.later, bp)
@@ -197,6 +197,14 @@ func (c *Conn) drainLaterLocked() error {
 		}
 	}
 	return nil
+}
+
+// abort closes the connection at once, with cause: netpoll's Close ends a
+// flush that waits for the peer, which closeWith's own flush (of what is
+// pending) would wait for first.
+func (c *Conn) abort(cause error) {
+	_ = c.nc.Close()
+	c.closeWith(cause)
 }
 
 // kickFlusher wakes the flusher, unless a wake is pending already.

@@ -34,7 +34,11 @@
 // the whole frame (netpoll's read timeout bounds each wait on its own, so a
 // peer sending a byte now and then would reset it); a remote IP address may
 // hold MaxConnsPerAddr connections (1000), later ones are closed at
-// accept; a connection that sends no frame for IdleTimeout is closed. The
+// accept; a connection that sends no frame for IdleTimeout is closed; a
+// connection whose peer has sent more than MaxInputBacklog bytes (four
+// frames) that its reader has not read is closed (netpoll reads the socket
+// into memory whatever the reader does, and a reader can be held up, by a
+// write to that same peer when it does not read, for one). The
 // log lines a peer triggers (bad frames, frame timeouts, refused and idle
 // connections, SYSTEM_BUSY answers, and a handler's own through
 // Conn.WarnPeer) are limited to one per remote IP and reason a minute

@@ -18,6 +18,7 @@ const (
 	ReasonFrameTimeout  = "frame_timeout"          // a started frame not completed within FrameTimeout
 	ReasonTooManyConns  = "too_many_connections"   // over MaxConnsPerAddr
 	ReasonIdle          = "idle"                   // no frame for IdleTimeout
+	ReasonInputBacklog  = "input_backlog"          // more unread input than MaxInputBacklog
 	ReasonBusy          = "busy"                   // a request over MaxInflight (answered SYSTEM_BUSY)
 	ReasonOrderedBusy   = "ordered_busy"           // an ordered request over its connection's queue
 )

@@ -40,6 +40,14 @@ type ServerOptions struct {
 	// address (default 1000; negative: no bound). A connection over it is
 	// closed at accept, before anything is read.
 	MaxConnsPerAddr int
+	// MaxInputBacklog bounds the bytes a peer may have sent that its
+	// connection's reader has not read yet (default four frames of
+	// MaxFrameSize, 64 MiB). netpoll reads a socket into memory whatever
+	// the reader does, so a peer that goes on sending while its reader is
+	// held up (by a write to that peer, which does not read, for one)
+	// would grow it without end; over the bound, checked every 100 ms, the
+	// connection is closed.
+	MaxInputBacklog int
 	// MaxInflight bounds the handler goroutines running at once, over all
 	// connections (default 4096). A request over the bound is answered at
 	// once with SYSTEM_BUSY (2) and a remark; the client retries. Parked
@@ -102,6 +110,9 @@ func (o *ServerOptions) fill() {
 	if o.MaxInflight <= 0 {
 		o.MaxInflight = d.MaxInflight
 	}
+	if o.MaxInputBacklog <= 0 {
+		o.MaxInputBacklog = 4 * o.MaxFrameSize
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -139,6 +150,7 @@ type Server struct {
 	peers         *peerLog
 	rejected      atomic.Uint64
 	frameTimeouts atomic.Uint64
+	backlogClosed atomic.Uint64
 	// plaintextRefused counts plaintext connections an enforcing TLS
 	// server closed.
 	plaintextRefused  atomic.Uint64
@@ -304,6 +316,8 @@ func (s *Server) houseLoop() {
 	}
 	t := time.NewTicker(period)
 	defer t.Stop()
+	backlog := time.NewTicker(backlogCheck)
+	defer backlog.Stop()
 	for {
 		select {
 		case <-s.quit:
@@ -314,7 +328,29 @@ func (s *Server) houseLoop() {
 				s.closeIdle(now)
 			}
 			s.peers.flush(now)
+		case now := <-backlog.C:
+			s.closeBacklogged(now)
 		}
+	}
+}
+
+// backlogCheck is how often houseLoop looks at the connections' input
+// backlog (MaxInputBacklog).
+const backlogCheck = 100 * time.Millisecond
+
+// closeBacklogged closes the connections whose peer has sent more than
+// MaxInputBacklog bytes their reader has not read.
+func (s *Server) closeBacklogged(now time.Time) {
+	for _, c := range s.Conns() {
+		n := c.nc.Reader().Len()
+		if n <= s.opts.MaxInputBacklog || !c.backlogged.CompareAndSwap(false, true) {
+			continue
+		}
+		s.backlogClosed.Add(1)
+		s.peers.event(now, slog.LevelWarn, c.remoteAP.Addr(), ReasonInputBacklog,
+			"remoting: closing a connection whose peer sends faster than it is read",
+			"remote", addrString(c.remote), "conn", c.id, "unread_bytes", n, "limit", s.opts.MaxInputBacklog)
+		go c.abort(fmt.Errorf("%w: the peer sent %d bytes not read yet, over %d", ErrConnClosed, n, s.opts.MaxInputBacklog))
 	}
 }
 
@@ -436,6 +472,7 @@ type ServerStats struct {
 	Conns         int               // open connections
 	Rejected      uint64            // connections closed at accept: over MaxConnsPerAddr
 	FrameTimeouts uint64            // connections closed: a frame not completed within FrameTimeout
+	BacklogClosed uint64            // connections closed: more unread input than MaxInputBacklog
 	BadFrames     map[string]uint64 // connections closed for a bad frame, by reason (BadFrameReasons)
 	// PlaintextRefused counts plaintext connections an enforcing TLS
 	// server closed; TLSHandshakeFailures failed TLS handshakes.
@@ -450,6 +487,7 @@ func (s *Server) Stats() ServerStats {
 	s.mu.Unlock()
 	st.Rejected = s.rejected.Load()
 	st.FrameTimeouts = s.frameTimeouts.Load()
+	st.BacklogClosed = s.backlogClosed.Load()
 	st.PlaintextRefused = s.plaintextRefused.Load()
 	st.TLSHandshakeFailures = s.handshakeFailures.Load()
 	st.BadFrames = make(map[string]uint64, len(BadFrameReasons))

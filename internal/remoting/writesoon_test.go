@@ -3,10 +3,12 @@ package remoting
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net"
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -135,4 +137,53 @@ func wmemMax(t *testing.T) int {
 	v, err := strconv.Atoi(f[2])
 	require.NoError(t, err)
 	return v
+}
+
+// TestServer_ClosesAPeerWhoseInputBacksUp: netpoll reads a socket into
+// memory whatever the connection's reader does; while the reader is held up
+// (here an inline handler that waits) a peer that goes on sending is
+// closed once more than MaxInputBacklog bytes wait, instead of growing the
+// server's memory until the reader comes back.
+func TestServer_ClosesAPeerWhoseInputBacksUp(t *testing.T) {
+	release := make(chan struct{})
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	s := NewServer("127.0.0.1:0", ServerOptions{MaxFrameSize: 64 << 10, Logger: quietLogger()})
+	s.Handle(codeEcho, func(context.Context, ResponseWriter, *Command) {}) // NB: no answers: the peer reads only the close
+	s.HandleInline(codeEcho, func(context.Context, ResponseWriter, *Command) bool { <-release; return false })
+	require.NoError(t, s.Start())
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		require.NoError(t, s.Shutdown(ctx))
+	})
+	t.Cleanup(free) // NB: runs first: the reader must come back for Shutdown
+	require.Equal(t, 256<<10, s.opts.MaxInputBacklog, "four frames by default")
+	conn := dialRaw(t, s)
+	stopped := make(chan error, 1)
+	go func() {
+		req := NewRequest(codeEcho, nil, bytes.Repeat([]byte{'x'}, 60<<10))
+		// NB: at most 256 times the bound, so that a server that never
+		// closes the connection fails the test instead of the machine.
+		for sent := 0; sent < 256*(256<<10); {
+			b, err := EncodeFrame(req)
+			if err == nil {
+				_, err = conn.Write(b)
+			}
+			if err != nil {
+				stopped <- err
+				return
+			}
+			sent += len(b)
+		}
+		stopped <- nil
+	}()
+	require.Eventually(t, func() bool { return s.Stats().BacklogClosed == 1 }, 20*time.Second, 10*time.Millisecond)
+	free() // NB: the reader comes back, and the connection's close completes
+	<-stopped
+	require.NoError(t, conn.SetReadDeadline(time.Now().Add(20*time.Second))) // NB: a bound for a hang
+	_, err := conn.Read(make([]byte, 1))
+	require.Error(t, err)
+	require.False(t, errors.Is(err, os.ErrDeadlineExceeded), "the connection is still open 20 s after it was closed for its backlog")
+	require.Equal(t, uint64(1), s.Stats().BacklogClosed)
 }

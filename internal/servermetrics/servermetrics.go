@@ -38,6 +38,8 @@ var (
 		[]string{"reason"}, nil)
 	descFrameTimeouts = prometheus.NewDesc("sluice_remoting_frame_timeouts_total",
 		"Connections closed because a started frame was not completed within remoting.frame_timeout.", nil, nil)
+	descBacklog = prometheus.NewDesc("sluice_remoting_input_backlog_closed_total",
+		"Connections closed because their peer had sent more bytes not read yet than four frames of remoting.max_frame_size.", nil, nil)
 	descTLS = prometheus.NewDesc("sluice_remoting_tls_refused_total",
 		"Connections closed by TLS: plaintext to an enforcing port (plaintext), failed handshakes (handshake).",
 		[]string{"reason"}, nil)
@@ -52,6 +54,7 @@ type Remoting struct{ Stats func() remoting.ServerStats }
 func (Remoting) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descBadFrames
 	ch <- descFrameTimeouts
+	ch <- descBacklog
 	ch <- descRefused
 	ch <- descTLS
 }
@@ -65,6 +68,7 @@ func (r Remoting) Collect(ch chan<- prometheus.Metric) {
 		counter(descBadFrames, st.BadFrames[reason], reason)
 	}
 	counter(descFrameTimeouts, st.FrameTimeouts)
+	counter(descBacklog, st.BacklogClosed)
 	counter(descRefused, st.Rejected)
 	counter(descTLS, st.PlaintextRefused, "plaintext")
 	counter(descTLS, st.TLSHandshakeFailures, "handshake")
