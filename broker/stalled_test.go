@@ -2,19 +2,17 @@ package broker
 
 import (
 	"errors"
-	"net"
 	"os"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sys/unix"
 
 	"github.com/sluicemq/sluice/conf"
 	"github.com/sluicemq/sluice/internal/protocol"
 	"github.com/sluicemq/sluice/internal/remoting"
+	"github.com/sluicemq/sluice/internal/testutil"
 )
 
 // TestSend_ClientThatStopsReading: a client that sends and never reads
@@ -32,17 +30,7 @@ func TestSend_ClientThatStopsReading(t *testing.T) {
 	b := startBroker(t, c, Options{})
 	cl := newClient(t, remoting.SerializeJSON)
 	mustSend(t, cl, b.Addr(), "stall", 0, "first", nil)
-	d := net.Dialer{Timeout: 5 * time.Second, Control: func(_, _ string, rc syscall.RawConn) error {
-		var serr error
-		err := rc.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, 4096) })
-		if err != nil {
-			return err
-		}
-		return serr
-	}}
-	conn, err := d.Dial("tcp", b.Addr())
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = conn.Close() })
+	conn := testutil.DialReceiveBuffer(t, b.Addr(), 4096)
 	h := &protocol.SendMessageRequestHeader{ProducerGroup: "pg", Topic: "stall", DefaultTopic: "TBW102",
 		DefaultTopicQueueNums: 4, QueueID: 2, BornTimestamp: time.Now().UnixMilli()}
 	// NB: at most 512 MiB, so that a broker that never closes the

@@ -9,14 +9,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sys/unix"
 
 	"github.com/sluicemq/sluice/internal/protocol"
+	"github.com/sluicemq/sluice/internal/testutil"
 )
 
 // TestWriteSoon_PeerThatStopsReading: a WriteSoon writer (the store's
@@ -85,17 +84,7 @@ func stalledPeer(t *testing.T, n int) (net.Conn, []parkedRequest) {
 		Parked(w)
 		got <- parkedRequest{w, req}
 	}})
-	d := net.Dialer{Timeout: 5 * time.Second, Control: func(_, _ string, rc syscall.RawConn) error {
-		var serr error
-		err := rc.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, 4096) })
-		if err != nil {
-			return err
-		}
-		return serr
-	}}
-	conn, err := d.Dial("tcp", s.Addr().String())
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = conn.Close() })
+	conn := testutil.DialReceiveBuffer(t, s.Addr().String(), 4096)
 	for i := range n {
 		req := NewRequest(codeEcho, nil, nil)
 		req.Opaque = int32(i)
