@@ -17,7 +17,7 @@ import (
 func TestRegistry(t *testing.T) {
 	reg := NewRegistry()
 	reg.MustRegister(Remoting{func() remoting.ServerStats {
-		return remoting.ServerStats{Rejected: 3, FrameTimeouts: 2, BadFrames: map[string]uint64{remoting.ReasonBadHeader: 5}}
+		return remoting.ServerStats{Rejected: 3, FrameTimeouts: 2, BacklogClosed: 7, BadFrames: map[string]uint64{remoting.ReasonBadHeader: 5}}
 	}})
 	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	defer srv.Close()
@@ -39,6 +39,7 @@ func TestRegistry(t *testing.T) {
 	require.InDelta(t, float64(len(fds)), v("process_open_fds", nil), 5)
 	require.Equal(t, 3.0, v("sluice_remoting_connections_refused_total", nil))
 	require.Equal(t, 2.0, v("sluice_remoting_frame_timeouts_total", nil))
+	require.Equal(t, 7.0, v("sluice_remoting_input_backlog_closed_total", nil))
 	for _, reason := range remoting.BadFrameReasons {
 		want := 0.0
 		if reason == remoting.ReasonBadHeader {
