@@ -34,6 +34,12 @@
 //	| workpool workers       | remoting (open Servers and    | a task: a read event, a handler,  | the last Shutdown;  |
 //	|                        | Clients together)             | a woken pull                      | parked at most 128  |
 //	| ordered executor       | remoting.Server (per conn)    | a send declined inline            | its queue is empty  |
+//	| connection flusher     | remoting.Conn (per conn)      | a kick: frames written to flush   | conn closed         |
+//	|                        |                               | later, WriteSoon's queued frames  |                     |
+//	| houseLoop              | remoting.Server               | idle check (≤ 10 s), input backlog| Shutdown            |
+//	|                        |                               | check (100 ms), peer log windows  |                     |
+//	| connection abort       | remoting.Conn (not waited)    | input backlog or WriteSoon queue  | closeWith returns   |
+//	|                        |                               | over its bound: Close, then close |                     |
 //	| flushLoop              | commitlog.Log                 | waiter kick, interval             | Log.Close           |
 //	| fsync reaper           | internal/fsync (process; the  | an AIO fsync completed: hands     | no fsync waits      |
 //	|                        | first fsync waiting starts it)| each its result                   |                     |

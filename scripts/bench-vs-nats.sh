@@ -117,10 +117,13 @@ start_sluice() {
 	exit 1
 }
 
-# broker_value NS ADDR KEY: prints one runtime value of the broker at ADDR.
-broker_value() {
-	"$bin/mqadmin" -n "$1" --json brokerStatus -b "$2" 2>/dev/null |
-		python3 -c 'import json,sys; print(json.load(sys.stdin).get(sys.argv[1], ""))' "$3"
+# broker_values NS ADDR KEY...: prints runtime values of the broker at
+# ADDR, one line, space-separated, in the order of the keys.
+broker_values() {
+	local ns=$1 addr=$2
+	shift 2
+	"$bin/mqadmin" -n "$ns" --json brokerStatus -b "$addr" 2>/dev/null |
+		python3 -c 'import json,sys; r = json.load(sys.stdin); print(" ".join(r.get(k, "") for k in sys.argv[1:]))' "$@"
 }
 
 # wait_replicas NS MASTER SLAVE...: waits (up to 10 minutes) until every
@@ -129,12 +132,11 @@ broker_value() {
 wait_replicas() {
 	local ns=$1 master=$2 end s
 	shift 2
-	end=$(broker_value "$ns" "$master" commitLogMaxOffset)
+	end=$(broker_values "$ns" "$master" commitLogMaxOffset)
 	for _ in $(seq 3000); do
 		local behind=0
 		for s in "$@"; do
-			if [ "$(broker_value "$ns" "$s" commitLogMaxOffset)" != "$end" ] ||
-				[ "$(broker_value "$ns" "$s" dispatchBehindBytes)" != 0 ]; then
+			if [ "$(broker_values "$ns" "$s" commitLogMaxOffset dispatchBehindBytes)" != "$end 0" ]; then
 				behind=1
 				break
 			fi

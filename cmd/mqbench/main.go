@@ -178,6 +178,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	var allocs allocsProfile
 	for _, p := range []struct {
 		flag, file string
 		start      func(io.Writer) error
@@ -185,7 +186,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}{
 		{"--cpuprofile", o.cpuprof, pprof.StartCPUProfile, pprof.StopCPUProfile},
 		{"--trace", o.tracef, trace.Start, trace.Stop},
-		{"--memprofile", o.memprof, startAllocs, stopAllocs},
+		{"--memprofile", o.memprof, allocs.start, allocs.stop},
 	} {
 		if p.file == "" {
 			continue
@@ -639,21 +640,19 @@ func consume(ctx context.Context, o options, i int, c *counters, fail func(error
 	cons.Close()
 }
 
-// allocsTo is where stopAllocs writes the allocation profile.
-var allocsTo io.Writer
+// allocsProfile brackets the run for --memprofile: the runtime samples
+// allocations all along, and the profile is written at the end.
+type allocsProfile struct{ w io.Writer }
 
-// startAllocs and stopAllocs bracket the run for --memprofile: the
-// runtime samples allocations all along, and the profile is written at
-// the end.
-func startAllocs(w io.Writer) error {
-	allocsTo = w
+func (a *allocsProfile) start(w io.Writer) error {
+	a.w = w
 	// NB: a sample every 4 KiB rather than 512: a short run's allocations
 	// show, at a cost to the run that is the point of the flag to see.
 	runtime.MemProfileRate = 4096
 	return nil
 }
 
-func stopAllocs() {
+func (a *allocsProfile) stop() {
 	runtime.GC() // NB: the profile shows allocations up to the last GC
-	_ = pprof.Lookup("allocs").WriteTo(allocsTo, 0)
+	_ = pprof.Lookup("allocs").WriteTo(a.w, 0)
 }

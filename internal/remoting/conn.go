@@ -101,6 +101,7 @@ type Conn struct {
 	later      []*[]byte // framePrefixPool's buffers
 	laterBytes int
 	laterN     atomic.Int32
+	laterSpare []*[]byte // guarded by wmu: the drained queue's slice, for reuse
 	// Guarded by wmu: frames written and flushes made (benchmarks report
 	// frames per flush).
 	framesOut, flushes uint64

@@ -176,11 +176,15 @@ func (c *Conn) drainLaterLocked() error {
 	if c.laterN.Load() == 0 {
 		return nil
 	}
+	// NB: the two slices take turns, so that a queue in use does not
+	// grow a new one each time it is drained.
 	c.lmu.Lock()
 	q := c.later
-	c.later, c.laterBytes = nil, 0
+	c.later, c.laterBytes = c.laterSpare, 0
 	c.laterN.Store(0)
 	c.lmu.Unlock()
+	c.laterSpare = nil
+	defer func() { clear(q); c.laterSpare = q[:0] }()
 	w := c.nc.Writer()
 	for _, bp := range q {
 		if _, err := w.WriteBinary(*bp); err != nil {
