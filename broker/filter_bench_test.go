@@ -65,7 +65,7 @@ func BenchmarkPullFilter(b *testing.B) {
 				h := &protocol.PullMessageRequestHeader{ConsumerGroup: grp, Topic: "bench", QueueOffset: off, MaxMsgNums: 32}
 				resp := call(protocol.PullMessage, protocol.Ext(h), nil)
 				var rh protocol.PullMessageResponseHeader
-				if err := rh.FromExt(resp.ExtFields); err != nil {
+				if err := rh.FromExt(resp.ExtMap()); err != nil {
 					b.Fatal(err)
 				}
 				if resp.Code == protocol.Success {

@@ -137,7 +137,7 @@ func recordBodies(t *testing.T, body []byte) []string {
 func pullExt(t *testing.T, resp *remoting.Command) protocol.PullMessageResponseHeader {
 	t.Helper()
 	var h protocol.PullMessageResponseHeader
-	require.NoError(t, h.FromExt(resp.ExtFields), "code %d remark %s", resp.Code, resp.Remark)
+	require.NoError(t, h.FromExt(resp.ExtMap()), "code %d remark %s", resp.Code, resp.Remark)
 	return h
 }
 

@@ -26,7 +26,14 @@ const (
 // when a message arrives in its queue or its suspend time runs out.
 func (b *Broker) handlePull(_ context.Context, w remoting.ResponseWriter, req *remoting.Command) {
 	var h protocol.PullMessageRequestHeader
-	if !decodeHeader(w, req, &h, "bad pull header") {
+	var err error
+	if req.ExtFields == nil && req.ExtPairs.Valid() {
+		err = h.FromExtPairs(req.ExtPairs) // NB: msgpack pulls come so
+	} else {
+		err = h.FromExt(req.ExtFields)
+	}
+	if err != nil {
+		reply(w, req, protocol.SystemError, "bad pull header: "+err.Error())
 		return
 	}
 	b.pull(w, req, &h, true)
@@ -88,8 +95,8 @@ func (b *Broker) pull(w remoting.ResponseWriter, req *remoting.Command, h *proto
 		return
 	}
 	resp := remoting.NewResponse(req, code, res.Status.String())
-	resp.ExtFields = protocol.Ext(&protocol.PullMessageResponseHeader{NextBeginOffset: next,
-		MinOffset: res.MinOffset, MaxOffset: res.MaxOffset, SuggestWhichBrokerID: b.suggestBroker(code, res.Body)})
+	resp.ExtWriter = &protocol.PullMessageResponseHeader{NextBeginOffset: next,
+		MinOffset: res.MinOffset, MaxOffset: res.MaxOffset, SuggestWhichBrokerID: b.suggestBroker(code, res.Body)}
 	if code == protocol.Success {
 		resp.Body = res.Body
 		b.stats.recordGet(h.Topic, res.Count, len(res.Body))

@@ -87,7 +87,12 @@ func pull(ctx context.Context, c *core, r pullRequest) (PullResult, error) {
 		return PullResult{}, err
 	}
 	var rh protocol.PullMessageResponseHeader
-	if err := rh.FromExt(resp.ExtFields); err != nil {
+	if resp.ExtFields == nil && resp.ExtPairs.Valid() {
+		err = rh.FromExtPairs(resp.ExtPairs) // NB: msgpack answers come so
+	} else {
+		err = rh.FromExt(resp.ExtFields)
+	}
+	if err != nil {
 		return PullResult{}, fmt.Errorf("client: bad PULL_MESSAGE answer from %s: %w", addr, err)
 	}
 	res := PullResult{NextOffset: rh.NextBeginOffset, MinOffset: rh.MinOffset, MaxOffset: rh.MaxOffset}

@@ -76,6 +76,19 @@ func FuzzExtFields(f *testing.F) {
 		if errMap == nil {
 			require.Equal(t, fromMap, fromPairs)
 		}
+		// And so do a pull and its answer.
+		var pullMap, pullPairs PullMessageRequestHeader
+		errMap, errPairs = pullMap.FromExt(ext), pullPairs.FromExtPairs(ExtPairsOf(kv...))
+		require.Equal(t, errMap == nil, errPairs == nil, "%v / %v", errMap, errPairs)
+		if errMap == nil {
+			require.Equal(t, pullMap, pullPairs)
+		}
+		var ansMap, ansPairs PullMessageResponseHeader
+		errMap, errPairs = ansMap.FromExt(ext), ansPairs.FromExtPairs(ExtPairsOf(kv...))
+		require.Equal(t, errMap == nil, errPairs == nil, "%v / %v", errMap, errPairs)
+		if errMap == nil {
+			require.Equal(t, ansMap, ansPairs)
+		}
 	})
 }
 

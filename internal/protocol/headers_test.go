@@ -354,6 +354,7 @@ func TestExtWriter(t *testing.T) {
 			SysFlag: PullFlagSuspend | PullFlagSubscription, CommitOffset: -1, SuspendTimeoutMillis: 20000, Subscription: "a || b", SubVersion: 9},
 		&PullMessageRequestHeader{ConsumerGroup: "g", Topic: "T", ExpressionType: "SQL92", BrokerName: "b"},
 		&PullMessageRequestHeader{ConsumerGroup: "g", Topic: "T", BrokerName: "b"},
+		&PullMessageResponseHeader{SuggestWhichBrokerID: 1, NextBeginOffset: 1 << 40, MinOffset: -1, MaxOffset: 7},
 	} {
 		var c countingEncoder
 		w.WriteExt(&c)
@@ -411,6 +412,45 @@ func TestSendHeader_FromExtPairs(t *testing.T) {
 	}
 	var missing SendMessageRequestHeaderV2
 	require.ErrorIs(t, missing.FromExtPairs(ExtPairsOf("a", "g")), ErrMissingField)
+}
+
+// TestPullHeaders_FromExtPairs: a pull's request and answer read from a
+// pair list are the ones read from the map of the same fields; a missing
+// or bad field fails the same way.
+func TestPullHeaders_FromExtPairs(t *testing.T) {
+	pairsOf := func(ext map[string]string) []string {
+		var kv []string
+		for k, v := range ext {
+			kv = append(kv, k, v)
+		}
+		return kv
+	}
+	for _, h := range []PullMessageRequestHeader{
+		{ConsumerGroup: "g", Topic: "T", QueueID: 3, QueueOffset: 1 << 40, MaxMsgNums: 32, SysFlag: PullFlagSuspend | PullFlagSubscription,
+			CommitOffset: 9, SuspendTimeoutMillis: 20000, Subscription: "a || b", SubVersion: 1 << 41, ExpressionType: "TAG", BrokerName: "b"},
+		{ConsumerGroup: "g", Topic: "T"},
+	} {
+		kv := pairsOf(Ext(&h))
+		var fromMap, fromPairs PullMessageRequestHeader
+		require.NoError(t, fromMap.FromExt(Ext(&h)))
+		require.NoError(t, fromPairs.FromExtPairs(ExtPairsOf(kv...)))
+		require.Equal(t, fromMap, fromPairs)
+		require.Equal(t, h, fromPairs)
+
+		var bad PullMessageRequestHeader
+		var fe *FieldError
+		require.ErrorAs(t, bad.FromExtPairs(ExtPairsOf(append(kv, "queueId", "x")...)), &fe)
+		require.Equal(t, "queueId", fe.Field)
+	}
+	var missing PullMessageRequestHeader
+	require.ErrorIs(t, missing.FromExtPairs(ExtPairsOf("consumerGroup", "g", "topic", "T")), ErrMissingField)
+	require.ErrorIs(t, missing.FromExtPairs(ExtPairs{}), ErrMissingField, "no pairs read as no fields, not as a map")
+
+	r := PullMessageResponseHeader{SuggestWhichBrokerID: 1, NextBeginOffset: 1 << 40, MinOffset: 2, MaxOffset: 1 << 41}
+	var got PullMessageResponseHeader
+	require.NoError(t, got.FromExtPairs(ExtPairsOf(pairsOf(ExtMap(&r))...)))
+	require.Equal(t, r, got)
+	require.ErrorIs(t, got.FromExtPairs(ExtPairsOf("nextBeginOffset", "1")), ErrMissingField)
 }
 
 func BenchmarkSendHeaderV2(b *testing.B) {

@@ -78,7 +78,19 @@ func (h *PullMessageRequestHeader) ToExt(ext map[string]string) {
 
 // FromExt implements ExtHeader.
 func (h *PullMessageRequestHeader) FromExt(ext map[string]string) error {
-	r := extReader{header: "PullMessageRequestHeader", ext: ext}
+	return h.read(&extReader{header: "PullMessageRequestHeader", ext: ext})
+}
+
+// FromExtPairs is FromExt from the fields of a header read without a map
+// (remoting.Header.ExtPairs: a pull Sluice's client sent).
+func (h *PullMessageRequestHeader) FromExtPairs(kv ExtPairs) error {
+	if !kv.Valid() {
+		kv = ExtPairsOf() // NB: invalid pairs would read a map
+	}
+	return h.read(&extReader{header: "PullMessageRequestHeader", pairs: kv})
+}
+
+func (h *PullMessageRequestHeader) read(r *extReader) error {
 	*h = PullMessageRequestHeader{
 		ConsumerGroup:        r.str("consumerGroup"),
 		Topic:                r.str("topic"),
@@ -107,16 +119,35 @@ type PullMessageResponseHeader struct {
 }
 
 // ToExt implements ExtHeader.
-func (h *PullMessageResponseHeader) ToExt(ext map[string]string) {
-	ext["suggestWhichBrokerId"] = itoa64(h.SuggestWhichBrokerID)
-	ext["nextBeginOffset"] = itoa64(h.NextBeginOffset)
-	ext["minOffset"] = itoa64(h.MinOffset)
-	ext["maxOffset"] = itoa64(h.MaxOffset)
+func (h *PullMessageResponseHeader) ToExt(ext map[string]string) { h.WriteExt(MapEncoder(ext)) }
+
+// ExtLen implements ExtWriter.
+func (h *PullMessageResponseHeader) ExtLen() int { return 4 }
+
+// WriteExt implements ExtWriter: a pull's answer, often one a message, is
+// encoded without a map of its 4 fields.
+func (h *PullMessageResponseHeader) WriteExt(e ExtEncoder) {
+	e.Int("suggestWhichBrokerId", h.SuggestWhichBrokerID)
+	e.Int("nextBeginOffset", h.NextBeginOffset)
+	e.Int("minOffset", h.MinOffset)
+	e.Int("maxOffset", h.MaxOffset)
 }
 
 // FromExt implements ExtHeader.
 func (h *PullMessageResponseHeader) FromExt(ext map[string]string) error {
-	r := extReader{header: "PullMessageResponseHeader", ext: ext}
+	return h.read(&extReader{header: "PullMessageResponseHeader", ext: ext})
+}
+
+// FromExtPairs is FromExt from the fields of a header read without a map
+// (remoting.Header.ExtPairs: a pull's answer).
+func (h *PullMessageResponseHeader) FromExtPairs(kv ExtPairs) error {
+	if !kv.Valid() {
+		kv = ExtPairsOf() // NB: invalid pairs would read a map
+	}
+	return h.read(&extReader{header: "PullMessageResponseHeader", pairs: kv})
+}
+
+func (h *PullMessageResponseHeader) read(r *extReader) error {
 	*h = PullMessageResponseHeader{
 		SuggestWhichBrokerID: r.int64("suggestWhichBrokerId"),
 		NextBeginOffset:      r.int64("nextBeginOffset"),

@@ -277,7 +277,7 @@ func (d *msgpackDecoder) header(h *Header) error {
 		case "remark":
 			h.Remark, err = d.str()
 		case "extFields":
-			h.ExtPairs, err = d.extPairs() // NB: made a map below unless a send's
+			h.ExtPairs, err = d.extPairs() // NB: made a map below unless a send's or a pull's
 		default:
 			err = d.skip(0)
 		}
@@ -298,6 +298,11 @@ func (d *msgpackDecoder) header(h *Header) error {
 			d.kept = make([]uint32, keptSpans)
 		}
 		h.ExtPairs, d.kept = h.ExtPairs.CloneIn(d.kept)
+	case h.Code == protocol.PullMessage:
+		// NB: a list of its own, not a share of d.kept: a parked pull
+		// keeps its request for up to its suspend time (20 s), and would
+		// keep the whole block.
+		h.ExtPairs = h.ExtPairs.Clone()
 	default:
 		h.ExtFields, h.ExtPairs = h.ExtMap(), protocol.ExtPairs{}
 	}

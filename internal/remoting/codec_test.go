@@ -440,7 +440,7 @@ func TestMsgpack_EncoderMatchesLibrary(t *testing.T) {
 	require.NoError(t, err)
 	var back Header
 	require.NoError(t, MsgpackCodec.DecodeHeader(b, &back))
-	require.Equal(t, many.ExtFields, back.ExtFields)
+	require.Equal(t, many.ExtFields, back.ExtMap())
 }
 
 // TestCodecs_ExtWriter: a header whose ext is an ExtWriter (no map)
@@ -475,10 +475,10 @@ type lyingWriter struct{}
 func (lyingWriter) ExtLen() int                    { return 3 }
 func (lyingWriter) WriteExt(e protocol.ExtEncoder) { e.Str("a", "b") }
 
-// TestMsgpack_SendExtAsPairs: the msgpack codec decodes a send request's
-// custom header and any answer's as pairs (no map; a connection makes an
-// answer's a map unless it answers a send), every other request's as a
-// map; both read the same.
+// TestMsgpack_SendExtAsPairs: the msgpack codec decodes a send or pull
+// request's custom header and any answer's as pairs (no map; a connection
+// makes an answer's a map unless it answers a send or a pull), every
+// other request's as a map; both read the same.
 func TestMsgpack_SendExtAsPairs(t *testing.T) {
 	ext := map[string]string{"a": "g", "b": "T", "e": "3"}
 	for _, tc := range []struct {
@@ -490,8 +490,9 @@ func TestMsgpack_SendExtAsPairs(t *testing.T) {
 		{protocol.SendBatchMessage, FlagOneway, true},
 		{protocol.SendMessageV2, FlagResponse, true},
 		{protocol.PullMessage, FlagResponse, true},
+		{protocol.PullMessage, 0, true},
 		{protocol.SendMessage, 0, false},
-		{protocol.PullMessage, 0, false},
+		{protocol.QueryConsumerOffset, 0, false},
 	} {
 		b, err := MsgpackCodec.AppendHeader(nil, &Header{Code: tc.code, Flag: tc.flag, ExtFields: ext})
 		require.NoError(t, err)

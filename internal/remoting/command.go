@@ -51,10 +51,11 @@ type Header struct {
 	// headers have ExtFields instead.
 	ExtWriter protocol.ExtWriter
 	// ExtPairs, when ExtFields is nil, is a decoded custom header as its
-	// fields in order: the msgpack codec decodes a send request's header
-	// so (no map; its handler reads it with FromExtPairs), and a
-	// response's, which a connection turns into a map unless it answers a
-	// send (see pairsAnswer). ExtMap returns either as a map.
+	// fields in order: the msgpack codec decodes a send's or a pull's
+	// request header so (no map; its handler reads it with FromExtPairs),
+	// and a response's, which a connection turns into a map unless it
+	// answers a send or a pull (see pairsAnswer). ExtMap returns either as
+	// a map.
 	ExtPairs protocol.ExtPairs
 }
 

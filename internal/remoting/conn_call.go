@@ -26,9 +26,11 @@ type call struct {
 // pairsAnswer reports whether the answer to a request with code keeps a
 // msgpack ext as Header.ExtPairs rather than a map: a send's, which the
 // client reads with SendMessageResponseHeader.FromExtPairs (a map per
-// answer was 6% of a producer's CPU). Every other answer gets its map.
+// answer was 6% of a producer's CPU), and a pull's
+// (PullMessageResponseHeader.FromExtPairs). Every other answer gets its
+// map.
 func pairsAnswer(code int16) bool {
-	return code == protocol.SendMessageV2 || code == protocol.SendBatchMessage
+	return code == protocol.SendMessageV2 || code == protocol.SendBatchMessage || code == protocol.PullMessage
 }
 
 type result struct {

@@ -9,9 +9,10 @@ import (
 	"github.com/sluicemq/sluice/internal/protocol"
 )
 
-// TestConn_AnswerExtForm: over msgpack, the answer to a send keeps its
-// custom header as pairs (the producer reads them without a map); every
-// other answer arrives with its map, as callers expect.
+// TestConn_AnswerExtForm: over msgpack, the answer to a send or a pull
+// keeps its custom header as pairs (the producer and the consumer read
+// them without a map); every other answer arrives with its map, as
+// callers expect.
 func TestConn_AnswerExtForm(t *testing.T) {
 	answer := func(_ context.Context, w ResponseWriter, req *Command) {
 		resp := NewResponse(req, protocol.Success, "")
@@ -26,7 +27,7 @@ func TestConn_AnswerExtForm(t *testing.T) {
 			resp, err := c.Invoke(ctxTimeout(t, 10e9), s.Addr().String(), NewRequest(code, ext, nil))
 			require.NoError(t, err)
 			require.Equal(t, ext, resp.ExtMap())
-			pairs := st == SerializeMsgpack && code == protocol.SendMessageV2
+			pairs := st == SerializeMsgpack && code != codeEcho
 			require.Equal(t, pairs, resp.ExtPairs.Valid(), "serialize %v code %d", st, code)
 			require.Equal(t, !pairs, resp.ExtFields != nil, "serialize %v code %d", st, code)
 		}
