@@ -196,6 +196,15 @@ type extReader struct {
 	err   error
 }
 
+// orNoFields is kv, or no fields when kv is invalid (no header): an
+// extReader given invalid pairs would read its map.
+func orNoFields(kv ExtPairs) ExtPairs {
+	if !kv.Valid() {
+		return ExtPairsOf()
+	}
+	return kv
+}
+
 // get returns key's value.
 func (r *extReader) get(key string) (string, bool) {
 	if r.pairs.Valid() {

@@ -84,10 +84,7 @@ func (h *PullMessageRequestHeader) FromExt(ext map[string]string) error {
 // FromExtPairs is FromExt from the fields of a header read without a map
 // (remoting.Header.ExtPairs: a pull Sluice's client sent).
 func (h *PullMessageRequestHeader) FromExtPairs(kv ExtPairs) error {
-	if !kv.Valid() {
-		kv = ExtPairsOf() // NB: invalid pairs would read a map
-	}
-	return h.read(&extReader{header: "PullMessageRequestHeader", pairs: kv})
+	return h.read(&extReader{header: "PullMessageRequestHeader", pairs: orNoFields(kv)})
 }
 
 func (h *PullMessageRequestHeader) read(r *extReader) error {
@@ -141,10 +138,7 @@ func (h *PullMessageResponseHeader) FromExt(ext map[string]string) error {
 // FromExtPairs is FromExt from the fields of a header read without a map
 // (remoting.Header.ExtPairs: a pull's answer).
 func (h *PullMessageResponseHeader) FromExtPairs(kv ExtPairs) error {
-	if !kv.Valid() {
-		kv = ExtPairsOf() // NB: invalid pairs would read a map
-	}
-	return h.read(&extReader{header: "PullMessageResponseHeader", pairs: kv})
+	return h.read(&extReader{header: "PullMessageResponseHeader", pairs: orNoFields(kv)})
 }
 
 func (h *PullMessageResponseHeader) read(r *extReader) error {

@@ -316,10 +316,7 @@ func (h *SendMessageResponseHeader) FromExt(ext map[string]string) error {
 // FromExtPairs is FromExt from the fields of a header read without a map
 // (remoting.Header.ExtPairs: a send's answer).
 func (h *SendMessageResponseHeader) FromExtPairs(kv ExtPairs) error {
-	if !kv.Valid() {
-		kv = ExtPairsOf() // NB: invalid pairs would read a map
-	}
-	return h.read(&extReader{header: "SendMessageResponseHeader", pairs: kv})
+	return h.read(&extReader{header: "SendMessageResponseHeader", pairs: orNoFields(kv)})
 }
 
 func (h *SendMessageResponseHeader) read(r *extReader) error {
