@@ -410,14 +410,16 @@ fi
 # one run, right after the replay rows' gigabytes, measured their
 # write-back too (p99 9.98 ms, send to store p99 5.89, in the full run on
 # ebec9f4) and, on a shared host, one 10 s sample of its noise.
+# e2e_json: reads mqbench e2e's JSON report, prints p50 p99 p999 max (ms).
+e2e_json() { python3 -c 'import json,sys
+s = sys.stdin.read(); r = json.loads(s[s.index("{"):s.rindex("}") + 1])
+print("%.2f %.2f %.2f %.2f" % (r["latency_p50_ms"], r["latency_p99_ms"], r["latency_p999_ms"], r["latency_max_ms"]))'; }
 e2e_runs=()
 if row e2e; then
 	for r in $(seq "$ROUNDS"); do
 		settle
 		e2e_runs+=("$("$bin/mqbench" e2e -n "$ns_async" -t "e2e-$r" -g "e2e-$r" --rate 10000 --duration 10s --json 2>/dev/null | tr -d '\n')")
-		echo "e2e, round $r: $(echo "${e2e_runs[-1]}" | python3 -c 'import json,sys
-s = sys.stdin.read(); r = json.loads(s[s.index("{"):s.rindex("}") + 1])
-print("p50 %.2f p99 %.2f p999 %.2f max %.2f ms" % (r["latency_p50_ms"], r["latency_p99_ms"], r["latency_p999_ms"], r["latency_max_ms"]))')" >&2
+		echo "e2e, round $r: p50 p99 p999 max $(echo "${e2e_runs[-1]}" | e2e_json) ms" >&2
 	done
 fi
 
@@ -441,9 +443,6 @@ if row floor; then
 	if [ -n "${nats_durable_rate:-}" ]; then
 		floor_note="The floor's durable rate is $(awk -v f="$last_nats" -v n="$nats_durable_rate" 'BEGIN { printf "%.1f", f / n }')x NATS's median in the durable row ($nats_durable_rate msgs/s)."
 	fi
-	e2e_json() { python3 -c 'import json,sys
-s = sys.stdin.read(); r = json.loads(s[s.index("{"):s.rindex("}") + 1])
-print("%.2f %.2f %.2f %.2f" % (r["latency_p50_ms"], r["latency_p99_ms"], r["latency_p999_ms"], r["latency_max_ms"]))'; }
 	se=() fe=()
 	for r in $(seq "$ROUNDS"); do
 		for who in $([ $((r % 2)) = 1 ] && echo "sluice floor" || echo "floor sluice"); do
