@@ -210,12 +210,12 @@ func (c *PushConsumer) pullLoop(pq *processQueue) {
 					// NB: caught up: the consume goroutine just woken
 					// runs now, not once this one has sent its next pull
 					// (which the broker will hold anyway) and parked.
-					// The next pull waits for it: 30 µs at the median,
-					// about 200 at p99. A backlog's pull goes out first:
+					// The next pull waits for it: 27-31 µs at the median,
+					// 157-215 at p99. A backlog's pull goes out first:
 					// it is the rate. mqbench e2e at 10,000 msgs/s, fresh
 					// brokers alternated with the build before: p50 lower
 					// in 13 of 15 single runs and in 4 of 4 sets of 3
-					// (0.27-0.42 -> 0.16-0.34 ms), p99 in 6 of 15 and in
+					// (0.24-0.50 -> 0.16-0.38 ms), p99 in 6 of 15 and in
 					// 4 of 4; at 2,500 msgs/s p99 lower in 7 of 9.
 					runtime.Gosched()
 				}
