@@ -390,15 +390,7 @@ func TestSendHeader_FromExtPairs(t *testing.T) {
 			MaxReconsumeTimes: &maxRe, Batch: true, BrokerName: "b"},
 		{ProducerGroup: "g", Topic: "T", QueueID: -1},
 	} {
-		var kv []string
-		for k, v := range Ext(&h) {
-			kv = append(kv, k, v)
-		}
-		var fromMap, fromPairs SendMessageRequestHeaderV2
-		require.NoError(t, fromMap.FromExt(Ext(&h)))
-		require.NoError(t, fromPairs.FromExtPairs(ExtPairsOf(kv...)))
-		require.Equal(t, fromMap, fromPairs)
-		require.Equal(t, h, fromPairs)
+		kv := requireReadsAlike(t, &h)
 
 		var dup SendMessageRequestHeaderV2
 		require.NoError(t, dup.FromExtPairs(ExtPairsOf(append(kv, "b", "Later")...)))
@@ -418,24 +410,12 @@ func TestSendHeader_FromExtPairs(t *testing.T) {
 // pair list are the ones read from the map of the same fields; a missing
 // or bad field fails the same way.
 func TestPullHeaders_FromExtPairs(t *testing.T) {
-	pairsOf := func(ext map[string]string) []string {
-		var kv []string
-		for k, v := range ext {
-			kv = append(kv, k, v)
-		}
-		return kv
-	}
 	for _, h := range []PullMessageRequestHeader{
 		{ConsumerGroup: "g", Topic: "T", QueueID: 3, QueueOffset: 1 << 40, MaxMsgNums: 32, SysFlag: PullFlagSuspend | PullFlagSubscription,
 			CommitOffset: 9, SuspendTimeoutMillis: 20000, Subscription: "a || b", SubVersion: 1 << 41, ExpressionType: "TAG", BrokerName: "b"},
 		{ConsumerGroup: "g", Topic: "T"},
 	} {
-		kv := pairsOf(Ext(&h))
-		var fromMap, fromPairs PullMessageRequestHeader
-		require.NoError(t, fromMap.FromExt(Ext(&h)))
-		require.NoError(t, fromPairs.FromExtPairs(ExtPairsOf(kv...)))
-		require.Equal(t, fromMap, fromPairs)
-		require.Equal(t, h, fromPairs)
+		kv := requireReadsAlike(t, &h)
 
 		var bad PullMessageRequestHeader
 		var fe *FieldError
@@ -451,6 +431,32 @@ func TestPullHeaders_FromExtPairs(t *testing.T) {
 	require.NoError(t, got.FromExtPairs(ExtPairsOf(pairsOf(ExtMap(&r))...)))
 	require.Equal(t, r, got)
 	require.ErrorIs(t, got.FromExtPairs(ExtPairsOf("nextBeginOffset", "1")), ErrMissingField)
+}
+
+// pairsOf is ext's fields as a key, value list (in map order).
+func pairsOf(ext map[string]string) []string {
+	var kv []string
+	for k, v := range ext {
+		kv = append(kv, k, v)
+	}
+	return kv
+}
+
+// requireReadsAlike checks that h read back from its map and from the same
+// fields as pairs is h both ways, and returns the pairs.
+func requireReadsAlike[T any, P interface {
+	*T
+	ExtHeader
+	FromExtPairs(ExtPairs) error
+}](t *testing.T, h P) []string {
+	t.Helper()
+	kv := pairsOf(Ext(h))
+	var fromMap, fromPairs T
+	require.NoError(t, P(&fromMap).FromExt(Ext(h)))
+	require.NoError(t, P(&fromPairs).FromExtPairs(ExtPairsOf(kv...)))
+	require.Equal(t, fromMap, fromPairs)
+	require.Equal(t, *h, fromPairs)
+	return kv
 }
 
 func BenchmarkSendHeaderV2(b *testing.B) {
