@@ -131,7 +131,8 @@
 // Concurrent consumers hand batches to WithConsumeGoroutines handler
 // goroutines; a pull loop whose answer reached the queue's end lets the
 // handler it woke run before it sends its next pull (the broker holds that
-// pull anyway), one with a backlog sends its next pull first. ConsumeRetryLater sends the messages back
+// pull anyway), one with a backlog sends its next pull first.
+// ConsumeRetryLater sends the messages back
 // (CONSUMER_SEND_MSG_BACK; if the broker refuses, a SEND_MESSAGE to
 // %RETRY%<group>); they return through the group's retry topic, which
 // clustering consumers subscribe to automatically, with their original
