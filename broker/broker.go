@@ -305,7 +305,9 @@ func (b *Broker) Close() error {
 		var errs []error
 		if b.server != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			b.unregisterAll(ctx)
+			if b.started.Load() { // NB: a Start that failed registered nowhere, and may have no nsc
+				b.unregisterAll(ctx)
+			}
 			errs = append(errs, b.server.Shutdown(ctx))
 			cancel()
 		}

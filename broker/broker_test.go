@@ -374,3 +374,32 @@ func TestBroker_AnswerIDs(t *testing.T) {
 		})
 	}
 }
+
+// TestBroker_CloseAfterFailedStart: a Start that fails (its port taken, or
+// the metrics port) leaves a broker that Close shuts down with the error
+// reported, not a panic (it used to unregister through a name server
+// client Start never made).
+func TestBroker_CloseAfterFailedStart(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer taken.Close()
+	for _, tc := range []struct {
+		name string
+		set  func(*conf.Broker)
+	}{
+		{"listen", func(c *conf.Broker) { c.Listen = taken.Addr().String() }},
+		{"metrics", func(c *conf.Broker) { c.MetricsListen = taken.Addr().String() }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := testConfig(t.TempDir())
+			c.NamesrvAddr = "127.0.0.1:1"
+			tc.set(&c)
+			b, err := New(c, Options{Logger: quiet()})
+			require.NoError(t, err)
+			err = b.Start()
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), "address already in use")
+			require.NotPanics(t, func() { _ = b.Close() })
+		})
+	}
+}
