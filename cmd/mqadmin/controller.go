@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -52,6 +53,14 @@ func (a *app) controllers(flag string) ([]string, *controller.Client, error) {
 	}
 	a.closers = append(a.closers, func() { cl.Close() })
 	return addrs, cl, nil
+}
+
+// leaderWait bounds a request for the controllers' leader, which the
+// client asks each controller for, again and again while they elect one:
+// by --timeout for each of the n controllers, after which the command
+// fails (no controller answered) instead of waiting for ever.
+func (a *app) leaderWait(ctx context.Context, n int) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, a.timeout*time.Duration(max(n, 1)))
 }
 
 // controllerErr says which request failed and, for a controller's refusal,
@@ -133,10 +142,12 @@ func getSyncStateSetCmd(a *app, addrs *string) *cobra.Command {
 		if err := required(cmd, "brokerName"); err != nil {
 			return err
 		}
-		_, cl, err := a.controllers(*addrs)
+		list, cl, err := a.controllers(*addrs)
 		if err != nil {
 			return err
 		}
+		ctx, cancel := a.leaderWait(ctx, len(list))
+		defer cancel()
 		info, err := cl.SyncStateData(ctx, names)
 		if err != nil {
 			return controllerErr("CONTROLLER_GET_SYNC_STATE_DATA", err)
@@ -183,10 +194,12 @@ func electMasterCmd(a *app, addrs *string) *cobra.Command {
 		if id < 0 {
 			return usagef("-i (--brokerId) %d is negative", id)
 		}
-		_, cl, err := a.controllers(*addrs)
+		list, cl, err := a.controllers(*addrs)
 		if err != nil {
 			return err
 		}
+		ctx, cancel := a.leaderWait(ctx, len(list))
+		defer cancel()
 		role, err := cl.ElectMaster(ctx, name, id)
 		if err != nil {
 			return controllerErr("CONTROLLER_ELECT_MASTER", err)

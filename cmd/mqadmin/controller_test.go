@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"net"
 	"path/filepath"
@@ -70,4 +71,33 @@ func TestController_Commands(t *testing.T) {
 	require.Contains(t, c.fails(t, exitUsage, "getSyncStateSet", "-a", addr), "missing flag -b")
 	require.Contains(t, c.fails(t, exitUsage, "electMaster", "-a", addr, "-b", "b"), "missing flag -i")
 	require.Contains(t, c.fails(t, exitUsage, "electMaster", "-a", "nowhere", "-b", "b", "-i", "1"), "not ip:port")
+}
+
+// TestController_NoneAnswers: the commands that go to the controllers'
+// leader end with "no controller answered" once --timeout has passed for
+// each controller, instead of asking again for ever.
+func TestController_NoneAnswers(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	gone := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	c := &cluster{ns: "127.0.0.1:1"}
+	for _, args := range [][]string{
+		{"electMaster", "-b", "b", "-i", "1"},
+		{"getSyncStateSet", "-b", "b"},
+	} {
+		done := make(chan result, 1)
+		go func() {
+			var out, errb bytes.Buffer
+			code := run(append([]string{"-n", c.ns, "--timeout", "300ms", "-a", gone + ";" + gone}, args...), &out, &errb)
+			done <- result{code: code, stdout: out.String(), stderr: errb.String()}
+		}()
+		select {
+		case r := <-done:
+			require.Equal(t, exitError, r.code, "mqadmin %v: %s", args, r.stderr)
+			require.Contains(t, r.stderr, "no controller answered")
+		case <-time.After(time.Minute): // NB: a hang's bound, not a measure: it asked for ever
+			t.Fatalf("mqadmin %v did not end", args)
+		}
+	}
 }
