@@ -50,7 +50,7 @@ func (b *Broker) handleDeleteTopic(ctx context.Context, w remoting.ResponseWrite
 	if !decodeHeader(w, req, &h, "bad delete-topic header") {
 		return
 	}
-	if systemTopics[h.Topic] {
+	if systemTopics[h.Topic] || h.Topic == topic.AutoCreateTemplate {
 		reply(w, req, protocol.SystemError, fmt.Sprintf("topic %s is a system topic and cannot be deleted", h.Topic))
 		return
 	}

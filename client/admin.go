@@ -233,7 +233,9 @@ func (a *Admin) targets(ctx context.Context, addr, cluster string) ([]string, er
 }
 
 // DeleteTopic deletes topic from the masters of cluster (every cluster when
-// empty), then from every name server (spec §3.11).
+// empty), then from every name server (spec §3.11). When a master refuses
+// (a system topic) or cannot be asked, the name servers are left alone, as
+// Java's mqadmin does: the topic still lives there, and its route with it.
 func (a *Admin) DeleteTopic(ctx context.Context, topic, cluster string) error {
 	if err := a.check(); err != nil {
 		return err
@@ -249,6 +251,9 @@ func (a *Admin) DeleteTopic(ctx context.Context, topic, cluster string) error {
 			ext: protocol.Ext(&protocol.DeleteTopicRequestHeader{Topic: topic})})
 		cancel()
 		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
 	}
 	for _, ns := range a.cfg.nameServers {
 		cctx, cancel := a.core.callCtx(ctx)

@@ -100,6 +100,12 @@ func TestTopic_UpdateErrors(t *testing.T) {
 	require.Contains(t, stderr, "SYSTEM_ERROR")
 	require.Contains(t, stderr, "system topic")
 
+	// Nor may the auto-create template be deleted: new topics are made
+	// from it. It keeps its route.
+	stderr = c.fails(t, exitError, "deleteTopic", "-t", "TBW102", "-c", "DefaultCluster")
+	require.Contains(t, stderr, "system topic")
+	c.ok(t, "topicRoute", "-t", "TBW102")
+
 	stderr = c.fails(t, exitError, "updateTopic", "-t", "x", "-c", "NoSuchCluster")
 	require.Contains(t, stderr, `no cluster "NoSuchCluster"`)
 	require.Contains(t, stderr, "DefaultCluster", "lists the known clusters")
