@@ -1,10 +1,12 @@
 package console
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"time"
@@ -78,6 +80,42 @@ func (s *Server) api(h func(*http.Request) (any, error)) http.Handler {
 
 // maxBody bounds a request body.
 const maxBody = 1 << 20
+
+// bodyFirst reads a request's body (up to maxBody and a byte) before next
+// runs, within BodyTimeout: net/http bounds the headers' reading
+// (ReadHeaderTimeout) but not the body's, and a server-wide ReadTimeout
+// would also cancel a long handler's context. A body over maxBody is left
+// to the handler to refuse.
+func (s *Server) bodyFirst(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body == nil || r.Body == http.NoBody {
+			next.ServeHTTP(w, r)
+			return
+		}
+		rc := http.NewResponseController(w)
+		_ = rc.SetReadDeadline(time.Now().Add(s.opts.BodyTimeout))
+		b, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+		if err != nil {
+			// NB: the deadline stays, past: before it answers, net/http
+			// reads what is left of the body, which would wait for ever.
+			w.Header().Set("Connection", "close")
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				refuse(w, http.StatusRequestTimeout, fmt.Sprintf("the request body did not arrive within %v", s.opts.BodyTimeout))
+				return
+			}
+			refuse(w, http.StatusBadRequest, fmt.Sprintf("reading the request body: %v", err))
+			return
+		}
+		if len(b) <= maxBody {
+			_ = rc.SetReadDeadline(time.Time{})
+		} else {
+			w.Header().Set("Connection", "close") // NB: its rest is read within the deadline too
+		}
+		r.Body = io.NopCloser(bytes.NewReader(b))
+		next.ServeHTTP(w, r)
+	})
+}
 
 // decodeJSON reads r's body into v. Unknown fields are ignored.
 func decodeJSON(r *http.Request, v any) error {

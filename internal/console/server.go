@@ -36,6 +36,9 @@ type Options struct {
 	History     time.Duration
 	// CallTimeout bounds each request to a nameserver or broker (default 3 s).
 	CallTimeout time.Duration
+	// BodyTimeout bounds the reading of a request's body (default 30 s):
+	// a peer that announces more than it sends gets 408.
+	BodyTimeout time.Duration
 	// Auth, when set (ACL on), makes users log in (see auth.go).
 	Auth *Auth
 	// AccessKey and SecretKey sign the console's own requests to the
@@ -91,6 +94,9 @@ func New(opts Options) (*Server, error) {
 	if opts.CallTimeout <= 0 {
 		opts.CallTimeout = 3 * time.Second
 	}
+	if opts.BodyTimeout <= 0 {
+		opts.BodyTimeout = 30 * time.Second
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -114,6 +120,7 @@ func New(opts Options) (*Server, error) {
 	if opts.Auth != nil {
 		h = s.guard(h)
 	}
+	h = s.bodyFirst(h) // NB: outside guard: a login's body too
 	if opts.Wrap != nil {
 		h = opts.Wrap(h)
 	}
