@@ -145,7 +145,7 @@ func printMsgCmd(a *app) *cobra.Command {
 		if err := required(cmd, "topic"); err != nil {
 			return err
 		}
-		bt, et, err := timeRange(begin, end)
+		bt, et, err := timeRange("s", begin, end)
 		if err != nil {
 			return err
 		}

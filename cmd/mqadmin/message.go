@@ -110,7 +110,7 @@ func queryMsgByKeyCmd(a *app) *cobra.Command {
 		if err := required(cmd, "topic", "msgKey"); err != nil {
 			return err
 		}
-		bt, et, err := timeRange(begin, end)
+		bt, et, err := timeRange("b", begin, end)
 		if err != nil {
 			return err
 		}
@@ -131,12 +131,13 @@ func queryMsgByKeyCmd(a *app) *cobra.Command {
 	return cmd
 }
 
-// timeRange parses optional begin and end flags (-b/-e or -s/-e).
-func timeRange(begin, end string) (time.Time, time.Time, error) {
+// timeRange parses optional begin and end flags: -e, and beginFlag (b or
+// s, the shorthand the command gives its begin flag).
+func timeRange(beginFlag, begin, end string) (time.Time, time.Time, error) {
 	var bt, et time.Time
 	var err error
 	if begin != "" {
-		if bt, err = parseTime("b", begin); err != nil {
+		if bt, err = parseTime(beginFlag, begin); err != nil {
 			return bt, et, err
 		}
 	}
@@ -146,7 +147,7 @@ func timeRange(begin, end string) (time.Time, time.Time, error) {
 		}
 	}
 	if !bt.IsZero() && !et.IsZero() && et.Before(bt) {
-		return bt, et, usagef("the end time %s is before the begin time %s", fmtTime(et.UnixMilli()), fmtTime(bt.UnixMilli()))
+		return bt, et, usagef("the end time %s is before the begin time %s", fmtAt(et), fmtAt(bt))
 	}
 	return bt, et, nil
 }

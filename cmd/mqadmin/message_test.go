@@ -99,6 +99,7 @@ func TestMessage_SendAndQuery(t *testing.T) {
 		"-b", strconv.FormatInt(time.Now().Add(time.Hour).UnixMilli(), 10))
 	require.Empty(t, msgs)
 	require.Contains(t, c.ok(t, "queryMsgByKey", "-t", "orders", "-k", "nope"), "no message with key nope in topic orders")
+	require.Contains(t, c.fails(t, exitUsage, "queryMsgByKey", "-t", "orders", "-k", "k", "-b", "soon"), `-b "soon" is not a time`)
 
 	// queryMsgByOffset reads one queue offset.
 	c.okJSON(t, &msgs, "queryMsgByOffset", "-t", "orders", "-b", "broker-a", "-i", "1", "-o", strconv.FormatInt(sent.QueueOffset, 10))
@@ -164,7 +165,10 @@ func TestMessage_ConsumePrintAndReset(t *testing.T) {
 	c.okJSON(t, &msgs, "printMsg", "-t", "cm", "-s", time.Now().Add(time.Hour).Format(time.RFC3339))
 	require.Empty(t, msgs)
 	require.Contains(t, c.ok(t, "printMsg", "-t", "cm", "-e", "0"), "no message in topic cm in that time range")
-	c.fails(t, exitUsage, "printMsg", "-t", "cm", "-s", "yesterday")
+	// The error names the flag given: printMsg's begin is -s.
+	require.Contains(t, c.fails(t, exitUsage, "printMsg", "-t", "cm", "-s", "yesterday"), `-s "yesterday" is not a time`)
+	require.Contains(t, c.fails(t, exitUsage, "printMsg", "-t", "cm", "-s", "5000", "-e", "0"),
+		"the end time "+fmtAt(time.UnixMilli(0))+" is before the begin time "+fmtAt(time.UnixMilli(5000)))
 
 	// resetOffsetByTime moves the group back to the start.
 	var reset struct {
@@ -178,7 +182,8 @@ func TestMessage_ConsumePrintAndReset(t *testing.T) {
 	require.Equal(t, int64(0), reset.Queues[0].Offset)
 	out = c.ok(t, "consumerProgress", "-g", "cg", "-t", "cm")
 	require.Equal(t, []string{"3", "0", "3"}, findRow(t, out, "cm", "broker-a", "0")[3:6])
-	require.Contains(t, c.ok(t, "resetOffsetByTime", "-g", "cg", "-t", "cm", "-s", "0"), "reset offsets of group cg on topic cm")
+	require.Contains(t, c.ok(t, "resetOffsetByTime", "-g", "cg", "-t", "cm", "-s", "0"),
+		"reset offsets of group cg on topic cm to "+fmtAt(time.UnixMilli(0)))
 	c.fails(t, exitUsage, "resetOffsetByTime", "-g", "cg", "-t", "cm", "-s", "soon")
 }
 

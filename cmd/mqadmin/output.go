@@ -63,8 +63,12 @@ func fmtTime(ms int64) string {
 	if ms <= 0 {
 		return "-"
 	}
-	return time.UnixMilli(ms).Format("2006-01-02 15:04:05.000")
+	return fmtAt(time.UnixMilli(ms))
 }
+
+// fmtAt formats a time the user gave, where 0 ms is the epoch, not the
+// "never" of fmtTime's "-".
+func fmtAt(t time.Time) string { return t.Format("2006-01-02 15:04:05.000") }
 
 // jsonTime formats a millisecond timestamp for JSON; 0 is null.
 func jsonTime(ms int64) *string {

@@ -217,7 +217,7 @@ running consumers then keep their own, so stop them first.`,
 			return a.printJSON(map[string]any{"group": group, "topic": topic, "timestamp": at.UnixMilli(),
 				"queues": rows})
 		}
-		fmt.Fprintf(a.stdout, "reset offsets of group %s on topic %s to %s\n", group, topic, fmtTime(at.UnixMilli()))
+		fmt.Fprintf(a.stdout, "reset offsets of group %s on topic %s to %s\n", group, topic, fmtAt(at))
 		t := newTable(a.stdout, "Broker Name", "QID", "New Offset")
 		for _, r := range rows {
 			t.row(r.BrokerName, r.QueueID, r.Offset)
