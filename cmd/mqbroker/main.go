@@ -219,7 +219,7 @@ func run(args []string, stdout, stderr io.Writer, ready chan<- [2]string) int {
 	if err != nil {
 		b.Close()
 		closeNS()
-		fmt.Fprintf(stderr, "mqbroker: console: %s\n", cli.OneLine(err))
+		fmt.Fprintf(stderr, "mqbroker: %s\n", cli.OneLine(err)) // NB: the error says "console: ..."
 		return exitError
 	}
 	if ready != nil {

@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -154,6 +155,21 @@ func TestMQBroker_BadInput(t *testing.T) {
 	out.Reset()
 	require.Equal(t, exitOK, run([]string{"-h"}, &out, &errb, nil))
 	require.Contains(t, out.String(), "--store-dir")
+
+	// A port in use: the broker's (Start fails, then Close; it panicked),
+	// or the console's (after the broker started): the error, once.
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer taken.Close()
+	errb.Reset()
+	require.Equal(t, exitError, run([]string{"-n", "127.0.0.1:1", "--listen", taken.Addr().String(),
+		"--store-dir", t.TempDir(), "--console-listen", "off"}, &out, &errb, nil))
+	require.Contains(t, errb.String(), "mqbroker: broker: listen "+taken.Addr().String())
+	require.Contains(t, errb.String(), "address already in use")
+	errb.Reset()
+	require.Equal(t, exitError, run([]string{"-n", "127.0.0.1:1", "--listen", "127.0.0.1:0",
+		"--store-dir", t.TempDir(), "--console-listen", taken.Addr().String()}, &out, &errb, nil))
+	require.Contains(t, errb.String(), "mqbroker: console: listen tcp "+taken.Addr().String())
 }
 
 // templateRoute waits until the nameserver at ns routes TBW102 (a broker

@@ -143,7 +143,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			_ = node.Close()
 		}
 		_ = ns.Close()
-		fmt.Fprintf(stderr, "mqnamesrv: console: %s\n", cli.OneLine(err))
+		fmt.Fprintf(stderr, "mqnamesrv: %s\n", cli.OneLine(err)) // NB: the error says "console: ..."
 		return exitError
 	}
 	logger.Info("mqnamesrv: listening", "addr", ns.Addr())
