@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/sluicemq/sluice/internal/protocol"
 	"github.com/spf13/cobra"
@@ -34,6 +35,11 @@ func kvConfigCmd(a *app, del bool) *cobra.Command {
 		}
 		if err := required(cmd, names...); err != nil {
 			return err
+		}
+		for _, v := range []struct{ flag, val string }{{"-s (--namespace)", namespace}, {"-k (--key)", key}} {
+			if strings.TrimSpace(v.val) == "" {
+				return usagef("%s is empty", v.flag)
+			}
 		}
 		ns, err := a.nameServers()
 		if err != nil {

@@ -194,6 +194,8 @@ func TestTopic_OrderConf(t *testing.T) {
 
 	// -b changes this broker's part only.
 	c.ok(t, "updateKvConfig", "-s", protocol.OrderTopicConfigNamespace, "-k", "ord", "-v", "broker-x:2; broker-a:4")
+	require.Contains(t, c.fails(t, exitUsage, "updateKvConfig", "-s", " ", "-k", "ord", "-v", "x"), "-s (--namespace) is empty")
+	require.Contains(t, c.fails(t, exitUsage, "deleteKvConfig", "-s", protocol.OrderTopicConfigNamespace, "-k", ""), "-k (--key) is empty")
 	var js struct {
 		OrderTopicConf *string `json:"orderTopicConf"`
 	}
