@@ -102,10 +102,22 @@ func (o options) connect() client.Option {
 	return client.Combine(opts...)
 }
 
+// maxSize is the largest --size: the client's largest body (its
+// WithMaxBodySize default), above which every send would fail at once.
+const maxSize = 4 << 20
+
 // parseOptions reads the mode and flags; false means a usage error, which
 // it has written to stderr.
 func parseOptions(args []string, stderr io.Writer) (options, bool) {
 	if len(args) == 0 || (args[0] != "produce" && args[0] != "consume" && args[0] != "e2e") {
+		switch {
+		case len(args) == 0:
+			fmt.Fprintln(stderr, "mqbench: no mode given")
+		case strings.HasPrefix(args[0], "-"):
+			fmt.Fprintf(stderr, "mqbench: the mode comes first, before %s\n", args[0])
+		default:
+			fmt.Fprintf(stderr, "mqbench: unknown mode %q\n", args[0])
+		}
 		fmt.Fprintln(stderr, "usage: mqbench produce|consume|e2e [-n NAMESRV] [-t TOPIC] [--size N] [--producers N] [--consumers N] [--batch N] [--pull-batch N] [--duration D] [--rate N] [--sync] [--sql EXPR] [--json] [--cpuprofile FILE] [--memprofile FILE] [--trace FILE] [--access-key KEY --secret-key SECRET] [--tls] [--tls-ca FILE] [--tls-insecure]")
 		return options{}, false
 	}
@@ -154,9 +166,31 @@ func parseOptions(args []string, stderr io.Writer) (options, bool) {
 	if o.count > 0 && !set["duration"] {
 		o.duration = time.Hour // --count decides; a --duration given stays a safety bound
 	}
-	if o.size < 8 || o.producers < 1 || o.consumers < 1 || o.batch < 1 || o.duration <= 0 || o.rate < 0 || o.inflight < 1 || o.count < 0 || o.pullBatch < 1 || o.senders < 1 || o.autoBatch < 0 || o.autoBatch == 1 {
-		fmt.Fprintln(stderr, "mqbench: --size must be >= 8; --producers, --consumers, --batch, --inflight, --pull-batch, --senders >= 1; --auto-batch 0 or >= 2; --duration > 0; --rate >= 0")
-		return o, false
+	for _, c := range []struct {
+		bad  bool
+		flag string
+		want string
+	}{
+		{o.size < 8 || o.size > maxSize, "--size", fmt.Sprintf("8 to %d bytes (the client's largest body)", maxSize)},
+		{o.producers < 1, "--producers", "at least 1"},
+		{o.consumers < 1, "--consumers", "at least 1"},
+		{o.batch < 1, "--batch", "at least 1"},
+		{o.inflight < 1, "--inflight", "at least 1"},
+		{o.pullBatch < 1, "--pull-batch", "at least 1"},
+		{o.senders < 1, "--senders", "at least 1"},
+		{o.autoBatch < 0 || o.autoBatch == 1, "--auto-batch", "0 (off) or at least 2"},
+		{o.duration <= 0, "--duration", "more than 0"},
+		{o.rate < 0, "--rate", "0 (flat out) or more"},
+		{o.count < 0, "--count", "0 (run for --duration) or more"},
+	} {
+		if c.bad {
+			v := "?"
+			if f := fs.Lookup(strings.TrimPrefix(c.flag, "--")); f != nil {
+				v = f.Value.String()
+			}
+			fmt.Fprintf(stderr, "mqbench: %s %s: give %s\n", c.flag, v, c.want)
+			return o, false
+		}
 	}
 	if set["sql"] {
 		if o.mode != "consume" {

@@ -98,6 +98,31 @@ func TestMQBench(t *testing.T) {
 	require.Contains(t, errb.String(), "dial tcp 127.0.0.1:1: connect: connection refused")
 }
 
+// TestOptions_BadInput: a usage error names what is wrong: the mode, or
+// the flag at fault with its value and what it takes.
+func TestOptions_BadInput(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "mqbench: no mode given"},
+		{[]string{"prodce"}, `mqbench: unknown mode "prodce"`},
+		{[]string{"--size", "8", "produce"}, "mqbench: the mode comes first, before --size"},
+		{[]string{"produce", "--size", "1"}, "mqbench: --size 1: give 8 to 4194304 bytes"},
+		{[]string{"produce", "--size", "100000000"}, "mqbench: --size 100000000: give 8 to 4194304 bytes"},
+		{[]string{"produce", "--senders", "0"}, "mqbench: --senders 0: give at least 1"},
+		{[]string{"consume", "--pull-batch", "-3"}, "mqbench: --pull-batch -3: give at least 1"},
+		{[]string{"produce", "--auto-batch", "1"}, "mqbench: --auto-batch 1: give 0 (off) or at least 2"},
+		{[]string{"e2e", "--rate", "-1"}, "mqbench: --rate -1: give 0 (flat out) or more"},
+		{[]string{"produce", "--duration", "0s"}, "mqbench: --duration 0s: give more than 0"},
+	} {
+		var errb strings.Builder
+		_, ok := parseOptions(tc.args, &errb)
+		require.False(t, ok, "%v", tc.args)
+		require.Contains(t, errb.String(), tc.want, "%v", tc.args)
+	}
+}
+
 // TestOptions_CountAndDuration: --count replaces the default duration, not
 // one given, even when it equals the default.
 func TestOptions_CountAndDuration(t *testing.T) {
