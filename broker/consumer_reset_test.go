@@ -2,6 +2,7 @@ package broker
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -48,4 +49,14 @@ func TestBroker_ResetOffset(t *testing.T) {
 	resp := invoke(t, c, b.Addr(), protocol.InvokeBrokerToResetOffset,
 		&protocol.ResetOffsetRequestHeader{Topic: "nope", Group: "g", Timestamp: 0, IsForce: true}, nil)
 	require.Equal(t, int16(protocol.TopicNotExist), resp.Code)
+
+	// A group name no client can use is refused, and leaves no offsets.
+	for _, g := range []string{"a b", "g\nx", strings.Repeat("g", 300), ""} {
+		resp = invoke(t, c, b.Addr(), protocol.InvokeBrokerToResetOffset,
+			&protocol.ResetOffsetRequestHeader{Topic: "rs", Group: g, Timestamp: 0, IsForce: true}, nil)
+		require.Equal(t, int16(protocol.SystemError), resp.Code, "%q", g)
+		require.Contains(t, resp.Remark, "bad group name")
+		_, ok := b.offsets.Query(g, "rs", 0)
+		require.False(t, ok, "%q", g)
+	}
 }

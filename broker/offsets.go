@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 
+	"github.com/sluicemq/sluice/broker/topic"
 	"github.com/sluicemq/sluice/internal/protocol"
 	"github.com/sluicemq/sluice/internal/remoting"
 )
@@ -97,6 +99,12 @@ func (b *Broker) handleEarliestTime(_ context.Context, w remoting.ResponseWriter
 func (b *Broker) handleResetOffset(_ context.Context, w remoting.ResponseWriter, req *remoting.Command) {
 	var h protocol.ResetOffsetRequestHeader
 	if !decodeHeader(w, req, &h, "bad reset-offset header") {
+		return
+	}
+	// NB: a group name no client can use would only leave offsets behind
+	// (a consumer's own commits are taken as Java's broker takes them).
+	if err := topic.ValidateName(h.Group); err != nil {
+		reply(w, req, protocol.SystemError, "bad group name: "+strings.TrimPrefix(err.Error(), "topic: "))
 		return
 	}
 	cfg, ok := b.knownTopic(w, req, h.Topic)
