@@ -34,6 +34,9 @@ func TestCLI_UsageErrorsExit2WithUsage(t *testing.T) {
 		r := mqRaw(t, "topicList")
 		require.Equal(t, exitUsage, r.code)
 		require.Contains(t, r.stderr, "no nameserver: give -n ip:port or set NAMESRV_ADDR")
+		r = mqRaw(t, "-n", " ; ", "topicList")
+		require.Equal(t, exitUsage, r.code)
+		require.Contains(t, r.stderr, `no nameserver in " ; ": give -n ip:port or set NAMESRV_ADDR`)
 	})
 }
 

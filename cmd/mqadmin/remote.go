@@ -71,6 +71,9 @@ func (a *app) nameServers() ([]string, error) {
 		}
 		out = append(out, s)
 	}
+	if len(out) == 0 {
+		return nil, usagef("no nameserver in %q: give -n ip:port or set NAMESRV_ADDR", v)
+	}
 	return out, nil
 }
 
