@@ -3,6 +3,7 @@ package console
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -204,12 +205,17 @@ func TestAPI_LagAndDLQ(t *testing.T) {
 		Offsets []resetRow `json:"offsets"`
 	}
 	later := strconv.FormatInt(time.Now().Add(time.Hour).UnixMilli(), 10)
-	require.Equal(t, 200, e.do(t, "POST", "/api/groups/billing/reset", resetForm{Topic: "orders", Time: later}, &rs))
+	require.Equal(t, 200, e.do(t, "POST", "/api/groups/billing/reset", resetForm{Topic: "orders", Time: timeValue(later)}, &rs))
 	require.Len(t, rs.Offsets, 2)
 	require.Equal(t, []int{0, 1}, []int{rs.Offsets[0].QueueID, rs.Offsets[1].QueueID})
 	require.Equal(t, int64(11), rs.Offsets[0].Offset+rs.Offsets[1].Offset)
+	// The time as a JSON number of milliseconds, as the README gives it.
+	rs.Offsets = nil
+	require.Equal(t, 200, e.do(t, "POST", "/api/groups/billing/reset", json.RawMessage(`{"topic":"orders","time":`+later+`}`), &rs))
+	require.Equal(t, int64(11), rs.Offsets[0].Offset+rs.Offsets[1].Offset)
+	require.Contains(t, e.fails(t, 400, "POST", "/api/groups/billing/reset", json.RawMessage(`{"topic":"orders","time":true}`)), "not the JSON object expected")
 	require.Contains(t, e.fails(t, 400, "POST", "/api/groups/billing/reset", resetForm{Topic: "orders", Time: "soon"}), "not a time")
-	require.Contains(t, e.fails(t, 400, "POST", "/api/groups/billing/reset", resetForm{Time: later}), "required")
+	require.Contains(t, e.fails(t, 400, "POST", "/api/groups/billing/reset", resetForm{Time: timeValue(later)}), "required")
 	var lv liveView
 	require.Equal(t, 200, e.do(t, "GET", "/api/live?topic=orders&group=billing", nil, &lv))
 	require.True(t, lv.Sampling)

@@ -3,6 +3,7 @@ package console
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"maps"
 	"net/http"
@@ -153,8 +154,24 @@ func (s *Server) getGroup(r *http.Request) (any, error) {
 
 // resetForm is the body of POST /api/groups/{group}/reset.
 type resetForm struct {
-	Topic string `json:"topic"`
-	Time  string `json:"time"` // RFC 3339 or unix milliseconds
+	Topic string    `json:"topic"`
+	Time  timeValue `json:"time"` // RFC 3339 or unix milliseconds
+}
+
+// timeValue is a time given as a JSON string (any form parseTime reads)
+// or as a JSON number of unix milliseconds.
+type timeValue string
+
+func (v *timeValue) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		return json.Unmarshal(b, (*string)(v))
+	}
+	var n json.Number
+	if err := json.Unmarshal(b, &n); err != nil {
+		return err
+	}
+	*v = timeValue(n)
+	return nil
 }
 
 // resetRow is one queue's new offset.
@@ -173,7 +190,7 @@ func (s *Server) postReset(r *http.Request) (any, error) {
 	if f.Topic == "" || f.Time == "" {
 		return nil, badRequest("topic and time are required")
 	}
-	t, err := parseTime("time", f.Time)
+	t, err := parseTime("time", string(f.Time))
 	if err != nil {
 		return nil, err
 	}
