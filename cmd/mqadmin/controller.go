@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -141,6 +142,10 @@ func getSyncStateSetCmd(a *app, addrs *string) *cobra.Command {
 	cmd.RunE = action(func(ctx context.Context, cmd *cobra.Command) error {
 		if err := required(cmd, "brokerName"); err != nil {
 			return err
+		}
+		names = slices.DeleteFunc(names, func(n string) bool { return strings.TrimSpace(n) == "" })
+		if len(names) == 0 {
+			return usagef("-b (--brokerName) names no broker")
 		}
 		list, cl, err := a.controllers(*addrs)
 		if err != nil {

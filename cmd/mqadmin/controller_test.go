@@ -69,6 +69,7 @@ func TestController_Commands(t *testing.T) {
 		"CONTROLLER_ELECT_MASTER_FAILED")
 	require.Contains(t, c.fails(t, exitError, "getSyncStateSet", "-a", addr, "-b", "nope"), `"nope"`)
 	require.Contains(t, c.fails(t, exitUsage, "getSyncStateSet", "-a", addr), "missing flag -b")
+	require.Contains(t, c.fails(t, exitUsage, "getSyncStateSet", "-a", addr, "-b", ""), "-b (--brokerName) names no broker")
 	require.Contains(t, c.fails(t, exitUsage, "electMaster", "-a", addr, "-b", "b"), "missing flag -i")
 	require.Contains(t, c.fails(t, exitUsage, "electMaster", "-a", "nowhere", "-b", "b", "-i", "1"), "not ip:port")
 }

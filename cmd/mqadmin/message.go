@@ -68,6 +68,9 @@ func queryMsgByIDCmd(a *app) *cobra.Command {
 			}
 			list = append(list, id)
 		}
+		if len(list) == 0 {
+			return usagef("-i %q holds no message id", ids)
+		}
 		if clientID != "" {
 			for _, id := range list {
 				if err := a.consumeDirectly(ctx, id, group, clientID); err != nil {
@@ -109,6 +112,9 @@ func queryMsgByKeyCmd(a *app) *cobra.Command {
 	cmd.RunE = action(func(ctx context.Context, cmd *cobra.Command) error {
 		if err := required(cmd, "topic", "msgKey"); err != nil {
 			return err
+		}
+		if strings.TrimSpace(key) == "" {
+			return usagef("-k (--msgKey) is empty")
 		}
 		bt, et, err := timeRange("b", begin, end)
 		if err != nil {

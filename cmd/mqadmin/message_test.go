@@ -100,6 +100,7 @@ func TestMessage_SendAndQuery(t *testing.T) {
 	require.Empty(t, msgs)
 	require.Contains(t, c.ok(t, "queryMsgByKey", "-t", "orders", "-k", "nope"), "no message with key nope in topic orders")
 	require.Contains(t, c.fails(t, exitUsage, "queryMsgByKey", "-t", "orders", "-k", "k", "-b", "soon"), `-b "soon" is not a time`)
+	require.Contains(t, c.fails(t, exitUsage, "queryMsgByKey", "-t", "orders", "-k", " "), "-k (--msgKey) is empty")
 
 	// queryMsgByOffset reads one queue offset.
 	c.okJSON(t, &msgs, "queryMsgByOffset", "-t", "orders", "-b", "broker-a", "-i", "1", "-o", strconv.FormatInt(sent.QueueOffset, 10))
@@ -111,6 +112,7 @@ func TestMessage_SendAndQuery(t *testing.T) {
 	// Errors: a malformed id is a bad command line; an unreachable broker
 	// is named.
 	c.fails(t, exitUsage, "queryMsgById", "-i", "XYZ")
+	require.Contains(t, c.fails(t, exitUsage, "queryMsgById", "-i", " , "), `-i " , " holds no message id`)
 	dead := message.OffsetMsgID(mustAddrPort(t, "127.0.0.1:1"), 0)
 	stderr = c.fails(t, exitError, "queryMsgById", "-i", dead)
 	require.Contains(t, stderr, "127.0.0.1:1")
