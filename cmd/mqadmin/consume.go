@@ -65,6 +65,9 @@ With -g the offsets committed are past the messages filtered away too.`,
 		if count < 1 {
 			return usagef("-c %d: the count must be at least 1", count)
 		}
+		if offset < 0 {
+			return usagef("-o %d: the offset must be at least 0", offset)
+		}
 		pgroup := group
 		if pgroup == "" {
 			pgroup = toolsConsumerGroup

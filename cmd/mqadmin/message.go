@@ -116,6 +116,9 @@ func queryMsgByKeyCmd(a *app) *cobra.Command {
 		if strings.TrimSpace(key) == "" {
 			return usagef("-k (--msgKey) is empty")
 		}
+		if maxNum < 1 {
+			return usagef("--maxNum %d: give at least 1", maxNum)
+		}
 		bt, et, err := timeRange("b", begin, end)
 		if err != nil {
 			return err

@@ -101,6 +101,7 @@ func TestMessage_SendAndQuery(t *testing.T) {
 	require.Contains(t, c.ok(t, "queryMsgByKey", "-t", "orders", "-k", "nope"), "no message with key nope in topic orders")
 	require.Contains(t, c.fails(t, exitUsage, "queryMsgByKey", "-t", "orders", "-k", "k", "-b", "soon"), `-b "soon" is not a time`)
 	require.Contains(t, c.fails(t, exitUsage, "queryMsgByKey", "-t", "orders", "-k", " "), "-k (--msgKey) is empty")
+	require.Contains(t, c.fails(t, exitUsage, "queryMsgByKey", "-t", "orders", "-k", "k", "--maxNum", "0"), "--maxNum 0: give at least 1")
 
 	// queryMsgByOffset reads one queue offset.
 	c.okJSON(t, &msgs, "queryMsgByOffset", "-t", "orders", "-b", "broker-a", "-i", "1", "-o", strconv.FormatInt(sent.QueueOffset, 10))
@@ -157,6 +158,7 @@ func TestMessage_ConsumePrintAndReset(t *testing.T) {
 	require.Len(t, res.Messages, 2)
 	require.Equal(t, "m1", res.Messages[0].Body)
 	c.fails(t, exitUsage, "consumeMessage", "-t", "cm", "-i", "0")
+	require.Contains(t, c.fails(t, exitUsage, "consumeMessage", "-t", "cm", "-o", "-5"), "-o -5: the offset must be at least 0")
 
 	// printMsg: every message in a time range.
 	var msgs []msgJSON
