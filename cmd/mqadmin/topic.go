@@ -99,6 +99,11 @@ func updateTopicCmd(a *app) *cobra.Command {
 		if err := a.reportTopicUpdate(topic, read, write, perm, ordered, done, orderConf); err != nil {
 			return err
 		}
+		if write > read && len(done) > 0 {
+			// NB: Java's mqadmin takes it silently; a shrink lowers -w first.
+			fmt.Fprintf(a.stderr, "mqadmin: warning: topic %s has %d write queues but %d read queues: messages sent to "+
+				"queues %d to %d reach no consumer until -r is at least %d\n", topic, write, read, read, write-1, write)
+		}
 		return errors.Join(errs...)
 	})
 	return cmd

@@ -100,6 +100,12 @@ func TestTopic_UpdateErrors(t *testing.T) {
 	require.Contains(t, stderr, "SYSTEM_ERROR")
 	require.Contains(t, stderr, "system topic")
 
+	// More write queues than read queues: done, with a warning.
+	r := c.mq(t, "updateTopic", "-t", "narrow", "-b", c.broker, "-r", "4", "-w", "6")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Contains(t, r.stderr, "warning: topic narrow has 6 write queues but 4 read queues: messages sent to queues 4 to 5 reach no consumer")
+	require.NotContains(t, c.mq(t, "updateTopic", "-t", "narrow", "-b", c.broker, "-r", "6", "-w", "4").stderr, "warning")
+
 	// Nor may the auto-create template be deleted: new topics are made
 	// from it. It keeps its route.
 	stderr = c.fails(t, exitError, "deleteTopic", "-t", "TBW102", "-c", "DefaultCluster")
