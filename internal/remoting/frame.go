@@ -77,9 +77,23 @@ func checkLength(length int32, maxFrame int) error {
 		return fmt.Errorf("%w: length %d < 4", ErrBadFrame, length)
 	}
 	if int64(length)+4 > int64(maxFrame) {
-		return fmt.Errorf("%w: %d bytes, limit %d", ErrFrameTooLarge, int64(length)+4, maxFrame)
+		return fmt.Errorf("%w: %d bytes, limit %d%s", ErrFrameTooLarge, int64(length)+4, maxFrame, textHint(length))
 	}
 	return nil
+}
+
+// textHint names the length field's bytes when they are printable text
+// ("HTTP" reads as a length of 1,213,486,164): the peer speaks another
+// protocol, which the size alone does not say.
+func textHint(length int32) string {
+	var b [4]byte
+	binary.BigEndian.PutUint32(b[:], uint32(length))
+	for _, c := range b {
+		if c < 0x20 || c > 0x7e {
+			return ""
+		}
+	}
+	return fmt.Sprintf(" (its first bytes read %q: is the peer speaking another protocol?)", b[:])
 }
 
 // checkHeaderWord validates the header word of a frame of the given length

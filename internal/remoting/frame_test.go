@@ -108,6 +108,17 @@ func TestDecodeFrame_Errors(t *testing.T) {
 	}
 }
 
+// TestDecodeFrame_TextHint: a too large length field that is printable
+// text (an HTTP answer) says so; a large binary length does not.
+func TestDecodeFrame_TextHint(t *testing.T) {
+	_, _, err := DecodeFrame([]byte("HTTP/1.1 400 Bad Request\r\n\r\n"), 0)
+	require.ErrorIs(t, err, ErrFrameTooLarge)
+	require.Contains(t, err.Error(), `its first bytes read "HTTP": is the peer speaking another protocol?`)
+	_, _, err = DecodeFrame(rawFrame(16<<20+1, 0, 10, nil), 0)
+	require.ErrorIs(t, err, ErrFrameTooLarge)
+	require.NotContains(t, err.Error(), "first bytes")
+}
+
 func TestAppendFrame_Errors(t *testing.T) {
 	c := sampleCommand(5, nil)
 	_, err := EncodeFrame(c)
