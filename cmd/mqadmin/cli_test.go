@@ -15,7 +15,10 @@ func TestCLI_UsageErrorsExit2WithUsage(t *testing.T) {
 	}{
 		{"no command", nil, "no command given"},
 		{"unknown command", []string{"-n", "127.0.0.1:9876", "frobnicate"}, `unknown command "frobnicate"`},
+		{"unknown command with flags", []string{"-n", "127.0.0.1:9876", "--timeout", "1s", "updateTopc", "-t", "x", "-c", "C"},
+			`unknown command "updateTopc" for "mqadmin"`},
 		{"unknown flag", []string{"-n", "127.0.0.1:9876", "topicList", "--nope"}, "unknown flag: --nope"},
+		{"unknown root flag", []string{"--json", "-x", "topicList"}, "unknown shorthand flag: 'x' in -x"},
 		{"missing flag", []string{"-n", "127.0.0.1:9876", "topicRoute"}, "missing flag -t (--topic)"},
 		{"stray argument", []string{"-n", "127.0.0.1:9876", "topicRoute", "-t", "a", "b"}, `unexpected argument "b"`},
 		{"bad nameserver", []string{"-n", "localhost:9876", "topicList"}, `nameserver "localhost:9876" is not ip:port`},

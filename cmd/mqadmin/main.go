@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/sluicemq/sluice/internal/cli"
 )
@@ -57,7 +58,7 @@ func (e runError) Unwrap() error { return e.err }
 // run is main with its inputs and outputs passed in; it returns the exit
 // status.
 func run(args []string, stdout, stderr io.Writer) int {
-	a := &app{stdout: stdout, stderr: stderr}
+	a := &app{stdout: stdout, stderr: stderr, args: args}
 	defer a.close()
 	root := newRoot(a)
 	root.SetArgs(args)
@@ -78,6 +79,39 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprint(stderr, cmd.UsageString())
 	return exitUsage
+}
+
+// firstPositional returns the first argument that is neither one of the
+// root's flags nor such a flag's value, if it names no command: a
+// mistyped command ("" when there is none).
+func firstPositional(root *cobra.Command, args []string) string {
+	pf := root.PersistentFlags()
+	for i := 0; i < len(args); i++ {
+		arg := args[i]
+		var f *pflag.Flag
+		switch {
+		case arg == "--":
+			return ""
+		case strings.HasPrefix(arg, "--"):
+			if strings.Contains(arg, "=") {
+				continue
+			}
+			f = pf.Lookup(arg[2:])
+		case strings.HasPrefix(arg, "-") && len(arg) == 2:
+			f = pf.ShorthandLookup(arg[1:])
+		case strings.HasPrefix(arg, "-"):
+			continue // NB: -nVALUE, or a flag of the command
+		default:
+			if c, _, err := root.Find([]string{arg}); err == nil && c != root {
+				return ""
+			}
+			return arg
+		}
+		if f != nil && f.NoOptDefVal == "" {
+			i++ // its value
+		}
+	}
+	return ""
 }
 
 // oneLine folds a multi-line error (errors.Join) into one line.
@@ -119,7 +153,16 @@ or the NAMESRV_ADDR environment variable.`,
 		}
 		return nil
 	}
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{msg: err.Error()} })
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		// NB: a mistyped command with flags reaches the root, which knows
+		// none of them: the command, not the flag, is what is wrong.
+		if c == root {
+			if name := firstPositional(root, a.args); name != "" {
+				return usagef("unknown command %q for \"mqadmin\" (mqadmin help lists them)", name)
+			}
+		}
+		return usageError{msg: err.Error()}
+	})
 
 	groups := []struct {
 		id, title string

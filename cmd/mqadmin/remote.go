@@ -24,6 +24,7 @@ import (
 // for it, closed when run returns.
 type app struct {
 	stdout, stderr io.Writer
+	args           []string // the command line, for firstPositional
 
 	// global flags
 	namesrvFlag string
