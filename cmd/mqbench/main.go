@@ -402,7 +402,7 @@ func bench(ctx context.Context, o options, stderr io.Writer) (Report, error) {
 			errs = append(errs, fmt.Errorf("%d sends failed, none got through; first: %w", c.errs.Load(), *e))
 		}
 		if len(errs) > 0 {
-			return Report{}, errors.Join(errs...)
+			return Report{}, fewErrors(errs)
 		}
 	}
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
@@ -414,6 +414,36 @@ func bench(ctx context.Context, o options, stderr io.Writer) (Report, error) {
 		rep.Stages = stages(&c, rt0, readRuntime())
 	}
 	return rep, nil
+}
+
+// maxShown bounds the different errors a failed run reports.
+const maxShown = 3
+
+// fewErrors joins errs with each message once, with its count, and at
+// most maxShown different ones: 100,000 producers that all failed to
+// reach the name server printed 100,000 lines.
+func fewErrors(errs []error) error {
+	counts := map[string]int{}
+	var distinct []error
+	for _, e := range errs {
+		m := e.Error()
+		if counts[m] == 0 {
+			distinct = append(distinct, e)
+		}
+		counts[m]++
+	}
+	var out []error
+	for i, e := range distinct {
+		if i == maxShown {
+			out = append(out, fmt.Errorf("and %d more different errors", len(distinct)-maxShown))
+			break
+		}
+		if n := counts[e.Error()]; n > 1 {
+			e = fmt.Errorf("%w (%d times)", e, n)
+		}
+		out = append(out, e)
+	}
+	return errors.Join(out...)
 }
 
 // produce sends until ctx ends, at its share of --rate when set. In e2e

@@ -4,6 +4,7 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"os"
@@ -121,6 +122,21 @@ func TestOptions_BadInput(t *testing.T) {
 		require.False(t, ok, "%v", tc.args)
 		require.Contains(t, errb.String(), tc.want, "%v", tc.args)
 	}
+}
+
+// TestFewErrors: a failed run's errors, each message once with its count,
+// and no more than maxShown different ones.
+func TestFewErrors(t *testing.T) {
+	refused := errors.New("dial tcp 127.0.0.1:1: connect: connection refused")
+	var errs []error
+	for range 1000 {
+		errs = append(errs, refused)
+	}
+	err := fewErrors(append(errs, errors.New("b"), errors.New("c"), errors.New("d"), errors.New("e")))
+	require.ErrorIs(t, err, refused)
+	require.Equal(t, "dial tcp 127.0.0.1:1: connect: connection refused (1000 times)\nb\nc\nand 2 more different errors", err.Error())
+	require.Equal(t, "x", fewErrors([]error{errors.New("x")}).Error())
+	require.NoError(t, fewErrors(nil))
 }
 
 // TestOptions_CountAndDuration: --count replaces the default duration, not
