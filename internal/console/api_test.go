@@ -57,6 +57,15 @@ func TestAPI_Topics(t *testing.T) {
 	require.Contains(t, e.fails(t, 400, "POST", "/api/topics", "not an object"), "not the JSON object")
 	require.Contains(t, e.fails(t, 404, "GET", "/api/topics/nosuch", nil), "nosuch")
 	require.Contains(t, e.fails(t, 404, "GET", "/api/nope", nil), "no API GET /api/nope")
+	require.Contains(t, e.fails(t, 405, "PUT", "/api/topics", nil), "PUT /api/topics is not allowed: GET, POST")
+	require.Contains(t, e.fails(t, 405, "GET", "/api/messages/consume", nil), "not allowed: POST")
+	req, err := http.NewRequest("PATCH", e.url+"/api/topics/orders", nil)
+	require.NoError(t, err)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	require.Equal(t, http.StatusMethodNotAllowed, resp.StatusCode)
+	require.Equal(t, "GET, DELETE", resp.Header.Get("Allow"))
 
 	require.Equal(t, http.StatusOK, e.do(t, "DELETE", "/api/topics/orders", nil, nil))
 	require.Eventually(t, func() bool {

@@ -245,8 +245,23 @@ func (s *Server) routes() *http.ServeMux {
 	write("POST /api/dlq/{group}/resend", s.postResend)
 	write("POST /api/messages/consume", s.postConsume)
 	read("/api/live", s.getLive)
-	mux.Handle("/api/", s.api(func(r *http.Request) (any, error) {
-		return nil, &httpError{status: http.StatusNotFound, msg: "no API " + r.Method + " " + r.URL.Path + " (see the README's console section)"}
+	mux.Handle("/api/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// NB: a path the API has under other methods is 405 with Allow,
+		// not 404 (net/http's own 405 needs no catch-all like this one).
+		var allowed []string
+		for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodDelete} {
+			probe := r.Clone(r.Context())
+			probe.Method = m
+			if _, p := mux.Handler(probe); p != "/api/" {
+				allowed = append(allowed, m)
+			}
+		}
+		err := &httpError{status: http.StatusNotFound, msg: "no API " + r.Method + " " + r.URL.Path + " (see the README's console section)"}
+		if len(allowed) > 0 {
+			w.Header().Set("Allow", strings.Join(allowed, ", "))
+			err = &httpError{status: http.StatusMethodNotAllowed, msg: r.Method + " " + r.URL.Path + " is not allowed: " + strings.Join(allowed, ", ")}
+		}
+		s.api(func(*http.Request) (any, error) { return nil, err }).ServeHTTP(w, r)
 	}))
 	static, _ := fs.Sub(assets, "assets")
 	files := http.FileServerFS(static)
