@@ -208,8 +208,7 @@ func run(args []string, stdout, stderr io.Writer, ready chan<- [2]string) int {
 	// waits for, and through the console's start.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	fmt.Fprintf(stdout, "Sluice broker %s serving on %s (nameserver %s, store %s, flush %s, role %s, id %d)\n",
-		cfg.BrokerName, b.Addr(), cfg.NamesrvAddr, cfg.Store.Dir, cfg.Store.Flush, cfg.Role, cfg.BrokerID)
+	fmt.Fprintln(stdout, servingLine(cfg, b.Addr()))
 	logger.Info("mqbroker: fsyncs", "via", fsync.Mode())
 	if a := b.MetricsAddr(); a != "" {
 		logger.Info("mqbroker: metrics", "url", "http://"+a+"/metrics")
@@ -261,4 +260,15 @@ func run(args []string, stdout, stderr io.Writer, ready chan<- [2]string) int {
 	}
 	logger.Info("mqbroker: stopped")
 	return exitOK
+}
+
+// servingLine is the line mqbroker prints once it serves. In controller
+// mode the role and id are the controllers' to give, not the config's.
+func servingLine(cfg conf.Broker, addr string) string {
+	role := fmt.Sprintf("role %s, id %d", cfg.Role, cfg.BrokerID)
+	if cfg.ControllerMode() {
+		role = "role and id from the controllers at " + cfg.Controller
+	}
+	return fmt.Sprintf("Sluice broker %s serving on %s (nameserver %s, store %s, flush %s, %s)",
+		cfg.BrokerName, addr, cfg.NamesrvAddr, cfg.Store.Dir, cfg.Store.Flush, role)
 }

@@ -236,3 +236,20 @@ func TestMQBroker_SecureQuickstart(t *testing.T) {
 		}
 	}
 }
+
+// TestServingLine: the line scripts wait for names the role and id the
+// config gives, or, in controller mode, where they come from (the
+// config's default role was printed there, which the controllers had not
+// given).
+func TestServingLine(t *testing.T) {
+	cfg := conf.DefaultBroker()
+	cfg.NamesrvAddr, cfg.Store.Dir = "127.0.0.1:9876", "d"
+	line := servingLine(cfg, "127.0.0.1:10911")
+	require.Regexp(t, servingRE, line)
+	require.Contains(t, line, "role ASYNC_MASTER, id 0)")
+	cfg.Controller = "127.0.0.1:9878"
+	line = servingLine(cfg, "127.0.0.1:10911")
+	require.Regexp(t, servingRE, line)
+	require.Contains(t, line, "role and id from the controllers at 127.0.0.1:9878)")
+	require.NotContains(t, line, "ASYNC_MASTER")
+}
