@@ -246,8 +246,9 @@ func (s *Server) routes() *http.ServeMux {
 	write("POST /api/messages/consume", s.postConsume)
 	read("/api/live", s.getLive)
 	mux.Handle("/api/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// NB: a path the API has under other methods is 405 with Allow,
-		// not 404 (net/http's own 405 needs no catch-all like this one).
+		// NB: a path the API serves under other methods is 405 with Allow,
+		// not 404: net/http answers 405 itself only when no pattern takes
+		// the request, and this catch-all takes every one under /api/.
 		var allowed []string
 		for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodDelete} {
 			probe := r.Clone(r.Context())
