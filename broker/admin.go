@@ -13,6 +13,10 @@ import (
 	"github.com/sluicemq/sluice/internal/remoting"
 )
 
+// fixedTopic reports whether an admin may neither change nor delete topic:
+// a system topic, or the auto-create template new topics are made from.
+func fixedTopic(name string) bool { return systemTopics[name] || name == topic.AutoCreateTemplate }
+
 // handleCreateTopic serves UPDATE_AND_CREATE_TOPIC (17) and registers the
 // change with the nameservers at once (spec 3.11).
 func (b *Broker) handleCreateTopic(_ context.Context, w remoting.ResponseWriter, req *remoting.Command) {
@@ -20,7 +24,7 @@ func (b *Broker) handleCreateTopic(_ context.Context, w remoting.ResponseWriter,
 	if !decodeHeader(w, req, &h, "bad create-topic header") {
 		return
 	}
-	if systemTopics[h.Topic] || h.Topic == topic.AutoCreateTemplate {
+	if fixedTopic(h.Topic) {
 		reply(w, req, protocol.SystemError, fmt.Sprintf("topic %s is a system topic and cannot be changed", h.Topic))
 		return
 	}
@@ -50,7 +54,7 @@ func (b *Broker) handleDeleteTopic(ctx context.Context, w remoting.ResponseWrite
 	if !decodeHeader(w, req, &h, "bad delete-topic header") {
 		return
 	}
-	if systemTopics[h.Topic] || h.Topic == topic.AutoCreateTemplate {
+	if fixedTopic(h.Topic) {
 		reply(w, req, protocol.SystemError, fmt.Sprintf("topic %s is a system topic and cannot be deleted", h.Topic))
 		return
 	}

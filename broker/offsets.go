@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 
-	"github.com/sluicemq/sluice/broker/topic"
 	"github.com/sluicemq/sluice/internal/protocol"
 	"github.com/sluicemq/sluice/internal/remoting"
 )
@@ -103,8 +101,7 @@ func (b *Broker) handleResetOffset(_ context.Context, w remoting.ResponseWriter,
 	}
 	// NB: a group name no client can use would only leave offsets behind
 	// (a consumer's own commits are taken as Java's broker takes them).
-	if err := topic.ValidateName(h.Group); err != nil {
-		reply(w, req, protocol.SystemError, "bad group name: "+strings.TrimPrefix(err.Error(), "topic: "))
+	if !validGroup(w, req, h.Group) {
 		return
 	}
 	cfg, ok := b.knownTopic(w, req, h.Topic)

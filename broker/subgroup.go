@@ -11,6 +11,16 @@ import (
 	"github.com/sluicemq/sluice/internal/remoting"
 )
 
+// validGroup reports whether name is a group name (RocketMQ's rules, those
+// of a topic name), and answers req SYSTEM_ERROR saying why when it is not.
+func validGroup(w remoting.ResponseWriter, req *remoting.Command, name string) bool {
+	if err := topic.ValidateName(name); err != nil {
+		reply(w, req, protocol.SystemError, "bad group name: "+strings.TrimPrefix(err.Error(), "topic: "))
+		return false
+	}
+	return true
+}
+
 // handleUpdateSubGroup serves UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200).
 func (b *Broker) handleUpdateSubGroup(_ context.Context, w remoting.ResponseWriter, req *remoting.Command) {
 	var c group.Config
@@ -18,8 +28,7 @@ func (b *Broker) handleUpdateSubGroup(_ context.Context, w remoting.ResponseWrit
 		reply(w, req, protocol.SystemError, "bad subscription group body: "+err.Error())
 		return
 	}
-	if err := topic.ValidateName(c.GroupName); err != nil {
-		reply(w, req, protocol.SystemError, "bad group name: "+strings.TrimPrefix(err.Error(), "topic: "))
+	if !validGroup(w, req, c.GroupName) {
 		return
 	}
 	if err := b.groupCfgs.Put(c); err != nil {

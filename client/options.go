@@ -132,7 +132,7 @@ func defaultConfig() *config {
 		retries:            2,
 		compressOver:       4096,
 		compressLevel:      5,
-		maxBodySize:        4 << 20,
+		maxBodySize:        DefaultMaxBodySize,
 		asyncInflight:      1024,
 		defaultQueueNums:   4,
 		createTopicKey:     "TBW102",
@@ -257,8 +257,12 @@ func WithCompression(threshold, level int) Option {
 	return func(c *config) { c.compressOver, c.compressLevel = threshold, level }
 }
 
-// WithMaxBodySize sets the largest body a producer accepts (default 4 MiB,
-// the broker's default).
+// DefaultMaxBodySize is the largest body a producer accepts unless
+// WithMaxBodySize says otherwise: 4 MiB, the broker's default.
+const DefaultMaxBodySize = 4 << 20
+
+// WithMaxBodySize sets the largest body a producer accepts (default
+// DefaultMaxBodySize).
 func WithMaxBodySize(n int) Option { return func(c *config) { c.maxBodySize = n } }
 
 // WithQueueSelector sets how a producer picks a queue (default

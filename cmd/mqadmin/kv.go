@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/sluicemq/sluice/internal/protocol"
 	"github.com/spf13/cobra"
@@ -36,10 +35,8 @@ func kvConfigCmd(a *app, del bool) *cobra.Command {
 		if err := required(cmd, names...); err != nil {
 			return err
 		}
-		for _, v := range []struct{ flag, val string }{{"-s (--namespace)", namespace}, {"-k (--key)", key}} {
-			if strings.TrimSpace(v.val) == "" {
-				return usagef("%s is empty", v.flag)
-			}
+		if err := notBlank(cmd, "namespace", "key"); err != nil {
+			return err
 		}
 		ns, err := a.nameServers()
 		if err != nil {

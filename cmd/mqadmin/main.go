@@ -219,6 +219,16 @@ func required(cmd *cobra.Command, names ...string) error {
 	return nil
 }
 
+// notBlank checks that none of the named flags was given as blank.
+func notBlank(cmd *cobra.Command, names ...string) error {
+	for _, n := range names {
+		if f := cmd.Flags().Lookup(n); f != nil && strings.TrimSpace(f.Value.String()) == "" {
+			return usagef("-%s (--%s) is empty", f.Shorthand, f.Name)
+		}
+	}
+	return nil
+}
+
 // oneOf checks that exactly one of the named flags was given.
 func oneOf(cmd *cobra.Command, a, b string) error {
 	fa, fb := cmd.Flags().Lookup(a), cmd.Flags().Lookup(b)

@@ -113,8 +113,8 @@ func queryMsgByKeyCmd(a *app) *cobra.Command {
 		if err := required(cmd, "topic", "msgKey"); err != nil {
 			return err
 		}
-		if strings.TrimSpace(key) == "" {
-			return usagef("-k (--msgKey) is empty")
+		if err := notBlank(cmd, "msgKey"); err != nil {
+			return err
 		}
 		if maxNum < 1 {
 			return usagef("--maxNum %d: give at least 1", maxNum)

@@ -102,10 +102,6 @@ func (o options) connect() client.Option {
 	return client.Combine(opts...)
 }
 
-// maxSize is the largest --size: the client's largest body (its
-// WithMaxBodySize default), above which every send would fail at once.
-const maxSize = 4 << 20
-
 // parseOptions reads the mode and flags; false means a usage error, which
 // it has written to stderr.
 func parseOptions(args []string, stderr io.Writer) (options, bool) {
@@ -171,7 +167,7 @@ func parseOptions(args []string, stderr io.Writer) (options, bool) {
 		flag string
 		want string
 	}{
-		{o.size < 8 || o.size > maxSize, "--size", fmt.Sprintf("8 to %d bytes (the client's largest body)", maxSize)},
+		{o.size < 8 || o.size > client.DefaultMaxBodySize, "--size", fmt.Sprintf("8 to %d bytes (the client's largest body)", client.DefaultMaxBodySize)},
 		{o.producers < 1, "--producers", "at least 1"},
 		{o.consumers < 1, "--consumers", "at least 1"},
 		{o.batch < 1, "--batch", "at least 1"},
@@ -454,7 +450,7 @@ func produce(ctx context.Context, o options, i int, c *counters, fail func(error
 	opts := []client.Option{o.connect(), client.WithGroup("mqbench-producer"),
 		client.WithInstanceName(fmt.Sprintf("mqbench-p%d-%d", os.Getpid(), i)), client.WithAsyncInflight(max(o.inflight/o.batch, 1))}
 	if o.autoBatch > 0 {
-		opts = append(opts, client.WithAutoBatch(o.autoBatch, min(max(o.autoBatch*(o.size+256), 1024), 4<<20)))
+		opts = append(opts, client.WithAutoBatch(o.autoBatch, min(max(o.autoBatch*(o.size+256), 1024), client.DefaultMaxBodySize)))
 	}
 	p, err := client.NewProducer(opts...)
 	if err == nil {
