@@ -323,7 +323,8 @@ func (l *Log) Append(size int, fill func(at Offset, dst []byte) error) (Offset, 
 	if err := fill(at, buf); err != nil {
 		return 0, err
 	}
-	if err := l.checkFill(buf); err != nil {
+	last, err := l.checkFill(buf)
+	if err != nil {
 		return 0, err
 	}
 	if l.warm != nil {
@@ -334,24 +335,28 @@ func (l *Log) Append(size int, fill func(at Offset, dst []byte) error) (Offset, 
 		return 0, l.stickyErr()
 	}
 	l.wpos += int64(size)
-	l.publish(at, at+Offset(size))
+	// NB: the tail is the batch's last record, so that a checkpoint taken
+	// at this end names one record that ends there (verifyCheckpoint).
+	l.publish(at+Offset(last), at+Offset(size))
 	return at, nil
 }
 
-// checkFill verifies that buf is a run of records whose envelopes tile it.
-func (l *Log) checkFill(buf []byte) error {
+// checkFill verifies that buf is a run of records whose envelopes tile it,
+// and returns where the last of them starts in buf.
+func (l *Log) checkFill(buf []byte) (last int, err error) {
 	for p := 0; p < len(buf); {
 		if len(buf)-p < envelopeSize {
-			return fmt.Errorf("%w: %d stray bytes at %d", ErrBadFill, len(buf)-p, p)
+			return 0, fmt.Errorf("%w: %d stray bytes at %d", ErrBadFill, len(buf)-p, p)
 		}
 		n := int32(binary.BigEndian.Uint32(buf[p:]))
 		if n < l.opts.MinRecord || n > l.opts.MaxRecord || int(n) > len(buf)-p ||
 			int32(binary.BigEndian.Uint32(buf[p+4:])) != RecordMagic {
-			return fmt.Errorf("%w: record at %d of %d bytes has TOTALSIZE %d", ErrBadFill, p, len(buf), n)
+			return 0, fmt.Errorf("%w: record at %d of %d bytes has TOTALSIZE %d", ErrBadFill, p, len(buf), n)
 		}
+		last = p
 		p += int(n)
 	}
-	return nil
+	return last, nil
 }
 
 // publish makes [.., end) visible to readers and records the last record.

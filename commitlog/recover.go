@@ -78,6 +78,9 @@ func (l *Log) recover() error {
 	lastEnd := last.base + Offset(l.opts.SegmentSize)
 
 	start, tail := first.base, Offset(-1)
+	if !haveCP && cpErr == nil {
+		info.CheckpointProblem = "no checkpoint file"
+	}
 	if haveCP {
 		if problem := l.verifyCheckpoint(cp, first.base, lastEnd); problem != "" {
 			info.CheckpointProblem = problem
@@ -164,10 +167,10 @@ func (l *Log) recover() error {
 	if end < lastEnd {
 		l.active, l.wpos = last, int64(end-last.base)
 	}
-	if !info.Clean || info.Truncated || len(info.Corrupt) > 0 {
+	if !info.Clean || info.Truncated || len(info.Corrupt) > 0 || info.CheckpointProblem != "" {
 		l.opts.Logger.Warn("commitlog: recovered", "clean", info.Clean, "from_checkpoint", info.FromCheckpoint,
-			"scan_from", info.ScanFrom, "scanned", info.Scanned, "end", info.End,
-			"truncated", info.Truncated, "reason", info.TruncateReason, "corrupt", len(info.Corrupt))
+			"checkpoint_problem", info.CheckpointProblem, "scan_from", info.ScanFrom, "scanned", info.Scanned,
+			"end", info.End, "truncated", info.Truncated, "reason", info.TruncateReason, "corrupt", len(info.Corrupt))
 	}
 	return nil
 }
@@ -331,8 +334,12 @@ func (l *Log) dropEmptyTail() error {
 	return l.syncDir()
 }
 
-// verifyCheckpoint returns "" when the record the checkpoint says ends at
-// cp.Next is intact, or why the checkpoint cannot be trusted.
+// verifyCheckpoint returns "" when the records the checkpoint says end at
+// cp.Next are intact, or why the checkpoint cannot be trusted. cp.Tail is
+// the last record (or blank) before cp.Next; a checkpoint saved by an
+// earlier version after a batch append names the batch's first record
+// instead, so a run of whole records from cp.Tail to cp.Next is checked
+// record by record and accepted too.
 func (l *Log) verifyCheckpoint(cp checkpoint, first, lastEnd Offset) string {
 	if cp.Next < first || cp.Next > lastEnd {
 		return fmt.Sprintf("checkpoint offset %d outside the segments [%d, %d]", cp.Next, first, lastEnd)
@@ -344,38 +351,50 @@ func (l *Log) verifyCheckpoint(cp checkpoint, first, lastEnd Offset) string {
 		return fmt.Sprintf("checkpoint record %d is below the first segment %d", cp.Tail, first)
 	}
 	seg := l.segmentFor(cp.Tail)
-	size := int64(cp.Next - cp.Tail)
-	if seg == nil || size < envelopeSize || size > l.opts.SegmentSize {
+	if seg == nil || cp.Next-cp.Tail < envelopeSize || cp.Next > l.segmentEnd(cp.Tail) {
 		return fmt.Sprintf("checkpoint record %d..%d not in a segment", cp.Tail, cp.Next)
 	}
-	var hdr [envelopeSize]byte
-	if n, err := seg.readAt(hdr[:], int64(cp.Tail-seg.base)); n < envelopeSize {
-		return fmt.Sprintf("checkpoint record at %d unreadable: %v", cp.Tail, err)
+	for at := cp.Tail; at < cp.Next; {
+		size, problem := l.verifyCheckpointRecord(seg, at, cp.Next)
+		if problem != "" {
+			return problem
+		}
+		at += size
 	}
-	gotSize := int64(int32(binary.BigEndian.Uint32(hdr[0:4])))
+	return ""
+}
+
+// verifyCheckpointRecord checks the record or blank at at, which must end
+// at or before next, and returns its size.
+func (l *Log) verifyCheckpointRecord(seg *segment, at, next Offset) (Offset, string) {
+	var hdr [envelopeSize]byte
+	if n, err := seg.readAt(hdr[:], int64(at-seg.base)); n < envelopeSize {
+		return 0, fmt.Sprintf("checkpoint record at %d unreadable: %v", at, err)
+	}
+	size := Offset(int32(binary.BigEndian.Uint32(hdr[0:4])))
 	magic := int32(binary.BigEndian.Uint32(hdr[4:8]))
-	if gotSize != size {
-		return fmt.Sprintf("checkpoint record at %d has TOTALSIZE %d, want %d", cp.Tail, gotSize, size)
+	if size < envelopeSize || at+size > next {
+		return 0, fmt.Sprintf("checkpoint record at %d has TOTALSIZE %d, want at most %d", at, size, next-at)
 	}
 	switch {
 	case magic == BlankMagic:
-		if cp.Next != l.segmentEnd(cp.Tail) {
-			return fmt.Sprintf("checkpoint blank at %d does not end its segment", cp.Tail)
+		if at+size != l.segmentEnd(at) || at+size != next {
+			return 0, fmt.Sprintf("checkpoint blank at %d does not end its segment", at)
 		}
-	case magic == RecordMagic && size <= int64(l.opts.MaxRecord):
+	case magic == RecordMagic && size <= Offset(l.opts.MaxRecord):
 		rec := make([]byte, size)
-		if n, err := seg.readAt(rec, int64(cp.Tail-seg.base)); n < len(rec) {
-			return fmt.Sprintf("checkpoint record at %d unreadable: %v", cp.Tail, err)
+		if n, err := seg.readAt(rec, int64(at-seg.base)); n < len(rec) {
+			return 0, fmt.Sprintf("checkpoint record at %d unreadable: %v", at, err)
 		}
 		if v := l.opts.Validate; v != nil {
-			if err := v(rec, cp.Tail, true); err != nil {
-				return fmt.Sprintf("checkpoint record at %d invalid: %v", cp.Tail, err)
+			if err := v(rec, at, true); err != nil {
+				return 0, fmt.Sprintf("checkpoint record at %d invalid: %v", at, err)
 			}
 		}
 	default:
-		return fmt.Sprintf("checkpoint record at %d has bad magic %#08x or size %d", cp.Tail, uint32(magic), size)
+		return 0, fmt.Sprintf("checkpoint record at %d has bad magic %#08x or size %d", at, uint32(magic), size)
 	}
-	return ""
+	return size, ""
 }
 
 // truncateTail cuts the last segment at end and zero-fills the rest, so that
