@@ -192,9 +192,18 @@ type BrokerHeartbeatRequestHeader struct {
 	ConfirmOffset          int64  // confirmOffset
 	HeartbeatTimeoutMillis int64  // heartbeatTimeoutMills (sic); 0: the controller's
 	ElectionPriority       int32  // electionPriority
+	// LeaseMillis (Sluice) is how long the broker, as master, goes on
+	// acknowledging after it sent a heartbeat the controller leader
+	// answered: a controller replaces it only once that long (and a
+	// margin) passed since its last heartbeat, even when its connection
+	// closed. 0 (a Java broker): no lease.
+	LeaseMillis int64 // leaseMillis
+	// Resign (Sluice): the broker stopped taking sends and gives up being
+	// master (a graceful stop): it may be replaced at once.
+	Resign bool // resign
 }
 
-func (h *BrokerHeartbeatRequestHeader) extLen() int { return 9 }
+func (h *BrokerHeartbeatRequestHeader) extLen() int { return 11 }
 
 // ToExt implements ExtHeader.
 func (h *BrokerHeartbeatRequestHeader) ToExt(ext map[string]string) {
@@ -207,6 +216,8 @@ func (h *BrokerHeartbeatRequestHeader) ToExt(ext map[string]string) {
 	ext["confirmOffset"] = itoa64(h.ConfirmOffset)
 	putIf(ext, "heartbeatTimeoutMills", itoa64(h.HeartbeatTimeoutMillis), h.HeartbeatTimeoutMillis > 0)
 	ext["electionPriority"] = itoa32(h.ElectionPriority)
+	putIf(ext, "leaseMillis", itoa64(h.LeaseMillis), h.LeaseMillis > 0)
+	putIf(ext, "resign", "true", h.Resign)
 }
 
 // FromExt implements ExtHeader.
@@ -222,6 +233,8 @@ func (h *BrokerHeartbeatRequestHeader) FromExt(ext map[string]string) error {
 		ConfirmOffset:          r.optInt64("confirmOffset"),
 		HeartbeatTimeoutMillis: r.optInt64("heartbeatTimeoutMills"),
 		ElectionPriority:       r.optInt32("electionPriority"),
+		LeaseMillis:            r.optInt64("leaseMillis"),
+		Resign:                 r.optBool("resign"),
 	}
 	return r.err
 }
