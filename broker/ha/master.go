@@ -94,6 +94,7 @@ type Master struct {
 
 	waitMu  sync.Mutex
 	waiters []heldPut // guarded by waitMu
+	closed  bool      // guarded by waitMu: Close began; puts are no longer held
 	wake    chan struct{}
 
 	chunks, bytes           atomic.Int64 // sent
@@ -161,9 +162,16 @@ func (m *Master) Start() {
 // Addr returns the address the master listens on (Serve).
 func (m *Master) Addr() net.Addr { return m.ln.Addr() }
 
-// Close stops accepting, drops every slave and answers every held put.
+// Close stops accepting, drops every slave and answers every held put
+// (FLUSH_SLAVE_TIMEOUT unless a slave confirmed it); a put Hold is given
+// afterwards is answered at once, the same way.
 func (m *Master) Close() {
 	m.closeOnce.Do(func() {
+		// NB: before quit: every put held before this is in waiters when
+		// gateLoop answers them on its way out.
+		m.waitMu.Lock()
+		m.closed = true
+		m.waitMu.Unlock()
 		close(m.quit)
 		if m.ln != nil {
 			m.ln.Close()
@@ -387,14 +395,27 @@ func (m *Master) Hold(end int64, res store.PutResult, done store.Answerer) {
 	m.hold(end, res, done)
 }
 
-// hold queues a put until the slaves it needs have acknowledged end.
+// hold queues a put until the slaves it needs have acknowledged end; once
+// the master is closed (a store may still hand it a put it loaded the
+// gate for before the gate was removed), it answers at once.
 func (m *Master) hold(end int64, res store.PutResult, done store.Answerer) {
 	now := time.Now()
 	m.waitMu.Lock()
+	if m.closed {
+		m.waitMu.Unlock()
+		m.syncClosed.Add(1)
+		res.Status, res.Remark = store.PutFlushSlaveTimeout, closedRemark
+		m.observe(0, res.Status)
+		done.PutDone(res)
+		return
+	}
 	m.waiters = append(m.waiters, heldPut{end: end, since: now, deadline: now.Add(m.opts.SyncTimeout), res: res, done: done})
 	m.waitMu.Unlock()
 	m.kickGate()
 }
+
+// closedRemark answers the puts a closing master held.
+const closedRemark = "stored on the master, but it stopped replicating (closing or handing over) before a slave confirmed it"
 
 // slaveAvailable reports whether a slave is connected and within MaxLag.
 func (m *Master) slaveAvailable() bool {
@@ -460,7 +481,7 @@ func (m *Master) answerHeld(closing bool) int {
 			m.syncOK.Add(1)
 		case closing:
 			m.syncClosed.Add(1)
-			w.res.Status, w.res.Remark = store.PutFlushSlaveTimeout, "stored on the master, but the broker closed before a slave confirmed it"
+			w.res.Status, w.res.Remark = store.PutFlushSlaveTimeout, closedRemark
 		case now.After(w.deadline):
 			m.syncTimeout.Add(1)
 			w.res.Status = store.PutFlushSlaveTimeout

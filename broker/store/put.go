@@ -119,6 +119,20 @@ func (s *Store) SubmitWith(reqs []PutRequest, sc *PutScratch) {
 func (s *Store) submit(reqs []PutRequest, res []PutResult, sizes []sized) {
 	s.prepare(reqs, res, sizes)
 	s.putMu.Lock()
+	// NB: refused before the duplicate window is asked: a store that
+	// takes no put answers a resend as it answers any send, never as a
+	// duplicate of a message it may not keep (a replica's log is its
+	// master's to cut).
+	if remark := s.putsRefusedLocked(); remark != "" {
+		s.putMu.Unlock()
+		for k := range reqs {
+			if sizes[k].n > 0 {
+				res[k] = PutResult{Status: PutServiceNotAvailable, Remark: remark}
+			}
+		}
+		s.answer(reqs, res)
+		return
+	}
 	dedup := s.dedup != nil && s.dedupCheck(reqs, sizes)
 	appended := false
 	for i := 0; i < len(reqs); {
@@ -228,20 +242,9 @@ func checkQueue(m *message.Message) error {
 }
 
 // appendChunk stores a chunk of requests with one append and reports
-// whether it did. REQUIRES: putMu held.
+// whether it did. REQUIRES: putMu held, the store taking puts
+// (putsRefusedLocked).
 func (s *Store) appendChunk(reqs []PutRequest, res []PutResult, sizes []sized, total int) bool {
-	if s.putClosed || s.replica.Load() {
-		remark := "store: closing, retry on another broker"
-		if !s.putClosed {
-			remark = "store: this broker is a slave: its log is its master's copy; send to the master"
-		}
-		for k := range reqs {
-			if sizes[k].n > 0 {
-				res[k] = PutResult{Status: PutServiceNotAvailable, Remark: remark}
-			}
-		}
-		return false
-	}
 	now := s.opts.Now().UnixMilli()
 	// NB: queue offsets advance as records are encoded; a failed append
 	// puts them back (see giveBack).

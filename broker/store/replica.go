@@ -12,39 +12,95 @@ import (
 )
 
 // Replication (broker/ha) meets the store at two points: a master's puts
-// wait at its ReplicaGate before they are answered (SYNC_MASTER), and a
-// slave writes its master's bytes with ApplyReplica, which the dispatcher
-// then indexes as it indexes the master's own puts.
+// wait at its ReplicaGate before they are answered (SYNC_MASTER, or a
+// master in controller mode), and a slave writes its master's bytes with
+// ApplyReplica, which the dispatcher then indexes as it indexes the
+// master's own puts.
+//
+// INVARIANT: a store that needs a gate (RequireReplicaGate, or once
+// SetReplicaGate set one) never acknowledges a put without it. While it
+// has none (a master handing over, closing, or not yet replicating) it
+// refuses puts, and a put it stored while it had one but answers after
+// the gate was removed (one waiting for its fsync, or between the put lock
+// and the gate) gets PutFlushSlaveTimeout: stored, not replicated; never
+// PutOK. Both the gate and the need for one change under putMu, so a put
+// either was appended with a gate in place or was refused.
 
 // ReplicaGate holds answered puts until a slave has their bytes.
 type ReplicaGate interface {
 	// Hold calls done with res once a slave has the bytes below end, or
 	// with res turned into PutFlushSlaveTimeout or PutSlaveNotAvailable.
-	// It must not block.
+	// It must not block, and it must answer even once the gate is
+	// closed (with PutFlushSlaveTimeout, never PutOK for want of a
+	// slave): a put may reach it after it was removed.
 	Hold(end int64, res PutResult, done Answerer)
 }
 
-// gateBox lets SetReplicaGate swap the gate while puts read it.
+// gateBox is the gate puts read: a nil box, no gate needed (an
+// asynchronous master, a lone broker); a box with a nil g, a gate needed
+// and none set (puts refused, stored ones answered PutFlushSlaveTimeout).
 type gateBox struct{ g ReplicaGate }
 
-// SetReplicaGate makes every stored put that waits for its answer (not
-// NoWait) wait at g too, after its fsync in sync flush mode; nil removes
-// the gate.
-func (s *Store) SetReplicaGate(g ReplicaGate) {
-	if g == nil {
-		s.gate.Store(nil)
-		return
+// noGate is the box of a store that needs a gate and has none.
+var noGate = &gateBox{}
+
+// RequireReplicaGate makes the store a replicated master's (SYNC_MASTER,
+// controller mode) before it takes puts: from then on it takes puts only
+// while a gate is set (SetReplicaGate), and never answers PutOK without
+// one. It cannot be undone.
+func (s *Store) RequireReplicaGate() {
+	s.putMu.Lock()
+	defer s.putMu.Unlock()
+	if s.gate.Load() == nil {
+		s.gate.Store(noGate)
 	}
-	s.gate.Store(&gateBox{g})
 }
 
-// hold answers a put through the replica gate, if any.
-func (s *Store) hold(noWait bool, res PutResult, done Answerer) {
-	if box := s.gate.Load(); box != nil && !noWait && res.Status == PutOK {
-		box.g.Hold(res.Pos+int64(res.Size), res, done)
-		return
+// SetReplicaGate makes every stored put that waits for its answer (not
+// NoWait) wait at g too, after its fsync in sync flush mode, and makes
+// the store need a gate from now on (RequireReplicaGate). nil removes the
+// gate, not the need: the store then refuses puts, and those it stored
+// but has not answered yet get PutFlushSlaveTimeout. To hand over, make
+// the store refuse puts first (SetReplica), then remove the gate, then
+// close it (which answers the puts it holds).
+func (s *Store) SetReplicaGate(g ReplicaGate) {
+	s.putMu.Lock()
+	defer s.putMu.Unlock()
+	switch {
+	case g != nil:
+		s.gate.Store(&gateBox{g})
+	case s.gate.Load() != nil:
+		s.gate.Store(noGate)
 	}
-	done.PutDone(res)
+}
+
+// hold answers a put through the replica gate, if the store needs one.
+func (s *Store) hold(noWait bool, res PutResult, done Answerer) {
+	box := s.gate.Load()
+	switch {
+	case box == nil || noWait || res.Status != PutOK:
+		done.PutDone(res)
+	case box.g == nil:
+		res.Status = PutFlushSlaveTimeout
+		res.Remark = "stored on the master, but it stopped replicating (closing or handing over) before a replica confirmed it"
+		done.PutDone(res)
+	default:
+		box.g.Hold(res.Pos+int64(res.Size), res, done)
+	}
+}
+
+// putsRefusedLocked says why the store takes no put now ("" if it does).
+// REQUIRES: putMu held.
+func (s *Store) putsRefusedLocked() string {
+	switch {
+	case s.putClosed:
+		return "store: closing, retry on another broker"
+	case s.replica.Load():
+		return "store: this broker is a slave: its log is its master's copy; send to the master"
+	case s.gate.Load() == noGate:
+		return "store: this master is not replicating now (starting, closing or handing over to another): retry, on the group's master"
+	}
+	return ""
 }
 
 // ErrNotReplica is returned by ApplyReplica on a store that is not a
@@ -126,7 +182,8 @@ const replicaInlineMax = 64 << 10
 func (s *Store) ReplicaOffset() int64 { return int64(s.log.Written()) }
 
 // replicaState is what ApplyReplica and puts know of each other.
+// Both are written under putMu, read by puts without it.
 type replicaState struct {
-	gate    atomic.Pointer[gateBox]
-	replica atomic.Bool // SetReplica: puts refused, ApplyReplica allowed
+	gate    atomic.Pointer[gateBox] // nil: no gate needed; noGate: needed, none set
+	replica atomic.Bool             // SetReplica: puts refused, ApplyReplica allowed
 }

@@ -1,0 +1,47 @@
+package ha
+
+import (
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicemq/sluice/broker/store"
+)
+
+// TestGate_HoldAfterClose: a closing master answers the puts it holds
+// FLUSH_SLAVE_TIMEOUT, and so, at once, a put handed to it after Close (a
+// store that loaded the gate just before removing it): never PutOK, never
+// left unanswered.
+func TestGate_HoldAfterClose(t *testing.T) {
+	master := openLog(t, t.TempDir())
+	appendRecords(t, master, rand.New(rand.NewPCG(21, 22)), 3)
+	m := startMaster(t, master, MasterOptions{SyncTimeout: time.Minute,
+		Epoch:  func() int32 { return 1 },
+		InSync: func() ([]int64, int, int) { return []int64{1}, 1, 1 }})
+	end := int64(master.Next())
+	hold := func() chan store.PutResult {
+		ch := make(chan store.PutResult, 1)
+		m.Hold(end, store.PutResult{Status: store.PutOK}, store.AnswerFunc(func(res store.PutResult) { ch <- res }))
+		return ch
+	}
+	answered := func(ch chan store.PutResult) store.PutResult {
+		t.Helper()
+		select {
+		case res := <-ch:
+			return res
+		case <-time.After(10 * time.Second):
+			t.Fatal("a held put was never answered")
+			return store.PutResult{}
+		}
+	}
+	held := hold()
+	require.Empty(t, held, "no slave confirmed it")
+	m.Close()
+	res := answered(held)
+	require.Equal(t, store.PutFlushSlaveTimeout, res.Status)
+	require.Contains(t, res.Remark, "stopped replicating")
+	res = answered(hold())
+	require.Equal(t, store.PutFlushSlaveTimeout, res.Status, res.Remark)
+}
