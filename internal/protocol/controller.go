@@ -96,6 +96,7 @@ type ControllerRegisterBrokerRequestHeader struct {
 	BrokerAddress string // brokerAddress: the broker's remoting address
 	HAAddress     string // haAddress (Sluice): the broker's HA listen address
 	InvokeTime    int64  // invokeTime, ms
+	LeaseMillis   int64  // leaseMillis (Sluice): as BrokerHeartbeatRequestHeader's
 }
 
 // ToExt implements ExtHeader.
@@ -106,6 +107,7 @@ func (h *ControllerRegisterBrokerRequestHeader) ToExt(ext map[string]string) {
 	ext["brokerAddress"] = h.BrokerAddress
 	putOpt(ext, "haAddress", h.HAAddress)
 	ext["invokeTime"] = itoa64(h.InvokeTime)
+	putIf(ext, "leaseMillis", itoa64(h.LeaseMillis), h.LeaseMillis > 0)
 }
 
 // FromExt implements ExtHeader.
@@ -118,6 +120,7 @@ func (h *ControllerRegisterBrokerRequestHeader) FromExt(ext map[string]string) e
 		BrokerAddress: r.str("brokerAddress"),
 		HAAddress:     r.optStr("haAddress"),
 		InvokeTime:    r.optInt64("invokeTime"),
+		LeaseMillis:   r.optInt64("leaseMillis"),
 	}
 	return r.err
 }

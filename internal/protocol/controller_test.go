@@ -5,7 +5,8 @@ package protocol
 func controllerHeaderCases() []headerCase {
 	return []headerCase{
 		{"RegisterBrokerToControllerRequestHeader", &ControllerRegisterBrokerRequestHeader{ClusterName: "c", BrokerName: "b",
-			BrokerID: 2, BrokerAddress: "127.0.0.1:10911", HAAddress: "127.0.0.1:10912", InvokeTime: 1700000000000},
+			BrokerID: 2, BrokerAddress: "127.0.0.1:10911", HAAddress: "127.0.0.1:10912", InvokeTime: 1700000000000,
+			LeaseMillis: 2000},
 			func() ExtHeader { return new(ControllerRegisterBrokerRequestHeader) },
 			[]string{"clusterName", "brokerName", "brokerAddress"}},
 		{"ControllerRoleHeader", &ControllerRoleHeader{ClusterName: "c", BrokerName: "b", MasterBrokerID: 1,

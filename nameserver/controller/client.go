@@ -216,7 +216,7 @@ func (c *Client) roleCall(ctx context.Context, mk func() *remoting.Command) (Rol
 func (c *Client) Register(ctx context.Context, r Registration) (Role, error) {
 	return c.roleCall(ctx, request(protocol.ControllerRegisterBroker, &protocol.ControllerRegisterBrokerRequestHeader{
 		ClusterName: r.Cluster, BrokerName: r.Name, BrokerID: r.ID, BrokerAddress: r.Addr, HAAddress: r.HAAddr,
-		InvokeTime: time.Now().UnixMilli()}))
+		InvokeTime: time.Now().UnixMilli(), LeaseMillis: r.Lease.Milliseconds()}))
 }
 
 // ReplicaInfo returns a group's role as the leader has it.
@@ -264,28 +264,78 @@ type HeartbeatAck struct {
 	// Answered is how many controllers took the heartbeat.
 	Answered int
 	// LeaderAck reports whether the Raft leader was among them. A master
-	// fences itself by it (Sluice): while no leader acknowledges its
+	// renews its lease by it (Sluice): while no leader acknowledges its
 	// heartbeats, it may have been replaced. NB: any controller takes a
 	// heartbeat, so Answered alone does not show a majority; a leader that
-	// lost its majority steps down within Raft's leader lease (500 ms).
+	// lost its majority steps down within Raft's leader lease.
 	LeaderAck bool
-	// Role is the group's role as the answering controllers have it (the
-	// highest master epoch among them, the leader's when it answered); Known
-	// is false when none had the group.
+	// Role is the group's role as the answering controllers have it, the
+	// newest among them (Newer), the leader's on a tie; Known is false when
+	// none had the group.
 	Role  Role
 	Known bool
 }
 
-// Heartbeat sends h to every controller at once (each keeps its own
-// liveness table, so a new leader knows who is alive). It fails only when
-// none took it.
-func (c *Client) Heartbeat(ctx context.Context, h Heartbeat) (HeartbeatAck, error) {
-	hh := &protocol.BrokerHeartbeatRequestHeader{ClusterName: h.Cluster, BrokerAddr: h.Addr, BrokerName: h.Name,
+// HeartbeatAnswer is one controller's answer to a heartbeat.
+type HeartbeatAnswer struct {
+	// Leader reports whether the controller answered as the Raft leader.
+	Leader bool
+	// Role is the group's role as that controller has it, with its
+	// SyncStateSet; Known is false when it does not have the group.
+	Role  Role
+	Known bool
+}
+
+// Newer reports whether r is a later state of its group than o: a higher
+// master epoch, or the same with a higher SyncStateSet epoch. Both only
+// grow, and every controller's state is a prefix of the committed changes,
+// so of two answers the newer one is the truth.
+func (r Role) Newer(o Role) bool {
+	if r.MasterEpoch != o.MasterEpoch {
+		return r.MasterEpoch > o.MasterEpoch
+	}
+	return r.SyncStateSetEpoch > o.SyncStateSetEpoch
+}
+
+// Addrs returns the controllers' addresses (ClientConfig.Addrs).
+func (c *Client) Addrs() []string { return slices.Clone(c.cfg.Addrs) }
+
+func heartbeatHeader(h Heartbeat) *protocol.BrokerHeartbeatRequestHeader {
+	return &protocol.BrokerHeartbeatRequestHeader{ClusterName: h.Cluster, BrokerAddr: h.Addr, BrokerName: h.Name,
 		BrokerID: h.ID, Epoch: h.Epoch, MaxOffset: h.MaxOffset, HeartbeatTimeoutMillis: h.Timeout.Milliseconds(),
-		ElectionPriority: h.Priority}
+		ElectionPriority: h.Priority, LeaseMillis: h.Lease.Milliseconds(), Resign: h.Resign}
+}
+
+// HeartbeatTo sends h to the controller at addr alone. A broker heartbeats
+// to each controller on its own, so that one that hangs delays no other's
+// answer (and no master's lease).
+func (c *Client) HeartbeatTo(ctx context.Context, addr string, h Heartbeat) (HeartbeatAnswer, error) {
+	resp, err := c.call(ctx, addr, request(protocol.BrokerHeartbeat, heartbeatHeader(h)))
+	if err != nil {
+		return HeartbeatAnswer{}, err
+	}
+	if err := ok(resp); err != nil {
+		return HeartbeatAnswer{}, err
+	}
+	a := HeartbeatAnswer{Leader: resp.ExtFields["isLeader"] == "true"}
+	if _, has := resp.ExtFields["masterEpoch"]; !has {
+		return a, nil
+	}
+	r, err := decodeRole(resp)
+	if err != nil {
+		return a, fmt.Errorf("controller: heartbeat answer from %s: %w", addr, err)
+	}
+	a.Role, a.Known = r, true
+	return a, nil
+}
+
+// Heartbeat sends h to every controller at once (each keeps its own
+// liveness table, so a new leader knows who is alive) and waits for every
+// answer. It fails only when none took it.
+func (c *Client) Heartbeat(ctx context.Context, h Heartbeat) (HeartbeatAck, error) {
 	type answer struct {
-		resp *remoting.Command
-		err  error
+		a   HeartbeatAnswer
+		err error
 	}
 	answers := make([]answer, len(c.cfg.Addrs))
 	var wg sync.WaitGroup
@@ -293,36 +343,47 @@ func (c *Client) Heartbeat(ctx context.Context, h Heartbeat) (HeartbeatAck, erro
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			resp, err := c.call(ctx, addr, request(protocol.BrokerHeartbeat, hh))
-			answers[i] = answer{resp, err}
+			a, err := c.HeartbeatTo(ctx, addr, h)
+			answers[i] = answer{a, err}
 		}()
 	}
 	wg.Wait()
 	var ack HeartbeatAck
 	var errs []error
 	for _, a := range answers {
-		switch {
-		case a.err != nil:
+		if a.err != nil {
 			errs = append(errs, a.err)
-			continue
-		case a.resp.Code != protocol.Success:
-			errs = append(errs, ok(a.resp))
 			continue
 		}
 		ack.Answered++
-		leader := a.resp.ExtFields["isLeader"] == "true"
-		ack.LeaderAck = ack.LeaderAck || leader
-		if _, has := a.resp.ExtFields["masterEpoch"]; !has {
-			continue
-		}
-		if r, err := decodeRole(a.resp); err == nil && (!ack.Known || leader || r.MasterEpoch > ack.Role.MasterEpoch) {
-			ack.Role, ack.Known = r, true
+		ack.LeaderAck = ack.LeaderAck || a.a.Leader
+		if a.a.Known && (!ack.Known || a.a.Role.Newer(ack.Role) || (a.a.Leader && !ack.Role.Newer(a.a.Role))) {
+			ack.Role, ack.Known = a.a.Role, true
 		}
 	}
 	if ack.Answered == 0 {
 		return ack, fmt.Errorf("%w: %w", ErrNoController, errors.Join(errs...))
 	}
 	return ack, nil
+}
+
+// Resign tells every controller that broker id of name, master of epoch,
+// has stopped taking sends and gives up being master (Sluice; a heartbeat
+// with resign set), so that the leader elects another at once instead of
+// waiting out its lease. The broker must have stopped acknowledging first:
+// from this call on another may be elected. It fails unless the leader
+// took it; the controllers then replace the master when its lease ran
+// out, as when it dies.
+func (c *Client) Resign(ctx context.Context, cluster, name string, id int64, epoch int32) error {
+	ack, err := c.Heartbeat(ctx, Heartbeat{Cluster: cluster, Name: name, ID: id, Epoch: epoch, Resign: true})
+	if err != nil {
+		return err
+	}
+	if !ack.LeaderAck {
+		return fmt.Errorf("%w: %d of %d controllers took the resignation, the leader not among them",
+			ErrNoController, ack.Answered, len(c.cfg.Addrs))
+	}
+	return nil
 }
 
 // Metadata asks the controller at addr about the Raft group.

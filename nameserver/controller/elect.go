@@ -50,12 +50,27 @@ func (n *Node) alive(name string, id int64) bool {
 	return n.live.alive(memberKey{name, id}, time.Now(), n.opened, n.cfg.MasterTimeout)
 }
 
+// leaseHeld reports whether broker id of name, as master, may still be
+// acknowledging sends although it is not alive: its lease (plus
+// LeaseMargin) has not run out since the last heartbeat this node heard,
+// or since this node began to lead, and it did not resign (see
+// liveness.leaseHeld). Its replacement waits until it has.
+func (n *Node) leaseHeld(name string, id int64) bool {
+	since := n.opened
+	if at := n.readyAt.Load(); at != nil && at.After(since) {
+		since = *at
+	}
+	return n.live.leaseHeld(memberKey{name, id}, time.Now(), since, n.cfg.MasterTimeout, n.cfg.LeaseMargin)
+}
+
 // checkMaster elects a new master for g if its master is dead (or it has
 // none, after having had one), from the alive in-sync replicas; with none
 // it clears the master, so that the old one, if it comes back, learns it is
-// no longer master.
+// no longer master. A master that is not alive but may still hold its
+// lease (its connection closed a moment ago) is replaced only once the
+// lease ran out, unless it resigned: two masters never acknowledge at once.
 func (n *Node) checkMaster(g *Group) {
-	if g.MasterEpoch == 0 || (g.MasterID != NoMaster && n.alive(g.Name, g.MasterID)) {
+	if g.MasterEpoch == 0 || (g.MasterID != NoMaster && (n.alive(g.Name, g.MasterID) || n.leaseHeld(g.Name, g.MasterID))) {
 		return
 	}
 	cand := n.candidate(g, g.MasterID)
@@ -68,7 +83,7 @@ func (n *Node) checkMaster(g *Group) {
 			b.at = n.opened // silent since this node started
 		}
 		n.log.Info("controller: master is not alive", "broker", g.Name, "master", g.MasterID, "heard", heard,
-			"silent_for", time.Since(b.at).Round(time.Millisecond), "connection_closed", b.gone)
+			"silent_for", time.Since(b.at).Round(time.Millisecond), "connection_closed", b.gone, "resigned", b.resigned)
 	}
 	res, err := n.propose(&command{Op: opElect, Elect: &electCmd{Name: g.Name, NewMaster: cand, ExpectEpoch: g.MasterEpoch}})
 	switch {

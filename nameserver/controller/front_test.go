@@ -5,6 +5,7 @@ import (
 	"context"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -66,14 +67,19 @@ func (f *front) leader() int {
 // broker is a broker's controller side: a client, its heartbeats, and the
 // role notices it received.
 type broker struct {
-	cl    *Client
-	role  Role
-	roles chan Role
-	stop  chan struct{}
-	done  chan struct{}
+	cl       *Client
+	role     Role
+	roles    chan Role
+	lastBeat atomic.Int64 // unix nanos: when the last heartbeat was sent
+	stop     chan struct{}
+	done     chan struct{}
 }
 
-func (f *front) broker(name, addr string) *broker {
+func (f *front) broker(name, addr string) *broker { return f.leasedBroker(name, addr, 0) }
+
+// leasedBroker is broker with a lease as master announced in its
+// heartbeats; lastBeat is when it last sent one.
+func (f *front) leasedBroker(name, addr string, lease time.Duration) *broker {
 	b := &broker{roles: make(chan Role, 64), stop: make(chan struct{}), done: make(chan struct{})}
 	cl, err := NewClient(ClientConfig{Addrs: f.addrs, Timeout: time.Second, Logger: quietLogger(),
 		OnRoleChange: func(r Role) { b.roles <- r }})
@@ -81,7 +87,7 @@ func (f *front) broker(name, addr string) *broker {
 	b.cl = cl
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
-	b.role, err = cl.Register(ctx, Registration{Cluster: "c", Name: name, ID: NoMaster, Addr: addr, HAAddr: addr + "1"})
+	b.role, err = cl.Register(ctx, Registration{Cluster: "c", Name: name, ID: NoMaster, Addr: addr, HAAddr: addr + "1", Lease: lease})
 	require.NoError(f.t, err)
 	go func() {
 		defer close(b.done)
@@ -91,7 +97,9 @@ func (f *front) broker(name, addr string) *broker {
 			hctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			// NB: a long timeout, so that a starved goroutine does not
 			// kill the broker; kill closes its connection instead.
-			_, _ = cl.Heartbeat(hctx, Heartbeat{Cluster: "c", Name: name, ID: b.role.BrokerID, Addr: addr, Timeout: aliveFor})
+			b.lastBeat.Store(time.Now().UnixNano())
+			_, _ = cl.Heartbeat(hctx, Heartbeat{Cluster: "c", Name: name, ID: b.role.BrokerID, Addr: addr, Timeout: aliveFor,
+				Epoch: b.role.MasterEpoch, Lease: lease})
 			cancel()
 			select {
 			case <-b.stop:

@@ -16,6 +16,9 @@ import (
 type fsm struct {
 	mu sync.RWMutex
 	st *state // guarded by mu
+	// onChange, set before Raft starts, is told of each group whose master
+	// or SyncStateSet an applied command changed (a copy), without mu.
+	onChange func(*Group)
 }
 
 func newFSM() *fsm { return &fsm{st: newState()} }
@@ -28,8 +31,12 @@ func (f *fsm) Apply(l *raft.Log) any {
 		return refuse(protocol.ControllerInvalidRequest, "controller: log entry %d does not decode: %v", l.Index, err)
 	}
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.st.apply(&cmd)
+	res := f.st.apply(&cmd)
+	f.mu.Unlock()
+	if res.Changed && res.Group != nil && f.onChange != nil {
+		f.onChange(res.Group.clone())
+	}
+	return res
 }
 
 // group returns a copy of the named group, or nil.

@@ -21,6 +21,8 @@ type beat struct {
 	epoch     int32
 	maxOffset int64
 	priority  int32
+	lease     time.Duration          // the broker's lease as master (Sluice); 0: none (a Java broker)
+	resigned  bool                   // it gave up being master in epoch (Resign): replace it at once
 	conn      *remoting.Conn         // where it heartbeats: role changes are pushed there
 	st        remoting.SerializeType // the codec it speaks on conn
 }
@@ -35,9 +37,16 @@ type liveness struct {
 
 func newLiveness() *liveness { return &liveness{beats: map[memberKey]beat{}} }
 
+// record keeps b as k's last beat. A broker that resigned stays resigned
+// while it heartbeats in the same epoch (its client may send one more
+// heartbeat before it closes); a registration (epoch 0) or a heartbeat of
+// another epoch is a new life.
 func (l *liveness) record(k memberKey, b beat) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if old, ok := l.beats[k]; ok && old.resigned && b.epoch == old.epoch && b.epoch != 0 {
+		b.resigned = true
+	}
 	l.beats[k] = b
 }
 
@@ -71,7 +80,7 @@ func (l *liveness) connClosed(c *remoting.Conn) bool {
 // declared dead for silence that began before the node could hear it.
 func (l *liveness) alive(k memberKey, now, since time.Time, def time.Duration) bool {
 	b, ok := l.get(k)
-	if ok && b.gone {
+	if ok && (b.gone || b.resigned) {
 		return false
 	}
 	timeout := def
@@ -83,4 +92,32 @@ func (l *liveness) alive(k memberKey, now, since time.Time, def time.Duration) b
 		last = b.at
 	}
 	return now.Sub(last) < timeout
+}
+
+// leaseHeld reports whether k, if it is master, may still be acknowledging
+// sends at now although it is not alive (its connection closed, or it fell
+// silent): it did not resign and its lease, plus margin, has not run out
+// since the last heartbeat this node heard or since since (when this node
+// began to lead: a heartbeat the previous leader answered, renewing the
+// lease, may not have reached this node). A broker this node never heard
+// holds it for def after since; one that announced no lease (a Java
+// broker) holds none.
+//
+// NB: a lease is stamped by the broker when it sent a heartbeat, before
+// any controller received it, and both sides measure it on their monotonic
+// clocks: the margin covers the clocks' rates and the broker's last answer
+// decided just before its lease ran out.
+func (l *liveness) leaseHeld(k memberKey, now, since time.Time, def, margin time.Duration) bool {
+	b, ok := l.get(k)
+	switch {
+	case !ok:
+		return now.Sub(since) < def
+	case b.resigned || b.lease <= 0:
+		return false
+	}
+	last := since
+	if b.at.After(last) {
+		last = b.at
+	}
+	return now.Sub(last) < b.lease+margin
 }

@@ -83,6 +83,11 @@ type Config struct {
 	// MasterTimeout: a master whose heartbeats stopped this long is replaced
 	// (default 3 s).
 	MasterTimeout time.Duration
+	// LeaseMargin is how long past a master's lease (announced with its
+	// heartbeats) the leader waits before it replaces a master whose
+	// connection closed or that fell silent (default 500 ms: above Raft's
+	// leader lease, the time a deposed leader may still answer).
+	LeaseMargin time.Duration
 	// ElectUnclean allows electing a replica outside the SyncStateSet when
 	// none in it is alive (it may lack acknowledged messages).
 	ElectUnclean bool
@@ -107,6 +112,9 @@ type Config struct {
 func (c *Config) fill() error {
 	if c.MasterTimeout <= 0 {
 		c.MasterTimeout = 3 * time.Second
+	}
+	if c.LeaseMargin <= 0 {
+		c.LeaseMargin = 500 * time.Millisecond
 	}
 	if c.CheckInterval <= 0 {
 		c.CheckInterval = max(c.MasterTimeout/10, 10*time.Millisecond)
@@ -144,11 +152,12 @@ type Node struct {
 
 	live *liveness
 
-	leaderReady atomic.Bool   // leads, and has applied everything before its term
-	opened      time.Time     // when Open ran: liveness grace starts here
-	notify      chan *Group   // changed groups to tell members about
-	leaderCh    chan bool     // raft's leadership notifications
-	kick        chan struct{} // wakes electLoop
+	leaderReady atomic.Bool               // leads, and has applied everything before its term
+	readyAt     atomic.Pointer[time.Time] // when it last became ready to lead (monotonic)
+	opened      time.Time                 // when Open ran: liveness grace starts here
+	notify      chan *Group               // changed groups to tell members about
+	leaderCh    chan bool                 // raft's leadership notifications
+	kick        chan struct{}             // wakes electLoop
 
 	quit      chan struct{}
 	wg        sync.WaitGroup // leaderLoop, electLoop, notifyLoop
@@ -167,6 +176,7 @@ func Open(cfg Config) (*Node, error) {
 	}
 	n := &Node{cfg: cfg, opened: time.Now(), log: cfg.Logger.With("controller", cfg.ID), fsm: newFSM(),
 		notify: make(chan *Group, 256), leaderCh: make(chan bool, 8), kick: make(chan struct{}, 1), quit: make(chan struct{})}
+	n.fsm.onChange = n.applied
 	n.live = newLiveness()
 	if err := n.openRaft(); err != nil {
 		n.closeRaft()
@@ -282,7 +292,11 @@ func (n *Node) ID() string { return n.cfg.ID }
 func (n *Node) Peers() []Peer { return slices.Clone(n.cfg.Peers) }
 
 // IsLeader reports whether this node leads and serves writes.
-func (n *Node) IsLeader() bool { return n.leaderReady.Load() }
+//
+// NB: Raft's state too: a leader that lost its majority steps down within
+// its leader lease, and leaderLoop learns it a moment later; heartbeat
+// answers (a master's lease) must not say "leader" in between.
+func (n *Node) IsLeader() bool { return n.leaderReady.Load() && n.raft.State() == raft.Leader }
 
 // Leader returns the leader's id and remoting address as this node knows
 // them ("" when unknown).
@@ -323,9 +337,6 @@ func (n *Node) propose(cmd *command) (result, error) {
 	if !ok {
 		return result{}, fmt.Errorf("controller: apply returned %T", f.Response())
 	}
-	if res.Changed && res.Group != nil {
-		n.queueNotify(res.Group)
-	}
 	return res, nil
 }
 
@@ -359,8 +370,15 @@ func (n *Node) lead() {
 			_, err = n.propose(&command{Op: opAnnounce, Announce: &announceCmd{NodeID: n.cfg.ID, Addr: n.cfg.Advertise}})
 		}
 		if err == nil {
+			now := time.Now()
+			n.readyAt.Store(&now)
 			n.leaderReady.Store(n.raft.State() == raft.Leader)
 			n.log.Info("controller: leading", "remoting", n.cfg.Advertise)
+			// NB: changes applied before this node was ready (the previous
+			// leader's, committed by the barrier) were told to no one.
+			for _, g := range n.fsm.groups() {
+				n.queueNotify(g)
+			}
 			return
 		}
 		n.log.Warn("controller: new leader not ready yet; retrying", "err", err)

@@ -46,6 +46,8 @@ type Registration struct {
 	// Apply refuses an ID held by another address (Java's APPLY_BROKER_ID)
 	// instead of moving that broker to Addr.
 	Apply bool
+	// Lease is the broker's lease as master (Sluice; see Heartbeat.Lease).
+	Lease time.Duration
 }
 
 // Heartbeat is a broker's BROKER_HEARTBEAT.
@@ -58,6 +60,15 @@ type Heartbeat struct {
 	MaxOffset int64
 	Timeout   time.Duration // 0: the controller's master timeout
 	Priority  int32
+	// Lease (Sluice) is how long the broker, as master, goes on
+	// acknowledging after sending a heartbeat the leader answered. The
+	// leader replaces it only once that long, plus Config.LeaseMargin,
+	// passed since its last heartbeat, even when its connection closed.
+	// 0: no lease (a Java broker), replaced when its connection closes.
+	Lease time.Duration
+	// Resign (Sluice): the broker has stopped taking sends and gives up
+	// being master of Epoch: the leader replaces it at once.
+	Resign bool
 }
 
 func (n *Node) leading() error {
@@ -88,7 +99,7 @@ func (n *Node) Register(r Registration, conn *remoting.Conn, st remoting.Seriali
 	if err := res.err(); err != nil {
 		return Role{}, err
 	}
-	n.live.record(memberKey{r.Name, res.BrokerID}, beat{at: time.Now(), conn: conn, st: st})
+	n.live.record(memberKey{r.Name, res.BrokerID}, beat{at: time.Now(), lease: r.Lease, conn: conn, st: st})
 	role := roleOf(res.Group)
 	role.BrokerID = res.BrokerID
 	return role, nil
@@ -106,11 +117,16 @@ func (n *Node) NextBrokerID(name string) (int64, error) {
 	return firstBrokerID, nil
 }
 
-// Heartbeat records that a broker is alive. Any node takes it. It returns
-// the broker's group as this node knows it (nil when unknown).
+// Heartbeat records that a broker is alive (or, with Resign, that it gave
+// up being master). Any node takes it. It returns the broker's group as
+// this node knows it (nil when unknown).
 func (n *Node) Heartbeat(h Heartbeat, conn *remoting.Conn, st remoting.SerializeType) *Group {
 	n.live.record(memberKey{h.Name, h.ID}, beat{at: time.Now(), timeout: h.Timeout, epoch: h.Epoch,
-		maxOffset: h.MaxOffset, priority: h.Priority, conn: conn, st: st})
+		maxOffset: h.MaxOffset, priority: h.Priority, lease: h.Lease, resigned: h.Resign, conn: conn, st: st})
+	if h.Resign {
+		n.log.Info("controller: broker gave up being master", "broker", h.Name, "id", h.ID, "epoch", h.Epoch)
+		n.kickElect()
+	}
 	return n.fsm.group(h.Name)
 }
 
@@ -199,7 +215,7 @@ func (n *Node) ElectMaster(name string, id int64) (Role, error) {
 			return Role{}, &Error{Code: protocol.ControllerBrokerNotAlive,
 				Remark: "broker " + itoa(id) + " of " + name + " is not alive (no heartbeat within the master timeout)"}
 		}
-	case g.MasterID != NoMaster && n.alive(name, g.MasterID):
+	case g.MasterID != NoMaster && (n.alive(name, g.MasterID) || n.leaseHeld(name, g.MasterID)):
 		return still()
 	default:
 		if cand = n.candidate(g, g.MasterID); cand == NoMaster {
@@ -255,6 +271,18 @@ func (n *Node) SyncStateData(names []string) (protocol.BrokerReplicasInfo, error
 		out.ReplicasInfoTable[g.Name] = ri
 	}
 	return out, nil
+}
+
+// applied is the FSM's hook: a committed change of g's master or
+// SyncStateSet. The leader tells the members, whoever proposed the change
+// and whatever its proposer's call returned (it may have timed out, or
+// been proposed by a leader since deposed); a new leader tells every
+// group's members once it is ready (lead), for the changes it applied
+// before.
+func (n *Node) applied(g *Group) {
+	if n.leaderReady.Load() {
+		n.queueNotify(g)
+	}
 }
 
 // queueNotify hands a changed group to notifyLoop. NB: a full queue drops

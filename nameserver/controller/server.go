@@ -156,7 +156,7 @@ func (f *Front) register(n *Node, conn *remoting.Conn, req *remoting.Command) *r
 		return invalid(req, "%s", checkAddr("haAddress", h.HAAddress, false))
 	}
 	role, err := n.Register(Registration{Cluster: h.ClusterName, Name: h.BrokerName, ID: h.BrokerID,
-		Addr: h.BrokerAddress, HAAddr: h.HAAddress}, conn, req.SerializeType)
+		Addr: h.BrokerAddress, HAAddr: h.HAAddress, Lease: time.Duration(max(h.LeaseMillis, 0)) * time.Millisecond}, conn, req.SerializeType)
 	if err != nil {
 		return answer(n, req, err)
 	}
@@ -165,9 +165,11 @@ func (f *Front) register(n *Node, conn *remoting.Conn, req *remoting.Command) *r
 }
 
 // heartbeat is BROKER_HEARTBEAT (904). Every node takes it. The answer
-// carries (Sluice) the group's role as this node knows it, so a broker
-// that missed a notice learns of the change at its next heartbeat, and
-// isLeader, so that a master can tell that the leader still hears it.
+// carries (Sluice, additive: a Java broker reads none of it) the group's
+// role as this node knows it, in GET_REPLICA_INFO's header fields and
+// with its SyncStateSet as body, so a broker that missed a notice learns
+// of the change at its next heartbeat, and isLeader, so that a master can
+// tell that the leader still hears it (its lease).
 func (f *Front) heartbeat(n *Node, conn *remoting.Conn, req *remoting.Command) *remoting.Command {
 	var h protocol.BrokerHeartbeatRequestHeader
 	if resp := decodeHeader(req, &h); resp != nil {
@@ -178,10 +180,15 @@ func (f *Front) heartbeat(n *Node, conn *remoting.Conn, req *remoting.Command) *
 	}
 	g := n.Heartbeat(Heartbeat{Cluster: h.ClusterName, Name: h.BrokerName, ID: h.BrokerID, Addr: h.BrokerAddr,
 		Epoch: h.Epoch, MaxOffset: h.MaxOffset, Timeout: time.Duration(max(h.HeartbeatTimeoutMillis, 0)) * time.Millisecond,
-		Priority: h.ElectionPriority}, conn, req.SerializeType)
+		Priority: h.ElectionPriority, Lease: time.Duration(max(h.LeaseMillis, 0)) * time.Millisecond, Resign: h.Resign},
+		conn, req.SerializeType)
 	resp := remoting.NewResponse(req, protocol.Success, "Heart beat success")
 	if g != nil {
-		resp = roleReply(req, roleOf(g), &protocol.ControllerRoleHeader{BrokerID: NoMaster})
+		// NB: the SyncStateSet as body, as GET_REPLICA_INFO's: a master
+		// learns the set the controllers have from every answer.
+		r := roleOf(g)
+		resp = withBody(req, roleReply(req, r, &protocol.ControllerRoleHeader{BrokerID: NoMaster}),
+			protocol.SyncStateSet{SyncStateSet: r.SyncStateSet, SyncStateSetEpoch: r.SyncStateSetEpoch})
 		resp.Remark = "Heart beat success"
 	} else {
 		resp.ExtFields = map[string]string{}
