@@ -15,9 +15,11 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/broker/ha"
+	"github.com/sluicemq/sluice/internal/acl/sig"
 	"github.com/sluicemq/sluice/internal/protocol"
 	"github.com/sluicemq/sluice/internal/remoting"
 	"github.com/sluicemq/sluice/internal/statefile"
+	"github.com/sluicemq/sluice/internal/tlscert"
 	"github.com/sluicemq/sluice/nameserver/controller"
 )
 
@@ -162,13 +164,25 @@ func (b *Broker) startController() error {
 		return err
 	}
 	b.ctl.haLn, b.repl.haAddr = ln, haAddr
-	c, err := controller.NewClient(controller.ClientConfig{Addrs: controller.ParseAddrs(b.cfg.Controller), Logger: b.logger,
+	cc := controller.ClientConfig{Addrs: controller.ParseAddrs(b.cfg.Controller), Logger: b.logger,
 		OnRoleChange: func(r controller.Role) {
 			select {
 			case b.ctl.notify <- r:
 			default:
 			}
-		}})
+		}}
+	// NB: controllers with ACL on take admin accounts only: the broker
+	// signs with its own (acl.access_key), as towards the nameservers.
+	if b.cfg.ACL.AccessKey != "" {
+		cc.Sign = sig.Signer(b.cfg.ACL.AccessKey, b.cfg.ACL.SecretKey, "")
+	}
+	if ct := b.cfg.ControllerTLS; ct.Enabled {
+		if cc.TLS, err = tlscert.Client(ct.CAFile, ct.Insecure, "", ""); err != nil {
+			ln.Close()
+			return fmt.Errorf("broker: controller_tls: %w", err)
+		}
+	}
+	c, err := controller.NewClient(cc)
 	if err != nil {
 		ln.Close()
 		return err

@@ -107,6 +107,9 @@ type Broker struct {
 	Pprof bool `mapstructure:"pprof"`
 	// NamesrvTLS is how the broker dials the nameservers.
 	NamesrvTLS ClientTLS `mapstructure:"namesrv_tls"`
+	// ControllerTLS is how the broker dials the controllers (controller
+	// mode).
+	ControllerTLS ClientTLS `mapstructure:"controller_tls"`
 }
 
 // Broker roles accepted by Broker.Role.

@@ -3,6 +3,7 @@ package conf
 import (
 	"net"
 	"reflect"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -26,7 +27,26 @@ type Controller struct {
 	// SyncStateSet when no in-sync one is alive: availability at the risk of
 	// losing acknowledged messages.
 	ElectUnclean bool `mapstructure:"elect_unclean"`
+	// RaftTLS, when set, runs the Raft transport between the controllers
+	// over mutually verified TLS.
+	RaftTLS RaftTLS `mapstructure:"raft_tls"`
 }
+
+// RaftTLS is the Raft transport's TLS: every node presents Cert (with
+// Key) and verifies its peers' against CA, both ways. All three empty:
+// plain TCP (keep the Raft port on a private network then).
+type RaftTLS struct {
+	// Cert and Key are this node's PEM certificate and key; the
+	// certificate must be valid for client and server use (a peer dials
+	// and is dialed).
+	Cert string `mapstructure:"cert"`
+	Key  string `mapstructure:"key"`
+	// CA is a PEM file of the CAs that signed the peers' certificates.
+	CA string `mapstructure:"ca"`
+}
+
+// Enabled reports whether the transport runs over TLS.
+func (t RaftTLS) Enabled() bool { return t.Cert != "" || t.Key != "" || t.CA != "" }
 
 // DefaultController returns a disabled controller section: one node n0 on
 // 127.0.0.1:9880, state under ./data/controller, RocketMQ's 3 s timeout.
@@ -47,6 +67,11 @@ type ControllerServer struct {
 	Controller Controller `mapstructure:"controller"`
 	// Remoting configures the remoting server.
 	Remoting Remoting `mapstructure:"remoting"`
+	// ACL is access control on the remoting port (off unless acl.file is
+	// set); every controller request then needs an admin account.
+	ACL ACL `mapstructure:"acl"`
+	// TLS is the remoting port's TLS.
+	TLS TLS `mapstructure:"tls"`
 }
 
 // DefaultControllerServer returns a valid single-node mqcontroller
@@ -54,7 +79,7 @@ type ControllerServer struct {
 func DefaultControllerServer() ControllerServer {
 	c := DefaultController()
 	c.Enable = true
-	return ControllerServer{Listen: "127.0.0.1:9878", Controller: c, Remoting: defaultRemoting()}
+	return ControllerServer{Listen: "127.0.0.1:9878", Controller: c, Remoting: defaultRemoting(), TLS: defaultTLS()}
 }
 
 // LoadControllerServer is LoadBroker for mqcontroller.
@@ -68,6 +93,7 @@ func (s ControllerServer) Validate() error {
 	c.addr("listen", s.Listen, true)
 	s.Controller.validate(&c, "controller.", true)
 	c.remoting("remoting.", s.Remoting)
+	s.TLS.validate(&c, "tls.")
 	return c.err()
 }
 
@@ -85,6 +111,10 @@ func (k Controller) validate(c *checker, p string, runs bool) {
 		c.fail(p+"id", `""`, "must name this node, one of "+p+"peers")
 	case k.Dir == "":
 		c.fail(p+"dir", `""`, "must be a directory for the Raft log and snapshots")
+	}
+	if t := k.RaftTLS; t.Enabled() && (t.Cert == "" || t.Key == "" || t.CA == "") {
+		c.fail(p+"raft_tls.cert", strconv.Quote(t.Cert),
+			"give raft_tls.cert, raft_tls.key and raft_tls.ca together (each node verifies its peers against the CA)")
 	}
 	self := false
 	for part := range strings.SplitSeq(k.Peers, ";") {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sluicemq/sluice/internal/acl/sig"
 	"github.com/sluicemq/sluice/internal/protocol"
 	"github.com/sluicemq/sluice/nameserver/controller"
 )
@@ -48,7 +49,11 @@ func (a *app) controllers(flag string) ([]string, *controller.Client, error) {
 			return nil, nil, usagef("controller %q is not ip:port", addr)
 		}
 	}
-	cl, err := controller.NewClient(controller.ClientConfig{Addrs: addrs, Timeout: a.timeout, Logger: a.logger()})
+	cc := controller.ClientConfig{Addrs: addrs, Timeout: a.timeout, Logger: a.logger(), TLS: a.tlsConfig}
+	if a.creds.AccessKey != "" {
+		cc.Sign = sig.Signer(a.creds.AccessKey, a.creds.SecretKey, "")
+	}
+	cl, err := controller.NewClient(cc)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -65,6 +65,11 @@ Flags override the config file, which overrides the environment
   --ha-advertise IP:PORT      HA address slaves are told (default: from --ha-listen)
   --controller "IP:PORT;..."  controller mode: the role is elected by these controllers
                               (their remoting addresses); --role is then ignored
+  --controller-tls            dial the controllers with TLS (key controller_tls.enabled)
+  --controller-tls-ca FILE    PEM CAs to verify the controllers with (implies --controller-tls;
+                              default the system pool)
+  --controller-tls-insecure   TLS to the controllers without verifying them (self-signed
+                              test setups; implies --controller-tls)
   --console-listen HOST:PORT  serve the web console there, or "off" (default 127.0.0.1:8080
                               with the embedded nameserver, off otherwise)
   --console-read-only         the console hides every write
@@ -72,7 +77,9 @@ Flags override the config file, which overrides the environment
 
 The broker signs its registrations with acl.access_key and acl.secret_key
 (SLUICE_ACL_ACCESS_KEY, SLUICE_ACL_SECRET_KEY), an admin account of the
-nameservers' ACL. An embedded nameserver gets the broker's --acl and
+nameservers' ACL; in controller mode it signs its controller requests with
+the same account, which must be an admin account of the controllers' ACL
+too. An embedded nameserver gets the broker's --acl and
 --tls-* unless configured apart.
 `
 
@@ -98,6 +105,9 @@ func run(args []string, stdout, stderr io.Writer, ready chan<- [2]string) int {
 	haListen := fs.String("ha-listen", "", "")
 	haAdvertise := fs.String("ha-advertise", "", "")
 	ctl := fs.String("controller", "", "")
+	ctlTLS := fs.Bool("controller-tls", false, "")
+	ctlTLSCA := fs.String("controller-tls-ca", "", "")
+	ctlTLSInsecure := fs.Bool("controller-tls-insecure", false, "")
 	consoleListen := fs.String("console-listen", "", "")
 	consoleRO := fs.Bool("console-read-only", false, "")
 	sec := cli.AddServerSecurity(fs)
@@ -142,6 +152,14 @@ func run(args []string, stdout, stderr io.Writer, ready chan<- [2]string) int {
 			cfg.HA.Advertise = *haAdvertise
 		case "controller":
 			cfg.Controller = *ctl
+		case "controller-tls":
+			cfg.ControllerTLS.Enabled = *ctlTLS
+		case "controller-tls-ca":
+			cfg.ControllerTLS.CAFile = *ctlTLSCA
+			cfg.ControllerTLS.Enabled = true
+		case "controller-tls-insecure":
+			cfg.ControllerTLS.Insecure = *ctlTLSInsecure
+			cfg.ControllerTLS.Enabled = cfg.ControllerTLS.Enabled || *ctlTLSInsecure
 		case "console-listen":
 			cfg.Console.Listen = *consoleListen
 		case "console-read-only":

@@ -26,13 +26,16 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/conf"
+	"github.com/sluicemq/sluice/internal/acl"
 	"github.com/sluicemq/sluice/internal/cli"
 	"github.com/sluicemq/sluice/internal/remoting"
+	"github.com/sluicemq/sluice/internal/tlscert"
 	"github.com/sluicemq/sluice/nameserver/controller"
 )
 
 const usage = `Usage: mqcontroller [-c FILE] [--listen HOST:PORT] [--controller-id ID]
                     [--controller-peers PEERS] [--controller-dir DIR]
+                    [--acl FILE] [--tls-mode MODE] [--raft-tls-cert FILE ...]
 
 Runs a Sluice controller node until SIGINT or SIGTERM. Three nodes
 tolerate one failure; one node is for development.
@@ -41,7 +44,16 @@ tolerate one failure; one node is for development.
                               remoting.*; see conf/namesrv.yaml's controller)
   --listen HOST:PORT          remoting address brokers (mqbroker --controller)
                               and mqadmin call (default 127.0.0.1:9878)
-` + controller.FlagsUsage + `  -h, --help                  show this help
+` + controller.FlagsUsage + `  --acl FILE                  ACL rules (RocketMQ plain_acl.yml shape); every
+                              controller request then needs an admin account
+                              (key acl.file; default off)
+  --tls-mode MODE             disabled, permissive (TLS and plaintext on one port)
+                              or enforcing (TLS only) on the remoting port
+  --tls-cert FILE, --tls-key FILE
+                              PEM certificate and key (none: a self-signed one is
+                              made under --controller-dir)
+  --tls-client-ca FILE        PEM CAs; TLS clients must present a certificate they signed
+  -h, --help                  show this help
 
 Exit status: 0 after a clean shutdown, 1 for an invalid config file or
 environment or a failure, 2 for a bad command line.
@@ -56,6 +68,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	configPath := fs.String("c", "", "")
 	listen := fs.String("listen", "", "")
 	cf := controller.AddFlags(fs)
+	aclFile := fs.String("acl", "", "")
+	tlsMode, tlsCert := fs.String("tls-mode", "", ""), fs.String("tls-cert", "", "")
+	tlsKey, tlsCA := fs.String("tls-key", "", ""), fs.String("tls-client-ca", "", "")
 	if code, ok := cli.Parse(fs, args, usage, stdout, stderr); !ok {
 		return code
 	}
@@ -65,8 +80,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cli.ExitError
 	}
 	fs.Visit(func(f *flag.Flag) {
-		if f.Name == "listen" {
+		switch f.Name {
+		case "listen":
 			cfg.Listen = *listen
+		case "acl":
+			cfg.ACL.File = *aclFile
+		case "tls-mode":
+			cfg.TLS.Mode = *tlsMode
+		case "tls-cert":
+			cfg.TLS.Cert = *tlsCert
+		case "tls-key":
+			cfg.TLS.Key = *tlsKey
+		case "tls-client-ca":
+			cfg.TLS.ClientCA = *tlsCA
 		}
 	})
 	cf.Apply(fs, &cfg.Controller)
@@ -80,19 +106,35 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "mqcontroller: bad flag value: %s (see mqcontroller -h)\n", cli.OneLine(err))
 		return cli.ExitUsage
 	}
-	s, err := controller.StartStandalone(cfg.Listen, remoting.ServerOptions{
+	opts := remoting.ServerOptions{
 		MaxFrameSize:    int(cfg.Remoting.MaxFrameSize),
 		FrameTimeout:    cfg.Remoting.FrameTimeout,
 		IdleTimeout:     orDisabled(cfg.Remoting.IdleTimeout),
 		MaxConnsPerAddr: cfg.Remoting.MaxConnsPerAddr,
 		Logger:          logger,
-	}, ncfg)
+	}
+	// NB: the self-signed certificate, when no tls.cert is given, is kept
+	// beside the Raft state, so that clients that pinned it keep trusting it.
+	if opts.TLS, err = tlscert.Server(cfg.TLS, cfg.Controller.Dir, logger); err != nil {
+		fmt.Fprintf(stderr, "mqcontroller: %s\n", cli.OneLine(err))
+		return cli.ExitError
+	}
+	var rules *acl.Watcher
+	if cfg.ACL.File != "" {
+		if rules, err = acl.NewWatcher(cfg.ACL.File, conf.LoadACL, logger); err != nil {
+			fmt.Fprintf(stderr, "mqcontroller: %s\n", cli.OneLine(err))
+			return cli.ExitError
+		}
+		defer rules.Close()
+		opts.Authorize = rules.Guard().Authorize
+	}
+	s, err := controller.StartStandalone(cfg.Listen, opts, ncfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "mqcontroller: %s\n", cli.OneLine(err))
 		return cli.ExitError
 	}
 	logger.Info("mqcontroller: listening", "addr", s.Addr(), "id", ncfg.ID, "peers", cfg.Controller.Peers,
-		"dir", cfg.Controller.Dir)
+		"dir", cfg.Controller.Dir, "acl", cfg.ACL.File != "", "tls", cfg.TLS.Mode, "raft_tls", cfg.Controller.RaftTLS.Enabled())
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	<-ctx.Done()

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"os"
@@ -18,7 +19,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicemq/sluice/internal/acl/sig"
+	"github.com/sluicemq/sluice/internal/protocol"
+	"github.com/sluicemq/sluice/internal/remoting"
 	"github.com/sluicemq/sluice/internal/testutil"
+	"github.com/sluicemq/sluice/internal/tlscert"
 	"github.com/sluicemq/sluice/nameserver/controller"
 )
 
@@ -295,4 +300,66 @@ func TestBinary_BadCommandLine(t *testing.T) {
 			require.True(t, strings.HasPrefix(string(out), "mqcontroller: "), "%s", out)
 		})
 	}
+}
+
+// TestBinary_ACLAndTLS: mqcontroller --acl --tls-mode enforcing
+// --raft-tls-* serves
+// TLS only, refuses every unsigned controller request NO_PERMISSION, and
+// answers an admin's signed one. Before, it had neither flag: anyone who
+// reached the port could register, elect and so make brokers cut logs.
+func TestBinary_ACLAndTLS(t *testing.T) {
+	bin := buildBinary(t)
+	ports := freePorts(t, 2)
+	dir := t.TempDir()
+	caPEM, _, ca, err := tlscert.Issue([]string{"ca"}, nil, true)
+	require.NoError(t, err)
+	certPEM, keyPEM, _, err := tlscert.Issue([]string{"127.0.0.1"}, ca, false)
+	require.NoError(t, err)
+	for name, b := range map[string][]byte{"ca.crt": caPEM, "n0.crt": certPEM, "n0.key": keyPEM} {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), b, 0o600))
+	}
+	p := start(t, bin, nil, "--listen", ports[1], "--controller-peers", "n0="+ports[0],
+		"--controller-dir", filepath.Join(dir, "n0"), "--acl", testutil.WriteACL(t, testutil.ACLRules), "--tls-mode", "enforcing",
+		"--raft-tls-cert", filepath.Join(dir, "n0.crt"), "--raft-tls-key", filepath.Join(dir, "n0.key"),
+		"--raft-tls-ca", filepath.Join(dir, "ca.crt"))
+	require.Contains(t, p.logText(), "raft_tls=true")
+	insecure := &tls.Config{InsecureSkipVerify: true} //nolint:gosec // the controller's self-signed certificate
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
+	defer cancel()
+
+	rc := remoting.NewClient(remoting.ClientOptions{SerializeType: remoting.SerializeJSON, TLS: insecure})
+	defer rc.Close()
+	resp, err := rc.Invoke(ctx, p.addr, remoting.NewRequest(protocol.ControllerGetMetadataInfo, nil, nil))
+	require.NoError(t, err)
+	require.Equal(t, int16(protocol.NoPermission), resp.Code, resp.Remark)
+
+	plain := remoting.NewClient(remoting.ClientOptions{SerializeType: remoting.SerializeJSON, DialTimeout: time.Second})
+	defer plain.Close()
+	pctx, pcancel := context.WithTimeout(ctx, 3*time.Second)
+	defer pcancel()
+	_, err = plain.Invoke(pctx, p.addr, remoting.NewRequest(protocol.ControllerGetMetadataInfo, nil, nil))
+	require.Error(t, err, "enforcing TLS answered plaintext")
+
+	admin, err := controller.NewClient(controller.ClientConfig{Addrs: []string{p.addr}, Timeout: time.Second, TLS: insecure,
+		Sign: sig.Signer("rootroot", "root-secret-1", "")})
+	require.NoError(t, err)
+	defer admin.Close()
+	require.Eventually(t, func() bool {
+		md, err := admin.Metadata(ctx, p.addr)
+		return err == nil && md.IsLeader
+	}, patience, 50*time.Millisecond, "%s", p.logText())
+	role, err := admin.Register(ctx, controller.Registration{Cluster: "c", Name: "b", ID: controller.NoMaster, Addr: "127.0.0.1:10911"})
+	require.NoError(t, err)
+	require.True(t, role.IsMaster())
+}
+
+func TestBinary_RaftTLSNeedsAllThree(t *testing.T) {
+	bin := buildBinary(t)
+	cmd := exec.Command(bin, "--raft-tls-cert", "x.crt")
+	cmd.Env = cleanEnv()
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit, "%s", out)
+	require.Equal(t, 2, exit.ExitCode(), "%s", out)
+	require.Contains(t, string(out), "raft_tls.ca together")
 }

@@ -50,7 +50,10 @@ type Resource struct {
 // subscription-group create and delete, broker config), and what Sluice
 // adds: the nameserver's topic delete and KV writes (Java's 4.x nameserver
 // checks nothing), broker registration and write-permission changes (they
-// change routes), and offset resets through the broker.
+// change routes), offset resets through the broker, and every controller
+// code (they elect masters and decide what replicas keep: a stranger
+// could otherwise register a fake member, have it elected and make every
+// real broker cut its log).
 var adminCodes = map[int16]bool{
 	protocol.UpdateAndCreateTopic:             true,
 	protocol.UpdateBrokerConfig:               true,
@@ -65,6 +68,15 @@ var adminCodes = map[int16]bool{
 	protocol.WipeWritePermOfBroker:            true,
 	protocol.AddWritePermOfBroker:             true,
 	protocol.InvokeBrokerToResetOffset:        true,
+	protocol.BrokerHeartbeat:                  true,
+	protocol.ControllerAlterSyncStateSet:      true,
+	protocol.ControllerElectMaster:            true,
+	protocol.ControllerRegisterBroker:         true,
+	protocol.ControllerGetReplicaInfo:         true,
+	protocol.ControllerGetMetadataInfo:        true,
+	protocol.ControllerGetSyncStateData:       true,
+	protocol.ControllerGetNextBrokerID:        true,
+	protocol.ControllerApplyBrokerID:          true,
 }
 
 // AdminOnly reports whether code needs an admin account.

@@ -43,7 +43,7 @@
 //     address skip the signature; Sluice does not.)
 //  3. Admin-only codes (topic and subscription-group create/delete, broker
 //     config, nameserver topic delete, KV writes, broker registration and
-//     write-permission changes) need admin: true.
+//     write-permission changes, every controller code) need admin: true.
 //  4. Resource permissions as the Java broker's PlainAccessValidator reads
 //     them from each request code (Resources): an explicit topicPerms or
 //     groupPerms entry wins, else the default; any DENY denies; an admin

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -32,6 +33,11 @@ type ClientConfig struct {
 	OnRoleChange func(Role)
 	// Logger; nil means slog.Default().
 	Logger *slog.Logger
+	// Sign, when set, signs every request (ACL: the broker's or mqadmin's
+	// account; controllers with ACL on take admin accounts only).
+	Sign func(*remoting.Command)
+	// TLS, when set, dials the controllers with TLS.
+	TLS *tls.Config
 }
 
 // ParseAddrs splits "ip:port;ip:port" (the --controller flag).
@@ -79,6 +85,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		opts.SerializeType = cfg.SerializeType
 	}
 	opts.Logger = cfg.Logger
+	opts.Sign, opts.TLS = cfg.Sign, cfg.TLS
 	c := &Client{cfg: cfg, st: opts.SerializeType}
 	if cfg.OnRoleChange != nil {
 		opts.OnRequest = c.onRequest

@@ -14,18 +14,25 @@ const FlagsUsage = `  --controller-id ID          this controller node's id, one
                               "n0=ip:port;n1=ip:port;n2=ip:port"
   --controller-dir DIR        Raft log, stable store and snapshots
                               (default ./data/controller)
+  --raft-tls-cert FILE, --raft-tls-key FILE, --raft-tls-ca FILE
+                              the Raft transport over mutually verified TLS:
+                              this node's PEM certificate (valid for its Raft
+                              address, client and server use) and key, and the
+                              CA of its peers' certificates; all three or none
 `
 
 // Flags are the controller flags mqcontroller and mqnamesrv take.
 type Flags struct {
-	id, peers, dir *string
+	id, peers, dir            *string
+	raftCert, raftKey, raftCA *string
 }
 
-// AddFlags defines --controller-id, --controller-peers and
-// --controller-dir on fs.
+// AddFlags defines --controller-id, --controller-peers, --controller-dir
+// and --raft-tls-cert, --raft-tls-key, --raft-tls-ca on fs.
 func AddFlags(fs *flag.FlagSet) *Flags {
 	return &Flags{id: fs.String("controller-id", "", ""), peers: fs.String("controller-peers", "", ""),
-		dir: fs.String("controller-dir", "", "")}
+		dir: fs.String("controller-dir", "", ""), raftCert: fs.String("raft-tls-cert", "", ""),
+		raftKey: fs.String("raft-tls-key", "", ""), raftCA: fs.String("raft-tls-ca", "", "")}
 }
 
 // Apply copies the flags set on the command line (parsed fs) into k.
@@ -38,6 +45,12 @@ func (f *Flags) Apply(fs *flag.FlagSet, k *conf.Controller) {
 			k.Peers = *f.peers
 		case "controller-dir":
 			k.Dir = *f.dir
+		case "raft-tls-cert":
+			k.RaftTLS.Cert = *f.raftCert
+		case "raft-tls-key":
+			k.RaftTLS.Key = *f.raftKey
+		case "raft-tls-ca":
+			k.RaftTLS.CA = *f.raftCA
 		}
 	})
 }
@@ -49,6 +62,10 @@ func ConfigFrom(k conf.Controller, advertise string, logger *slog.Logger) (Confi
 	if err != nil {
 		return Config{}, err
 	}
+	rt, err := RaftTLS(k.RaftTLS)
+	if err != nil {
+		return Config{}, err
+	}
 	return Config{ID: k.ID, Peers: peers, Dir: k.Dir, Advertise: advertise, MasterTimeout: k.MasterTimeout,
-		ElectUnclean: k.ElectUnclean, Logger: logger}, nil
+		ElectUnclean: k.ElectUnclean, RaftTLS: rt, Logger: logger}, nil
 }

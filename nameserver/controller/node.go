@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -97,6 +98,10 @@ type Config struct {
 	// Listener, when set, is the Raft transport's listener (bound to this
 	// node's peer address); otherwise Open binds that address.
 	Listener net.Listener
+	// RaftTLS, when set, runs the Raft transport over TLS with this
+	// configuration both ways (RaftTLS builds it: mutual verification
+	// against the peers' CA); nil: plain TCP.
+	RaftTLS *tls.Config
 	// Raft timings; zero takes hashicorp/raft's defaults (1 s heartbeat and
 	// election timeouts, 500 ms lease). Tests shorten them.
 	HeartbeatTimeout   time.Duration
@@ -199,7 +204,7 @@ func (n *Node) openRaft() error {
 		}
 	}
 	hl := hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Warn, Output: slogWriter{n.log}})
-	n.stream = newStream(ln)
+	n.stream = newStream(ln, n.cfg.RaftTLS)
 	n.trans = raft.NewNetworkTransportWithLogger(n.stream, 3, 10*time.Second, hl)
 	store, err := raftboltdb.NewBoltStore(filepath.Join(n.cfg.Dir, "raft.db"))
 	if err != nil {

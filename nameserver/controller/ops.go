@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"time"
 
@@ -48,6 +49,9 @@ type Registration struct {
 	Apply bool
 	// Lease is the broker's lease as master (Sluice; see Heartbeat.Lease).
 	Lease time.Duration
+	// Account is the ACL access key the request was signed with ("" for
+	// none). A member's address moves only by its own account.
+	Account string
 }
 
 // Heartbeat is a broker's BROKER_HEARTBEAT.
@@ -91,8 +95,11 @@ func (n *Node) Register(r Registration, conn *remoting.Conn, st remoting.Seriali
 	if err := n.leading(); err != nil {
 		return Role{}, err
 	}
+	if err := n.checkMove(r); err != nil {
+		return Role{}, err
+	}
 	res, err := n.propose(&command{Op: opRegister, Register: &registerCmd{Cluster: r.Cluster, Name: r.Name,
-		ID: r.ID, Addr: r.Addr, HAAddr: r.HAAddr, Apply: r.Apply}})
+		ID: r.ID, Addr: r.Addr, HAAddr: r.HAAddr, Apply: r.Apply, Account: r.Account}})
 	if err != nil {
 		return Role{}, err
 	}
@@ -103,6 +110,30 @@ func (n *Node) Register(r Registration, conn *remoting.Conn, st remoting.Seriali
 	role := roleOf(res.Group)
 	role.BrokerID = res.BrokerID
 	return role, nil
+}
+
+// checkMove refuses a registration that names the id of a member at
+// another address while that member is alive: a broker moves only once
+// its old self is gone (its connection closed or its heartbeats stopped),
+// and, when it registered with an account, only by that account (the
+// FSM checks that part). Without it, anyone could take a member's id,
+// receive its role notices, be elected in its place and make every real
+// replica cut its log to the stranger's.
+func (n *Node) checkMove(r Registration) error {
+	if r.ID <= 0 || r.Apply {
+		return nil // NB: without an id the address picks it; Apply refuses a taken id itself
+	}
+	g := n.fsm.group(r.Name)
+	if g == nil {
+		return nil
+	}
+	m, ok := g.Members[r.ID]
+	if !ok || m.Addr == r.Addr || !n.alive(r.Name, r.ID) {
+		return nil
+	}
+	return &Error{Code: protocol.ControllerBrokerIDInvalid, Remark: fmt.Sprintf(
+		"controller: broker %d of %s is alive at %s; %s cannot take its id (register without a broker id, or stop that broker first)",
+		r.ID, r.Name, m.Addr, r.Addr)}
 }
 
 // NextBrokerID returns the id the next broker of name registering without

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicemq/sluice/internal/acl/sig"
 	"github.com/sluicemq/sluice/internal/protocol"
 	"github.com/sluicemq/sluice/internal/remoting"
 )
@@ -156,7 +157,7 @@ func (f *Front) register(n *Node, conn *remoting.Conn, req *remoting.Command) *r
 		return invalid(req, "%s", checkAddr("haAddress", h.HAAddress, false))
 	}
 	role, err := n.Register(Registration{Cluster: h.ClusterName, Name: h.BrokerName, ID: h.BrokerID,
-		Addr: h.BrokerAddress, HAAddr: h.HAAddress, Lease: time.Duration(max(h.LeaseMillis, 0)) * time.Millisecond}, conn, req.SerializeType)
+		Addr: h.BrokerAddress, HAAddr: h.HAAddress, Account: req.ExtFields[sig.FieldAccessKey], Lease: time.Duration(max(h.LeaseMillis, 0)) * time.Millisecond}, conn, req.SerializeType)
 	if err != nil {
 		return answer(n, req, err)
 	}
@@ -373,7 +374,7 @@ func (f *Front) applyBrokerID(n *Node, conn *remoting.Conn, req *remoting.Comman
 		return invalid(req, "%s", checkAddr("registerCheckCode's address", addr, true))
 	}
 	_, err := n.Register(Registration{Cluster: h.ClusterName, Name: h.BrokerName, ID: h.AppliedBrokerID, Addr: addr,
-		Apply: true}, conn, req.SerializeType)
+		Apply: true, Account: req.ExtFields[sig.FieldAccessKey]}, conn, req.SerializeType)
 	if err != nil {
 		return answer(n, req, err)
 	}

@@ -13,6 +13,9 @@ type Member struct {
 	ID     int64  `json:"id"`
 	Addr   string `json:"addr"`             // remoting address
 	HAAddr string `json:"haAddr,omitempty"` // HA listen address
+	// Account is the ACL access key it registered with ("": none); only
+	// that account may move it to another address.
+	Account string `json:"account,omitempty"`
 }
 
 // Group is the replicated state of one broker group (one broker name):
@@ -106,6 +109,8 @@ type registerCmd struct {
 	// Apply (Java's APPLY_BROKER_ID) refuses an ID another address holds
 	// instead of moving it.
 	Apply bool `json:"apply,omitempty"`
+	// Account is the access key the registration was signed with.
+	Account string `json:"account,omitempty"`
 }
 
 // electCmd makes NewMaster the master (NoMaster: the master is gone and
@@ -189,6 +194,11 @@ func (s *state) register(c *registerCmd) result {
 		return refuse(protocol.ControllerBrokerIDInvalid,
 			"controller: broker id %d of %s is %s's; ask for the next free id (CONTROLLER_GET_NEXT_BROKER_ID)", id, c.Name, m.Addr)
 	}
+	if m, ok := g.Members[id]; ok && m.Addr != c.Addr && m.Account != "" && m.Account != c.Account {
+		return refuse(protocol.ControllerBrokerIDInvalid,
+			"controller: broker %d of %s (at %s) registered with access key %q; only that account may move it to %s",
+			id, c.Name, m.Addr, m.Account, c.Addr)
+	}
 	for _, m := range g.Members {
 		if m.Addr == c.Addr && m.ID != id {
 			return refuse(protocol.ControllerBrokerIDInvalid,
@@ -196,7 +206,7 @@ func (s *state) register(c *registerCmd) result {
 				c.Addr, m.ID, c.Name, id, m.ID)
 		}
 	}
-	g.Members[id] = Member{ID: id, Addr: c.Addr, HAAddr: c.HAAddr}
+	g.Members[id] = Member{ID: id, Addr: c.Addr, HAAddr: c.HAAddr, Account: c.Account}
 	if id >= g.NextID {
 		g.NextID = id + 1
 	}

@@ -1,13 +1,19 @@
 package controller
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
+	"fmt"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/sluicemq/sluice/conf"
 )
 
 // stream is the Raft transport's TCP layer: raft.TCPStreamLayer's job, but
@@ -17,6 +23,10 @@ import (
 // the node.
 type stream struct {
 	ln net.Listener
+	// tls, when set, makes every connection mutually verified TLS (the
+	// same configuration both ways: this node's certificate, its peers'
+	// CA); nil: plain TCP.
+	tls *tls.Config
 	// cut, set by tests (partition), makes the node unreachable: every
 	// connection closes, dials fail, accepted connections close at once.
 	cut atomic.Bool
@@ -26,7 +36,9 @@ type stream struct {
 	closed bool                  // guarded by mu
 }
 
-func newStream(ln net.Listener) *stream { return &stream{ln: ln, conns: map[net.Conn]struct{}{}} }
+func newStream(ln net.Listener, tc *tls.Config) *stream {
+	return &stream{ln: ln, tls: tc, conns: map[net.Conn]struct{}{}}
+}
 
 func (s *stream) track(c net.Conn) (net.Conn, error) {
 	s.mu.Lock()
@@ -55,6 +67,11 @@ func (s *stream) Accept() (net.Conn, error) {
 		if errors.Is(err, errPartitioned) {
 			continue // NB: track closed it
 		}
+		if err == nil && s.tls != nil {
+			// NB: the handshake runs on the transport's goroutine for the
+			// connection, at its first read, not here in the accept loop.
+			return tls.Server(tc, s.tls), nil
+		}
 		return tc, err
 	}
 }
@@ -67,7 +84,44 @@ func (s *stream) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn,
 	if err != nil {
 		return nil, err
 	}
-	return s.track(c)
+	tc, err := s.track(c)
+	if err != nil || s.tls == nil {
+		return tc, err
+	}
+	host, _, _ := net.SplitHostPort(string(addr))
+	cfg := s.tls.Clone()
+	cfg.ServerName = host // NB: the peer's certificate must name its Raft address's host
+	sc := tls.Client(tc, cfg)
+	sc.SetDeadline(time.Now().Add(timeout))
+	if err := sc.Handshake(); err != nil {
+		sc.Close()
+		return nil, fmt.Errorf("controller: raft TLS with %s: %w", addr, err)
+	}
+	sc.SetDeadline(time.Time{})
+	return sc, nil
+}
+
+// RaftTLS returns the Raft transport's TLS configuration of k (nil when
+// k is unset): this node's certificate, presented both ways, and its
+// peers' CA, required and verified both ways.
+func RaftTLS(k conf.RaftTLS) (*tls.Config, error) {
+	if !k.Enabled() {
+		return nil, nil
+	}
+	cert, err := tls.LoadX509KeyPair(k.Cert, k.Key)
+	if err != nil {
+		return nil, fmt.Errorf("controller: raft_tls.cert %s / raft_tls.key %s: %w", k.Cert, k.Key, err)
+	}
+	pem, err := os.ReadFile(k.CA)
+	if err != nil {
+		return nil, fmt.Errorf("controller: raft_tls.ca: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("controller: raft_tls.ca: %s holds no PEM certificate", k.CA)
+	}
+	return &tls.Config{MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{cert}, RootCAs: pool,
+		ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert}, nil
 }
 
 func (s *stream) Addr() net.Addr { return s.ln.Addr() }
