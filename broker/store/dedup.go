@@ -658,7 +658,7 @@ func (s *Store) feedDedup(di *message.DispatchInfo) {
 // The scan starts at the first record of
 // the window in any consume queue (every record a send stores has a
 // consume queue entry). REQUIRES: Open, after the catch-up dispatch.
-func (s *Store) rebuildDedup() error {
+func (s *Store) rebuildDedup() (int64, error) {
 	started := time.Now()
 	since := s.dedup.nowMs() - s.dedup.window
 	end := s.dispatched.Load()
@@ -689,7 +689,7 @@ func (s *Store) rebuildDedup() error {
 				continue
 			}
 			if sc.Err() != nil {
-				return fmt.Errorf("store: rebuild the duplicate window: %w", sc.Err())
+				return 0, fmt.Errorf("store: rebuild the duplicate window: %w", sc.Err())
 			}
 			break
 		}
@@ -704,5 +704,5 @@ func (s *Store) rebuildDedup() error {
 	if n := s.dedup.keys.Load(); n > 0 {
 		s.logger.Info("store: duplicate window rebuilt", "keys", n, "from", from, "bytes", end-from, "took", time.Since(started))
 	}
-	return nil
+	return end - from, nil
 }

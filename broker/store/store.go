@@ -53,7 +53,8 @@ type Options struct {
 	DiskUsage func(dir string) (float64, error)
 	// OnSync observes commitlog fsyncs (metrics).
 	OnSync func(d time.Duration, bytes int64)
-	// CheckpointInterval is how often index checkpoints are saved. Default 1s.
+	// CheckpointInterval is how often the checkpoints are saved: the
+	// indexes' and the commitlog's (at its next fsync). Default 1s.
 	CheckpointInterval time.Duration
 	// Cut, when set, cuts the log at CutAt on open (a record boundary),
 	// and the consume queues and key index with it: a replica drops the
@@ -79,9 +80,10 @@ type Store struct {
 	dir    string
 	lock   *os.File
 
-	log   *commitlog.Log
-	cq    *consumequeue.Store
-	index *keyindex.Index
+	log    *commitlog.Log
+	cq     *consumequeue.Store
+	index  *keyindex.Index
+	stages OpenStages // written by Open
 
 	// putMu is the write serialization point: queue offset assignment and
 	// commitlog append happen together under it.
@@ -184,7 +186,30 @@ func Open(cfg conf.Store, opts Options) (*Store, error) {
 	return s, nil
 }
 
+// OpenStages says how long each stage of Open took: what a restart after
+// a crash spends before the broker serves.
+type OpenStages struct {
+	ConsumeQueues time.Duration // open the consume queues, drop torn tails
+	KeyIndex      time.Duration // open the key index
+	Commitlog     time.Duration // the log's recovery (commitlog.RecoveryInfo)
+	Truncate      time.Duration // index entries past the recovered end dropped
+	Dispatch      time.Duration // index what the indexes' checkpoints do not cover
+	DispatchBytes int64
+	Dedup         time.Duration // rebuild the duplicate window
+	DedupBytes    int64
+	Total         time.Duration
+}
+
+// OpenStages returns the stages of this store's Open.
+func (s *Store) OpenStages() OpenStages { return s.stages }
+
 func (s *Store) open() error {
+	began := time.Now()
+	st := &s.stages
+	stage := func(d *time.Duration) func() {
+		t := time.Now()
+		return func() { *d = time.Since(t) }
+	}
 	if err := os.MkdirAll(s.dir, 0o755); err != nil {
 		return fmt.Errorf("store: create %s: %w", s.dir, err)
 	}
@@ -194,15 +219,22 @@ func (s *Store) open() error {
 	}
 	s.lock = lock
 	s.initReserve()
+	done := stage(&st.ConsumeQueues)
 	if s.cq, err = consumequeue.OpenStore(filepath.Join(s.dir, "consumequeue"), s.opts.ConsumeQueue); err != nil {
 		return fmt.Errorf("store: %w", err)
 	}
+	done()
+	done = stage(&st.KeyIndex)
 	if s.index, err = keyindex.Open(filepath.Join(s.dir, "index"), s.opts.KeyIndex); err != nil {
 		return fmt.Errorf("store: %w", err)
 	}
+	done()
+	done = stage(&st.Commitlog)
 	if s.log, err = commitlog.Open(filepath.Join(s.dir, "commitlog"), s.logOptions()); err != nil {
 		return fmt.Errorf("store: %w", err)
 	}
+	done()
+	done = stage(&st.Truncate)
 	end := int64(s.log.Next())
 	if err := s.cq.TruncateAfterPos(end); err != nil {
 		return fmt.Errorf("store: %w", err)
@@ -212,6 +244,7 @@ func (s *Store) open() error {
 	}
 	// Consume queue minimums are not stored: raise them to the log's.
 	s.trimIndexes(s.log.Min())
+	done()
 	cqFrom := s.loadCheckpoint(filepath.Join(s.dir, "consumequeue"))
 	s.indexFrom = s.loadCheckpoint(filepath.Join(s.dir, "index"))
 	from := min(cqFrom, s.indexFrom)
@@ -219,25 +252,37 @@ func (s *Store) open() error {
 	from = min(from, end)
 	s.dispatched.Store(from)
 	// Catch up before any Put: queue offsets come from the consume queues.
-	started := time.Now()
+	done = stage(&st.Dispatch)
 	// NB: thorough: the previous process wrote these records, and the log's
 	// recovery checked CRCs only past its own checkpoint.
 	sc := s.log.NewScanner(commitlog.Offset(from), false).Thorough()
 	if err := s.dispatch(sc); err != nil {
 		return err
 	}
-	if n := s.dispatched.Load() - from; n > 0 {
-		s.logger.Info("store: dispatched on open", "from", from, "bytes", n, "took", time.Since(started))
-	}
+	done()
+	st.DispatchBytes = s.dispatched.Load() - from
 	s.cq.Queues(func(topic string, id int32, q *consumequeue.Queue) bool {
 		s.queueNext.counter(topic, id).Store(q.Next())
 		return true
 	})
 	if s.dedup != nil {
-		if err := s.rebuildDedup(); err != nil {
+		done = stage(&st.Dedup)
+		n, err := s.rebuildDedup()
+		if err != nil {
 			return err
 		}
+		done()
+		st.DedupBytes = n
 	}
+	st.Total = time.Since(began)
+	ri := s.log.Recovery()
+	s.logger.Info("store: opened", "took", st.Total.Round(time.Millisecond),
+		"consumequeues", st.ConsumeQueues.Round(time.Millisecond), "keyindex", st.KeyIndex.Round(time.Millisecond),
+		"commitlog", st.Commitlog.Round(time.Millisecond), "commitlog_scanned", ri.Scanned,
+		"from_checkpoint", ri.FromCheckpoint, "clean", ri.Clean,
+		"truncate", st.Truncate.Round(time.Millisecond),
+		"dispatch", st.Dispatch.Round(time.Millisecond), "dispatch_bytes", st.DispatchBytes,
+		"dedup", st.Dedup.Round(time.Millisecond), "dedup_bytes", st.DedupBytes)
 	return nil
 }
 
@@ -261,14 +306,15 @@ func (s *Store) logOptions() commitlog.Options {
 		// structure, not its body CRC (the record was written by this
 		// process, with that CRC); recovery and the catch-up after open
 		// check the CRC too.
-		Validate:          s.validateRecord,
-		SyncFlush:         c.SyncFlush(),
-		FlushInterval:     c.FlushInterval,
-		GroupCommitWindow: c.GroupCommitWindow,
-		NoPreallocate:     !c.Preallocate,
-		PrecreateNext:     true, // NB: the put path never waits to create a segment
-		WarmAhead:         warmAhead,
-		DiskFullHint:      diskHint(c),
+		Validate:           s.validateRecord,
+		SyncFlush:          c.SyncFlush(),
+		FlushInterval:      c.FlushInterval,
+		CheckpointInterval: s.opts.CheckpointInterval,
+		GroupCommitWindow:  c.GroupCommitWindow,
+		NoPreallocate:      !c.Preallocate,
+		PrecreateNext:      true, // NB: the put path never waits to create a segment
+		WarmAhead:          warmAhead,
+		DiskFullHint:       diskHint(c),
 		Retention: commitlog.RetentionOptions{
 			MaxAge:        c.FileReservedTime,
 			HighWatermark: high,
