@@ -160,6 +160,12 @@ func New(cfg conf.Broker, opts Options) (*Broker, error) {
 		b.closeStores()
 		return nil, err
 	}
+	if cfg.ControllerMode() || cfg.Role == conf.RoleSyncMaster {
+		// NB: a replicated master acknowledges through its gate only: its
+		// store takes no send while it has none (before Start sets it,
+		// once Close or a handover removed it).
+		b.store.RequireReplicaGate()
+	}
 	if cfg.ControllerMode() {
 		if err := b.openController(cutAt, cutting); err != nil {
 			b.closeStores()
@@ -290,8 +296,12 @@ func (b *Broker) Addr() string { return b.addr }
 // Store returns the broker's store.
 func (b *Broker) Store() *store.Store { return b.store }
 
-// Close stops the broker in order: answer parked pulls, stop the server and
+// Close stops the broker in order: answer parked pulls; hand over (a
+// replicated master's store refuses sends, its held sends are answered,
+// then, in controller mode, the controllers are told); stop the server and
 // the loops, unregister from the nameservers, close the store and tables.
+// NB: a replicated master refuses sends from the handover on, while its
+// server still answers them: a send it acknowledged is on its replicas.
 func (b *Broker) Close() error {
 	b.closeOnce.Do(func() {
 		b.hold.Close()

@@ -195,20 +195,37 @@ func (b *Broker) startController() error {
 	return nil
 }
 
-// stopController stops the HA side and the controller client.
+// stopController hands over and stops the HA side and the controller
+// client (Close). A master first stops being one (stopMasterLocked: sends
+// refused, held ones answered), and only then may the controllers hear it
+// is gone: from then on they may elect another, and nothing this broker
+// acknowledged afterwards would be on the new master.
 func (b *Broker) stopController() {
 	// NB: under mu, so that a role change in progress ends first and none
 	// starts a master or a slave after this.
 	b.ctl.mu.Lock()
 	b.ctl.closed = true
+	wasMaster := b.ctl.role.Load() == roleMaster
+	id, epoch := b.ctl.id.Load(), b.ctl.epoch.Load()
+	b.stopMasterLocked()
 	b.ctl.mu.Unlock()
 	if b.ctl.haLn != nil {
 		b.ctl.haLn.Close()
 	}
 	b.stopReplication()
-	if b.ctl.client != nil {
-		b.ctl.client.Close()
+	if b.ctl.client == nil {
+		return
 	}
+	if wasMaster {
+		// NB: it acknowledges nothing more: the controllers may elect
+		// another at once rather than wait out its lease.
+		ctx, cancel := b.ctlContext()
+		if err := b.ctl.client.Resign(ctx, b.cfg.ClusterName, b.cfg.BrokerName, id, epoch); err != nil {
+			b.logger.Warn("broker: tell the controllers this master gives up (they replace it once its lease ran out)", "err", err)
+		}
+		cancel()
+	}
+	b.ctl.client.Close()
 }
 
 // haAcceptLoop hands slaves' connections to the master of the moment.
@@ -399,15 +416,22 @@ func (b *Broker) becomeMasterLocked(r controller.Role) {
 	b.ctl.leaderAck.Store(time.Now().UnixNano())
 	m.Start()
 	b.repl.master.Store(m)
+	// NB: the store needs a gate (New): it refused puts since SetReplica
+	// above, until this one.
 	b.store.SetReplicaGate(m)
 	b.ctl.role.Store(roleMaster)
 	b.logger.Info("broker: became master", "epoch", r.MasterEpoch, "start", end, "sync_state_set", r.SyncStateSet)
 	go b.registerAll()
 }
 
-// stopMasterLocked ends a term as master: held sends are answered, puts
-// refused.
+// stopMasterLocked ends a term as master (fenced, demoted, a new epoch,
+// closing), in an order that acknowledges nothing without its replicas:
+// the role first (the send path refuses), then the store (refuses puts),
+// then the gate removed (a put stored under it but answered later gets
+// FLUSH_SLAVE_TIMEOUT), then the gate closed (its held puts: the same,
+// unless the SyncStateSet confirmed them). REQUIRES: ctl.mu held.
 func (b *Broker) stopMasterLocked() {
+	b.ctl.role.CompareAndSwap(roleMaster, roleNone)
 	_ = b.store.SetReplica(true)
 	if m := b.repl.master.Swap(nil); m != nil {
 		b.store.SetReplicaGate(nil)

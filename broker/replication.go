@@ -122,7 +122,10 @@ func (b *Broker) haSlaveOptions() (ha.SlaveOptions, error) {
 	return o, nil
 }
 
-// stopReplication stops the HA side; held sends are answered.
+// stopReplication stops the HA side. A SYNC_MASTER's store refuses puts
+// from the gate's removal on (it needs one, see New); the gate then
+// answers the sends it holds (FLUSH_SLAVE_TIMEOUT unless a slave confirmed
+// them), as the store answers those it stored but had not handed to it.
 func (b *Broker) stopReplication() {
 	if m := b.repl.master.Swap(nil); m != nil {
 		b.store.SetReplicaGate(nil)
