@@ -52,6 +52,9 @@ type Options struct {
 	// true drops the answer as a lost network reply would (the message
 	// stays stored): tests of resends. It must not block.
 	LoseSendAnswer func(req *remoting.Command) bool
+	// Clock, in controller mode, is what the master's lease is measured on
+	// (default: time.Now, its monotonic reading). Tests step it.
+	Clock Clock
 }
 
 // Broker serves RocketMQ's broker protocol over a Store.

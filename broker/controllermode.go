@@ -30,11 +30,33 @@ import (
 // restarts after a new master was elected) first finds the point up to
 // which its log agrees with the new master's (their epoch histories) and,
 // when it holds more, restarts on its store cut there (Restart), so that
-// replicas never diverge. A master that no controller leader has heard
-// from for masterLease stops acknowledging (fenced); so does one a slave
-// of a newer epoch meets. The master keeps the SyncStateSet: a slave not
-// caught up for ha.max_catchup_lag leaves it, one caught up joins it, and
-// a send is acknowledged once the set's replicas have it.
+// replicas never diverge.
+//
+// The master's lease (issue 40): the broker heartbeats to each controller
+// on its own goroutine (one that hangs delays no other), and a heartbeat
+// (or registration) the Raft leader answered renews the lease from the
+// moment it was SENT, on the monotonic clock (Clock). The acknowledge path
+// checks it: once masterLease passed since, the replica gate answers no
+// put SUCCESS (FLUSH_SLAVE_TIMEOUT) and the master fences itself (stops
+// taking sends); the controller loop checks it too, for an idle master.
+// The controllers replace a master only once its lease (announced in its
+// heartbeats) and a margin ran out since its last heartbeat they heard,
+// even when its connection closed, unless it resigned
+// (controller.Client.Resign, after it stopped taking sends). A slave of a
+// newer epoch fences the master as well.
+//
+// The SyncStateSet: the master learns the set and its epoch from every
+// heartbeat answer and notice (a newer epoch than its own replaces its
+// set; one without a set makes it re-read it, GET_REPLICA_INFO), and
+// re-reads it when an alter is refused for a stale set epoch. It keeps
+// the set: a slave not caught up for ha.max_catchup_lag leaves it, one
+// caught up joins it. While a change it asked for is unanswered, or its
+// outcome unknown (a timeout, a leader change), it acknowledges against
+// both sets (every set asked for at that set epoch, and the old): a send
+// is acknowledged only once every set the controllers may hold has it. A
+// change whose outcome is unknown is settled by asking again at the same
+// set epoch: only one change per epoch commits, and either answer (the
+// new epoch, or FENCED and a re-read) tells the set.
 
 // Roles in controller mode.
 const (
@@ -56,11 +78,24 @@ const (
 	beatTimeout = masterLease + time.Second
 )
 
+// Clock is what controller mode reads the time from for the master's
+// lease. Only differences of its readings count (time.Time's monotonic
+// reading: Sub), never the wall clock, so a step of the machine's clock
+// neither extends nor ends a lease. Tests step it (Options.Clock).
+type Clock interface {
+	Now() time.Time
+}
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }
+
 // ctlMode is the broker's controller-mode state.
 type ctlMode struct {
 	client *controller.Client
 	epochs *ha.EpochFile
 	haLn   net.Listener
+	clock  Clock
 
 	mu       sync.Mutex // serialises role changes
 	id       atomic.Int64
@@ -73,27 +108,58 @@ type ctlMode struct {
 	prevEnd  int64               // the log's end at the previous upkeep
 	since    time.Time           // when this term as master began
 
-	leaderAck  atomic.Int64 // unix nanos of the last heartbeat a leader took
-	notify     chan controller.Role
-	restarting bool // a cut was asked for (Restart); under mu
-	closed     bool // the broker is closing: no new role; under mu
+	// leaseAt is when the newest heartbeat (or registration) a controller
+	// leader answered was sent (Clock): the lease runs masterLease from it.
+	leaseAt    atomic.Pointer[time.Time]
+	registered atomic.Bool          // heartbeats start once registered
+	reread     chan struct{}        // asks controllerLoop to re-read the SyncStateSet
+	notify     chan controller.Role // roles from notices and heartbeat answers
+	restarting bool                 // a cut was asked for (Restart); under mu
+	closed     bool                 // the broker is closing: no new role; under mu
 }
 
+// syncState is a SyncStateSet as the master keeps it; immutable (swapped
+// whole, under ctlMode.mu).
 type syncState struct {
 	ids    []int64
 	epoch  int32
 	slaves []int64 // ids without this broker's: what the gate waits for
+	// changing: the master asked the controllers for a change at epoch
+	// and has not learnt its outcome; pending is the union of every set
+	// asked for (sorted), pendingSlaves the same without this broker.
+	changing      bool
+	pending       []int64
+	pendingSlaves []int64
+	// unknown: becoming master, the broker got no set (registration
+	// answers carry none and the re-read failed); no send is acknowledged
+	// until it learns one.
+	unknown bool
 }
 
 // newSyncState is a SyncStateSet as broker me keeps it.
 func newSyncState(ids []int64, epoch int32, me int64) *syncState {
-	ss := &syncState{ids: slices.Clone(ids), epoch: epoch}
-	for _, id := range ss.ids {
+	return &syncState{ids: slices.Clone(ids), epoch: epoch, slaves: without(ids, me)}
+}
+
+// without returns ids but me.
+func without(ids []int64, me int64) []int64 {
+	var out []int64
+	for _, id := range ids {
 		if id != me {
-			ss.slaves = append(ss.slaves, id)
+			out = append(out, id)
 		}
 	}
-	return ss
+	return out
+}
+
+// asking is ss while a change to next is asked for: the sets asked for at
+// this epoch so far, and next.
+func (ss *syncState) asking(next []int64, me int64) *syncState {
+	c := *ss
+	c.changing = true
+	c.pending = slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(ss.pending), next...))))
+	c.pendingSlaves = without(c.pending, me)
+	return &c
 }
 
 // restart asks the broker's owner to close it and open it again (Restart).
@@ -144,7 +210,12 @@ func (b *Broker) openController(cut int64, cutting bool) error {
 		}
 		b.logger.Warn("broker: the log was cut to agree with the new master", "at", cut)
 	}
-	b.ctl = &ctlMode{epochs: epochs, caughtUp: map[int64]time.Time{}, notify: make(chan controller.Role, 16)}
+	clock := b.opts.Clock
+	if clock == nil {
+		clock = systemClock{}
+	}
+	b.ctl = &ctlMode{epochs: epochs, clock: clock, caughtUp: map[int64]time.Time{}, notify: make(chan controller.Role, 16),
+		reread: make(chan struct{}, 1)}
 	b.ctl.id.Store(b.cfg.BrokerID)
 	if b.cfg.BrokerID == 0 {
 		b.ctl.id.Store(controller.NoMaster)
@@ -188,7 +259,11 @@ func (b *Broker) startController() error {
 		return err
 	}
 	b.ctl.client = c
-	b.wg.Add(3)
+	addrs := c.Addrs()
+	b.wg.Add(3 + len(addrs))
+	for _, addr := range addrs {
+		go b.beatLoop(addr)
+	}
 	go b.controllerLoop()
 	go b.haAcceptLoop()
 	go b.metaSyncLoop()
@@ -247,13 +322,14 @@ func (b *Broker) haAcceptLoop() {
 	}
 }
 
-// controllerLoop registers, then heartbeats and applies the role the
-// controllers answer or push.
+// controllerLoop registers, then applies the roles the controllers push
+// or answer heartbeats with, re-reads the SyncStateSet when asked, checks
+// the lease and keeps the set.
 func (b *Broker) controllerLoop() {
 	defer b.wg.Done()
 	t := time.NewTicker(ctlBeat)
 	defer t.Stop()
-	registered, failing := false, ""
+	failing := ""
 	for {
 		select {
 		case <-b.quit:
@@ -261,24 +337,54 @@ func (b *Broker) controllerLoop() {
 		case r := <-b.ctl.notify:
 			b.applyRole(r)
 			continue
+		case <-b.ctl.reread:
+			b.rereadSyncStateSet()
+			continue
 		case <-t.C:
 		}
-		var err error
-		if !registered {
-			registered, err = b.registerController()
-		} else {
-			err = b.beat()
+		if !b.ctl.registered.Load() {
+			registered, err := b.registerController()
+			if err != nil && err.Error() != failing {
+				b.logger.Warn("broker: controller", "err", err)
+			}
+			failing = ""
+			if err != nil {
+				failing = err.Error()
+			}
+			b.ctl.registered.Store(registered)
 		}
+		b.checkLease()
+		if b.ctl.role.Load() == roleMaster {
+			b.keepSyncStateSet()
+		}
+	}
+}
+
+// beatLoop heartbeats to the controller at addr, on its own: a controller
+// that hangs holds up its own heartbeats only. A heartbeat the leader
+// answers renews the lease from when it was sent; the role it carries goes
+// to controllerLoop.
+func (b *Broker) beatLoop(addr string) {
+	defer b.wg.Done()
+	t := time.NewTicker(ctlBeat)
+	defer t.Stop()
+	failing := ""
+	for {
+		select {
+		case <-b.quit:
+			return
+		case <-t.C:
+		}
+		if !b.ctl.registered.Load() {
+			continue
+		}
+		err := b.beat(addr)
 		if err != nil && err.Error() != failing {
 			b.logger.Warn("broker: controller", "err", err)
 		}
 		failing = ""
 		if err != nil {
 			failing = err.Error()
-		}
-		b.checkLease()
-		if b.ctl.role.Load() == roleMaster {
-			b.keepSyncStateSet()
 		}
 	}
 }
@@ -291,11 +397,13 @@ func (b *Broker) ctlContext() (context.Context, context.CancelFunc) {
 func (b *Broker) registerController() (bool, error) {
 	ctx, cancel := b.ctlContext()
 	defer cancel()
+	sent := b.ctl.clock.Now()
 	r, err := b.ctl.client.Register(ctx, controller.Registration{Cluster: b.cfg.ClusterName, Name: b.cfg.BrokerName,
-		ID: b.ctl.id.Load(), Addr: b.addr, HAAddr: b.repl.haAddr})
+		ID: b.ctl.id.Load(), Addr: b.addr, HAAddr: b.repl.haAddr, Lease: masterLease})
 	if err != nil {
 		return false, fmt.Errorf("register: %w", err)
 	}
+	b.renewLease(sent) // NB: the leader answered it
 	if r.BrokerID != controller.NoMaster && r.BrokerID != b.ctl.id.Load() {
 		b.ctl.id.Store(r.BrokerID)
 		dir := filepath.Join(b.cfg.Store.Dir, "config")
@@ -304,38 +412,80 @@ func (b *Broker) registerController() (bool, error) {
 		}
 	}
 	b.logger.Info("broker: registered with the controllers", "id", b.ctl.id.Load(), "master", r.MasterID, "epoch", r.MasterEpoch)
-	b.ctl.leaderAck.Store(time.Now().UnixNano())
+	if r.MasterID == b.ctl.id.Load() {
+		// NB: a registration's answer has no set (Java's has none): the
+		// master reads it before it acknowledges anything.
+		if ri, err := b.ctl.client.ReplicaInfo(ctx, b.cfg.BrokerName); err == nil && ri.MasterEpoch == r.MasterEpoch {
+			r.SyncStateSet, r.SyncStateSetEpoch = ri.SyncStateSet, ri.SyncStateSetEpoch
+		}
+	}
 	b.applyRole(r)
 	return true, nil
 }
 
-// beat sends one heartbeat and applies the role it learns.
-func (b *Broker) beat() error {
+// beat sends one heartbeat to the controller at addr: an answer as leader
+// renews the lease from when it was sent; the role it carries (with the
+// SyncStateSet) goes to controllerLoop.
+func (b *Broker) beat(addr string) error {
 	ctx, cancel := b.ctlContext()
 	defer cancel()
-	ack, err := b.ctl.client.Heartbeat(ctx, controller.Heartbeat{Cluster: b.cfg.ClusterName, Name: b.cfg.BrokerName,
+	sent := b.ctl.clock.Now()
+	a, err := b.ctl.client.HeartbeatTo(ctx, addr, controller.Heartbeat{Cluster: b.cfg.ClusterName, Name: b.cfg.BrokerName,
 		ID: b.ctl.id.Load(), Addr: b.addr, Epoch: b.ctl.epoch.Load(), MaxOffset: int64(b.store.Log().Next()),
-		Timeout: beatTimeout})
+		Timeout: beatTimeout, Lease: masterLease})
 	if err != nil {
-		return fmt.Errorf("heartbeat: %w", err)
+		return fmt.Errorf("heartbeat to %s: %w", addr, err)
 	}
-	if ack.LeaderAck {
-		b.ctl.leaderAck.Store(time.Now().UnixNano())
+	if a.Leader {
+		b.renewLease(sent)
 	}
-	if ack.Known {
-		b.applyRole(ack.Role)
+	if a.Known {
+		select {
+		case b.ctl.notify <- a.Role:
+		default: // NB: the next answer carries it again
+		}
 	}
 	return nil
 }
 
-// checkLease fences a master no controller leader has heard for
-// masterLease: another may be elected, so it stops acknowledging.
+// renewLease runs the lease from sent, the time a heartbeat (or
+// registration) a controller leader answered was sent, unless a later one
+// did already (answers of independent heartbeats come in any order).
+func (b *Broker) renewLease(sent time.Time) {
+	for {
+		cur := b.ctl.leaseAt.Load()
+		if cur != nil && !sent.After(*cur) {
+			return
+		}
+		if b.ctl.leaseAt.CompareAndSwap(cur, &sent) {
+			return
+		}
+	}
+}
+
+// leaseLeft returns how long the lease still runs (<= 0: it ran out).
+func (b *Broker) leaseLeft() time.Duration {
+	at := b.ctl.leaseAt.Load()
+	if at == nil {
+		return 0
+	}
+	return masterLease - b.ctl.clock.Now().Sub(*at)
+}
+
+// leased reports whether the lease holds: the gate asks before every
+// SUCCESS.
+func (b *Broker) leased() bool { return b.leaseLeft() > 0 }
+
+// checkLease fences a master whose lease ran out (no controller leader
+// answered a heartbeat it sent within masterLease): another may be
+// elected, so it stops acknowledging. The gate checks the lease before
+// every answer too; this is for a master that answers nothing.
 func (b *Broker) checkLease() {
 	if b.ctl.role.Load() != roleMaster {
 		return
 	}
-	if since := time.Since(time.Unix(0, b.ctl.leaderAck.Load())); since > masterLease {
-		b.fence(fmt.Sprintf("no controller leader heard this master for %v", since.Round(time.Millisecond)))
+	if left := b.leaseLeft(); left <= 0 {
+		b.fence(fmt.Sprintf("its lease ran out: no controller leader answered a heartbeat it sent in the last %v", masterLease))
 	}
 }
 
@@ -359,6 +509,9 @@ func (b *Broker) applyRole(r controller.Role) {
 	if b.ctl.restarting || b.ctl.closed {
 		return // NB: waiting to be opened again, cut; or closing
 	}
+	if r.MasterEpoch < b.ctl.epoch.Load() {
+		return // NB: older than what this broker follows: a lagging controller's answer
+	}
 	me := b.ctl.id.Load()
 	switch {
 	case r.MasterID == controller.NoMaster:
@@ -369,20 +522,62 @@ func (b *Broker) applyRole(r controller.Role) {
 		}
 	case r.MasterID == me:
 		if b.ctl.role.Load() != roleMaster || b.ctl.epoch.Load() != r.MasterEpoch {
-			b.becomeMasterLocked(r)
-		}
-		// NB: a role without a set (a heartbeat's) leaves the set alone.
-		if ss := b.ctl.syncSet.Load(); len(r.SyncStateSet) > 0 && (ss == nil || r.SyncStateSetEpoch > ss.epoch) {
-			b.ctl.syncSet.Store(newSyncState(r.SyncStateSet, r.SyncStateSetEpoch, me))
-			if m := b.repl.master.Load(); m != nil {
-				m.Kick()
+			if !b.leased() {
+				return // NB: not before a leader answered a heartbeat it sent within the lease
 			}
+			b.becomeMasterLocked(r)
+			return
 		}
+		b.learnSyncStateSetLocked(r)
 	case r.MasterHAAddr != "" && r.MasterEpoch >= b.ctl.epoch.Load():
 		if b.ctl.role.Load() != roleSlave || b.ctl.epoch.Load() != r.MasterEpoch || b.ctl.masterID.Load() != r.MasterID {
 			b.becomeSlaveLocked(r)
 		}
 	}
+}
+
+// learnSyncStateSetLocked takes the SyncStateSet of a role of this
+// master's epoch when it is newer than the one kept (which settles a
+// pending change: no change asked for at an older epoch can commit any
+// more); a role that names a newer set epoch without the set (a Java
+// controller's) makes controllerLoop re-read it.
+func (b *Broker) learnSyncStateSetLocked(r controller.Role) {
+	ss := b.ctl.syncSet.Load()
+	switch {
+	case ss != nil && r.SyncStateSetEpoch <= ss.epoch && !ss.unknown:
+	case len(r.SyncStateSet) == 0:
+		b.kickReread()
+	default:
+		b.logger.Info("broker: SyncStateSet learnt from the controllers", "set", r.SyncStateSet, "epoch", r.SyncStateSetEpoch)
+		b.ctl.syncSet.Store(newSyncState(r.SyncStateSet, r.SyncStateSetEpoch, b.ctl.id.Load()))
+		if m := b.repl.master.Load(); m != nil {
+			m.Kick()
+		}
+	}
+}
+
+// kickReread asks controllerLoop to re-read the SyncStateSet.
+func (b *Broker) kickReread() {
+	select {
+	case b.ctl.reread <- struct{}{}:
+	default:
+	}
+}
+
+// rereadSyncStateSet asks the controller leader for the group's role and
+// set (GET_REPLICA_INFO) and applies it.
+func (b *Broker) rereadSyncStateSet() {
+	if b.ctl.role.Load() != roleMaster {
+		return
+	}
+	ctx, cancel := b.ctlContext()
+	defer cancel()
+	r, err := b.ctl.client.ReplicaInfo(ctx, b.cfg.BrokerName)
+	if err != nil {
+		b.logger.Warn("broker: re-read the SyncStateSet; the next heartbeat's answer tells it", "err", err)
+		return
+	}
+	b.applyRole(r)
 }
 
 // becomeMasterLocked makes the broker the master of epoch r.MasterEpoch.
@@ -407,13 +602,21 @@ func (b *Broker) becomeMasterLocked(r controller.Role) {
 	mo.Epoch = func() int32 { return b.ctl.epoch.Load() }
 	mo.OnStale = func(e int32) { go b.fence(fmt.Sprintf("a slave follows epoch %d", e)) }
 	mo.InSync = b.inSync
+	mo.Leased = b.leased
+	mo.OnLeaseLost = func() {
+		go b.fence(fmt.Sprintf("its lease ran out: no controller leader answered a heartbeat it sent in the last %v", masterLease))
+	}
 	m := ha.NewMaster(b.store.Log(), mo)
 	b.ctl.epoch.Store(r.MasterEpoch)
 	b.ctl.masterID.Store(r.MasterID)
 	b.ctl.since, b.ctl.prevEnd = time.Now(), end
 	clear(b.ctl.caughtUp)
-	b.ctl.syncSet.Store(newSyncState(r.SyncStateSet, r.SyncStateSetEpoch, b.ctl.id.Load()))
-	b.ctl.leaderAck.Store(time.Now().UnixNano())
+	ss := newSyncState(r.SyncStateSet, r.SyncStateSetEpoch, b.ctl.id.Load())
+	if len(r.SyncStateSet) == 0 {
+		ss.unknown = true
+		b.kickReread()
+	}
+	b.ctl.syncSet.Store(ss)
 	m.Start()
 	b.repl.master.Store(m)
 	// NB: the store needs a gate (New): it refused puts since SetReplica
@@ -531,18 +734,16 @@ func (b *Broker) handleEpochCache(_ context.Context, w remoting.ResponseWriter, 
 		Epochs: b.ctl.epochs.Entries(), MaxOffset: int64(b.store.Log().Next())})
 }
 
-// inSync is the master's gate rule: the SyncStateSet's slaves, how many
-// must have a send, and the least replicas the set must hold.
-func (b *Broker) inSync() (ids []int64, need, minReplicas int) {
+// inSync is the master's gate rule: the SyncStateSet's slaves and, while
+// a change is pending, those of every set asked for (a send needs both),
+// whether all of a set's slaves must have a send, and the least replicas
+// a set must hold.
+func (b *Broker) inSync() ha.InSyncRule {
+	r := ha.InSyncRule{AllAck: b.cfg.HA.AllAckInSyncStateSet, MinReplicas: b.cfg.HA.MinInSyncReplicas, Unknown: true}
 	if ss := b.ctl.syncSet.Load(); ss != nil {
-		ids = ss.slaves
+		r.Slaves, r.Changing, r.Pending, r.Unknown = ss.slaves, ss.changing, ss.pendingSlaves, ss.unknown
 	}
-	minReplicas = b.cfg.HA.MinInSyncReplicas
-	need = len(ids)
-	if !b.cfg.HA.AllAckInSyncStateSet {
-		need = min(len(ids), max(minReplicas-1, 0))
-	}
-	return ids, need, minReplicas
+	return r
 }
 
 // keepSyncStateSet shrinks the SyncStateSet of slaves not caught up for
@@ -587,20 +788,38 @@ func (b *Broker) keepSyncStateSet() {
 	slices.Sort(next)
 	cur := slices.Sorted(slices.Values(ss.ids))
 	epoch := b.ctl.epoch.Load()
-	b.ctl.mu.Unlock()
-	if slices.Equal(next, cur) {
+	if ss.unknown || (slices.Equal(next, cur) && !ss.changing) {
+		b.ctl.mu.Unlock()
 		return
 	}
+	// NB: from here until the outcome is learnt, sends need both sets.
+	b.ctl.syncSet.Store(ss.asking(next, me))
+	b.ctl.mu.Unlock()
 	ctx, cancel := b.ctlContext()
 	defer cancel()
 	newEpoch, err := b.ctl.client.AlterSyncStateSet(ctx, b.cfg.BrokerName, me, epoch, next, ss.epoch)
-	if err != nil {
-		b.logger.Warn("broker: alter the SyncStateSet", "from", cur, "to", next, "err", err)
-		return
+	var ce *controller.Error
+	switch {
+	case err == nil:
+		b.logger.Info("broker: SyncStateSet changed", "from", cur, "to", next, "epoch", newEpoch)
+		b.ctl.mu.Lock()
+		if now := b.ctl.syncSet.Load(); now.epoch == ss.epoch && b.ctl.epoch.Load() == epoch {
+			b.ctl.syncSet.Store(newSyncState(next, newEpoch, me))
+		}
+		b.ctl.mu.Unlock()
+		m.Kick()
+	case errors.Is(err, controller.ErrNoController) || !errors.As(err, &ce):
+		// NB: the change may have committed: both sets stay needed
+		// until the next round asks again or a heartbeat tells.
+		b.logger.Warn("broker: alter the SyncStateSet; outcome unknown, asking again", "from", cur, "to", next, "err", err)
+	case ce.Code == protocol.ControllerFencedSyncStateSetEpoch:
+		b.logger.Info("broker: the controllers have a newer SyncStateSet; re-reading it", "epoch", ss.epoch)
+		b.rereadSyncStateSet()
+	case ce.Code == protocol.ControllerFencedMasterEpoch || ce.Code == protocol.ControllerInvalidMaster:
+		b.fence(fmt.Sprintf("the controllers deposed it: %v", err))
+	default:
+		b.logger.Warn("broker: alter the SyncStateSet refused", "from", cur, "to", next, "err", err)
 	}
-	b.logger.Info("broker: SyncStateSet changed", "from", cur, "to", next, "epoch", newEpoch)
-	b.ctl.syncSet.CompareAndSwap(ss, newSyncState(next, newEpoch, me))
-	m.Kick()
 }
 
 // registrationID is the broker id the nameservers are told: 0 for the

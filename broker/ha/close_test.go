@@ -19,7 +19,7 @@ func TestGate_HoldAfterClose(t *testing.T) {
 	appendRecords(t, master, rand.New(rand.NewPCG(21, 22)), 3)
 	m := startMaster(t, master, MasterOptions{SyncTimeout: time.Minute,
 		Epoch:  func() int32 { return 1 },
-		InSync: func() ([]int64, int, int) { return []int64{1}, 1, 1 }})
+		InSync: func() InSyncRule { return InSyncRule{Slaves: []int64{1}, AllAck: true, MinReplicas: 1} }})
 	end := int64(master.Next())
 	hold := func() chan store.PutResult {
 		ch := make(chan store.PutResult, 1)

@@ -368,7 +368,7 @@ func TestGate_ControllerMode(t *testing.T) {
 	m := startMaster(t, master, MasterOptions{SyncTimeout: 5 * time.Second,
 		Epoch:   func() int32 { return 5 },
 		OnStale: func(e int32) { stale.Store(e) },
-		InSync:  func() ([]int64, int, int) { ids := *inSync.Load(); return ids, len(ids), 2 }})
+		InSync:  func() InSyncRule { return InSyncRule{Slaves: *inSync.Load(), AllAck: true, MinReplicas: 2} }})
 	end := int64(master.Next())
 	hold := func() chan store.PutResult {
 		ch := make(chan store.PutResult, 1)
@@ -557,4 +557,93 @@ func TestSlave_IndexesWhatItAppliedBeforeABadFrame(t *testing.T) {
 	require.ErrorIs(t, err, io.EOF, "the slave drops the connection without a report")
 	require.Eventually(t, func() bool { return slices.Contains(replica.indexedAt(), end) }, 10*time.Second, time.Millisecond,
 		"the applied frame is indexed")
+}
+
+// TestGate_PendingChangeNeedsBothSets: while a change of the SyncStateSet
+// is pending, a held put is acknowledged only once the slaves of both the
+// set and the one asked for have it, whichever the controllers end with
+// (issue 40: an alter committed while its answer was lost left the master
+// acknowledging against the smaller set).
+func TestGate_PendingChangeNeedsBothSets(t *testing.T) {
+	r := rand.New(rand.NewPCG(17, 18))
+	master := openLog(t, t.TempDir())
+	appendRecords(t, master, r, 10)
+	var rule atomic.Pointer[InSyncRule]
+	rule.Store(&InSyncRule{Slaves: []int64{1}, Changing: true, Pending: []int64{1, 2}, MinReplicas: 2})
+	m := startMaster(t, master, MasterOptions{SyncTimeout: 5 * time.Second, Epoch: func() int32 { return 5 },
+		InSync: func() InSyncRule { return *rule.Load() }})
+	end := int64(master.Next())
+	hold := func() chan store.PutResult {
+		ch := make(chan store.PutResult, 1)
+		m.Hold(end, store.PutResult{Status: store.PutOK}, store.AnswerFunc(func(res store.PutResult) { ch <- res }))
+		return ch
+	}
+	report1, refused := helloSlave(t, m, 1, 5)
+	require.False(t, refused)
+	report2, refused := helloSlave(t, m, 2, 5)
+	require.False(t, refused)
+	require.Eventually(t, func() bool { return m.AckedBy(1) == 0 && m.AckedBy(2) == 0 }, 5*time.Second, time.Millisecond)
+
+	// The set is {master, 1}, the change asks for {master, 2}
+	// (min_in_sync_replicas 2: one slave per set): slave 1 alone is not
+	// enough.
+	rule.Store(&InSyncRule{Slaves: []int64{1}, Changing: true, Pending: []int64{2}, MinReplicas: 2})
+	ch := hold()
+	report1(end)
+	require.Eventually(t, func() bool { return m.AckedBy(1) == end }, 5*time.Second, time.Millisecond)
+	m.Kick()
+	select {
+	case res := <-ch:
+		t.Fatalf("answered %v before the new set's slave had the put", res.Status)
+	case <-time.After(50 * time.Millisecond): // NB: a gate pass or more
+	}
+	report2(end)
+	require.Equal(t, store.PutOK, (<-ch).Status)
+
+	// A pending shrink below the minimum answers at once.
+	rule.Store(&InSyncRule{Slaves: []int64{1, 2}, Changing: true, MinReplicas: 2})
+	res := <-hold()
+	require.Equal(t, store.PutInSyncReplicasNotEnough, res.Status)
+
+	// Once the change is learnt, the new set alone decides.
+	rule.Store(&InSyncRule{Slaves: []int64{1}, AllAck: true, MinReplicas: 2})
+	require.Equal(t, store.PutOK, (<-hold()).Status)
+}
+
+// TestGate_LeaseRunOut: a master whose lease ran out answers no put
+// SUCCESS, held or not, even when its slaves have it: FLUSH_SLAVE_TIMEOUT
+// (stored, not confirmed), and it is told once to stop (issue 40).
+func TestGate_LeaseRunOut(t *testing.T) {
+	r := rand.New(rand.NewPCG(19, 20))
+	master := openLog(t, t.TempDir())
+	appendRecords(t, master, r, 10)
+	var leased atomic.Bool
+	leased.Store(true)
+	var lost atomic.Int32
+	m := startMaster(t, master, MasterOptions{SyncTimeout: 5 * time.Second, Epoch: func() int32 { return 5 },
+		InSync:      func() InSyncRule { return InSyncRule{Slaves: []int64{1}, AllAck: true, MinReplicas: 2} },
+		Leased:      leased.Load,
+		OnLeaseLost: func() { lost.Add(1) }})
+	end := int64(master.Next())
+	hold := func() chan store.PutResult {
+		ch := make(chan store.PutResult, 1)
+		m.Hold(end, store.PutResult{Status: store.PutOK}, store.AnswerFunc(func(res store.PutResult) { ch <- res }))
+		return ch
+	}
+	report1, refused := helloSlave(t, m, 1, 5)
+	require.False(t, refused)
+	require.Eventually(t, func() bool { return m.AckedBy(1) == 0 }, 5*time.Second, time.Millisecond)
+	ch := hold()
+	leased.Store(false)
+	report1(end)
+	res := <-ch
+	require.Equal(t, store.PutFlushSlaveTimeout, res.Status, "a held put the slave has, after the lease ran out")
+	require.Contains(t, res.Remark, "lease")
+	res = <-hold()
+	require.Equal(t, store.PutFlushSlaveTimeout, res.Status, "a put the slave has already")
+	require.Equal(t, int32(1), lost.Load())
+	require.Equal(t, int64(2), m.Status().SyncUnleased)
+	require.Zero(t, m.Status().SyncOK)
+	leased.Store(true)
+	require.Equal(t, store.PutOK, (<-hold()).Status)
 }

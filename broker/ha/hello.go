@@ -107,14 +107,59 @@ func (m *Master) AckedBy(id int64) int64 {
 	return best
 }
 
+// InSyncRule is what a controller-mode master acknowledges held puts by
+// (MasterOptions.InSync).
+type InSyncRule struct {
+	// Slaves are the broker ids of the SyncStateSet, the master's left out.
+	Slaves []int64
+	// Changing reports that the master asked the controllers to change the
+	// set and has not learnt the outcome; Pending are then the slaves of
+	// every set it asked for. A put is acknowledged only once both Slaves
+	// and Pending have it as the rule requires, as RocketMQ 5 acknowledges
+	// against the union of the old and the new set: whichever the
+	// controllers hold, its replicas have every acknowledged put.
+	Changing bool
+	Pending  []int64
+	// AllAck (ha.all_ack_in_sync_state_set): every slave of a set must
+	// have a put; otherwise MinReplicas-1 of them (the master is one).
+	AllAck bool
+	// MinReplicas is the replicas (the master included) each set must
+	// hold at least; below it puts are answered IN_SYNC_REPLICAS_NOT_ENOUGH.
+	MinReplicas int
+	// Unknown: the master has not learnt its set yet; puts are answered
+	// IN_SYNC_REPLICAS_NOT_ENOUGH (stored, not confirmed) until it has.
+	Unknown bool
+}
+
+// need is how many of a set's n slaves must have a put.
+func (r *InSyncRule) need(n int) int {
+	if r.AllAck {
+		return n
+	}
+	return min(n, max(r.MinReplicas-1, 0))
+}
+
 // ackedNeeded is the offset below which every held put is acknowledged as
 // its mode requires: by any slave (4.x), or by as many slaves of the
-// SyncStateSet as InSync says (controller mode).
+// SyncStateSet, and of the set a pending change asks for, as InSync says
+// (controller mode).
 func (m *Master) ackedNeeded() int64 {
 	if m.opts.InSync == nil {
 		return m.acked.Load()
 	}
-	ids, need, _ := m.opts.InSync()
+	r := m.opts.InSync()
+	if r.Unknown {
+		return -1
+	}
+	acked := m.ackedBy(r.Slaves, r.need(len(r.Slaves)))
+	if r.Changing {
+		acked = min(acked, m.ackedBy(r.Pending, r.need(len(r.Pending))))
+	}
+	return acked
+}
+
+// ackedBy is the offset need of the slaves ids have acknowledged.
+func (m *Master) ackedBy(ids []int64, need int) int64 {
 	if need <= 0 {
 		return math.MaxInt64
 	}
@@ -140,21 +185,41 @@ func (m *Master) ackedNeeded() int64 {
 	return acks[len(acks)-need] // NB: the need-th highest
 }
 
-// holdInSync is Hold in controller mode: a put waits for every slave of
-// the SyncStateSet; with fewer replicas in it than the minimum, it is
-// answered at once.
+// holdInSync is Hold in controller mode: a put waits for the slaves of the
+// SyncStateSet (and of a pending change's); with fewer replicas in either
+// than the minimum, it is answered at once; a master whose lease ran out
+// answers no put SUCCESS.
 func (m *Master) holdInSync(end int64, res store.PutResult, done store.Answerer) {
-	ids, _, minReplicas := m.opts.InSync()
-	if 1+len(ids) < minReplicas {
+	r := m.opts.InSync()
+	if r.Unknown {
+		m.syncNoSlave.Add(1)
+		res.Status = store.PutInSyncReplicasNotEnough
+		res.Remark = "stored on the master, but it has not learnt its SyncStateSet from the controllers yet"
+		m.observe(0, res.Status)
+		done.PutDone(res)
+		return
+	}
+	if n := 1 + len(r.Slaves); n < r.MinReplicas || (r.Changing && 1+len(r.Pending) < r.MinReplicas) {
+		if r.Changing {
+			n = min(n, 1+len(r.Pending))
+		}
 		m.syncNoSlave.Add(1)
 		res.Status = store.PutInSyncReplicasNotEnough
 		res.Remark = fmt.Sprintf("stored on the master, but the SyncStateSet has %d replicas, fewer than ha.min_in_sync_replicas (%d)",
-			1+len(ids), minReplicas)
+			n, r.MinReplicas)
 		m.observe(0, res.Status)
 		done.PutDone(res)
 		return
 	}
 	if m.ackedNeeded() >= end {
+		if !m.leased() {
+			m.syncUnleased.Add(1)
+			res.Status, res.Remark = store.PutFlushSlaveTimeout, unleasedRemark
+			m.observe(0, res.Status)
+			done.PutDone(res)
+			m.lostLease()
+			return
+		}
 		m.syncOK.Add(1)
 		done.PutDone(res)
 		return

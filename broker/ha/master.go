@@ -42,11 +42,19 @@ type MasterOptions struct {
 	// OnStale is told when a slave follows a newer epoch than the
 	// master's: this master was replaced and must stop acknowledging.
 	OnStale func(slaveEpoch int32)
-	// InSync, in controller mode, returns the slaves (broker ids) of the
-	// SyncStateSet, how many of them must have a held put's bytes (all of
-	// them with all_ack_in_sync_state_set), and the replicas (the master
-	// included) the set must hold at least.
-	InSync func() (ids []int64, need, minReplicas int)
+	// InSync, in controller mode, returns the rule held puts are
+	// acknowledged by: the SyncStateSet's slaves, and while a change of it
+	// is pending, the new set's too (see InSyncRule). It is called for
+	// every held put and must not block.
+	InSync func() InSyncRule
+	// Leased, in controller mode, reports whether the master's lease holds
+	// (a controller leader answered a heartbeat it sent within the lease).
+	// Once it does not, the controllers may have elected another master:
+	// no put is answered SUCCESS (FLUSH_SLAVE_TIMEOUT instead: stored, not
+	// confirmed) and OnLeaseLost is told, once. Called for every answer; it
+	// must not block.
+	Leased      func() bool
+	OnLeaseLost func()
 	// TLS, when set, is the HA port's TLS (the broker's certificate).
 	TLS *tls.Config
 	// Authenticate, when set (ACL on), checks a slave's broker account
@@ -101,6 +109,8 @@ type Master struct {
 	syncOK, syncTimeout     atomic.Int64 // held puts answered by a slave's ack, by the timeout
 	syncNoSlave, syncClosed atomic.Int64 // answered at once for want of a slave; at Close
 	authFailures            atomic.Int64 // slaves refused for their account
+	syncUnleased            atomic.Int64 // held puts refused SUCCESS for a lease that ran out
+	leaseLost               atomic.Bool  // OnLeaseLost was told
 
 	quit      chan struct{}
 	wg        sync.WaitGroup
@@ -473,10 +483,14 @@ func (m *Master) answerHeld(closing bool) int {
 		return 0
 	}
 	acked, now := m.ackedNeeded(), time.Now()
+	leased := m.leased()
 	var ready []heldPut
 	keep := m.waiters[:0]
 	for _, w := range m.waiters {
 		switch {
+		case w.end <= acked && !leased:
+			m.syncUnleased.Add(1)
+			w.res.Status, w.res.Remark = store.PutFlushSlaveTimeout, unleasedRemark
 		case w.end <= acked:
 			m.syncOK.Add(1)
 		case closing:
@@ -495,11 +509,29 @@ func (m *Master) answerHeld(closing bool) int {
 	clear(m.waiters[len(keep):])
 	m.waiters = keep
 	m.waitMu.Unlock()
+	if !leased {
+		m.lostLease()
+	}
 	for _, w := range ready {
 		m.observe(now.Sub(w.since), w.res.Status)
 		w.done.PutDone(w.res)
 	}
 	return len(keep)
+}
+
+// unleasedRemark answers a put a master whose lease ran out would have
+// acknowledged.
+const unleasedRemark = "stored on the master, but its controller lease ran out (no controller leader answered it in time): another master may have been elected; not confirmed"
+
+// leased reports whether the master may acknowledge: always without a
+// lease (4.x), else while its lease holds.
+func (m *Master) leased() bool { return m.opts.Leased == nil || m.opts.Leased() }
+
+// lostLease tells OnLeaseLost, once.
+func (m *Master) lostLease() {
+	if m.opts.OnLeaseLost != nil && m.leaseLost.CompareAndSwap(false, true) {
+		m.opts.OnLeaseLost()
+	}
 }
 
 func (m *Master) observe(d time.Duration, st store.PutStatus) {
@@ -530,6 +562,7 @@ type MasterStatus struct {
 	SyncTimeouts int64         `json:"syncTimeouts"`
 	SyncNoSlave  int64         `json:"syncNoSlave"`
 	AuthFailures int64         `json:"authFailures"`
+	SyncUnleased int64         `json:"syncUnleased"` // refused SUCCESS: the lease ran out
 }
 
 // Status reports the master's side of replication.
@@ -537,7 +570,7 @@ func (m *Master) Status() MasterStatus {
 	next := int64(m.log.Next())
 	st := MasterStatus{End: next, Acked: m.acked.Load(), ChunksSent: m.chunks.Load(), BytesSent: m.bytes.Load(),
 		SyncOK: m.syncOK.Load(), SyncTimeouts: m.syncTimeout.Load(), SyncNoSlave: m.syncNoSlave.Load(),
-		AuthFailures: m.authFailures.Load()}
+		AuthFailures: m.authFailures.Load(), SyncUnleased: m.syncUnleased.Load()}
 	if m.ln != nil {
 		st.Listen = m.ln.Addr().String()
 	}
