@@ -115,6 +115,7 @@ type ctlMode struct {
 	reread     chan struct{}        // asks controllerLoop to re-read the SyncStateSet
 	notify     chan controller.Role // roles from notices and heartbeat answers
 	restarting bool                 // a cut was asked for (Restart); under mu
+	guard      *cutGuard            // refuses cuts below the confirmed offset (cutguard.go)
 	closed     bool                 // the broker is closing: no new role; under mu
 }
 
@@ -216,6 +217,9 @@ func (b *Broker) openController(cut int64, cutting bool) error {
 	}
 	b.ctl = &ctlMode{epochs: epochs, clock: clock, caughtUp: map[int64]time.Time{}, notify: make(chan controller.Role, 16),
 		reread: make(chan struct{}, 1)}
+	if b.ctl.guard, err = openCutGuard(b.cfg.Store.Dir, cut, cutting); err != nil {
+		return err
+	}
 	b.ctl.id.Store(b.cfg.BrokerID)
 	if b.cfg.BrokerID == 0 {
 		b.ctl.id.Store(controller.NoMaster)
@@ -267,6 +271,8 @@ func (b *Broker) startController() error {
 	go b.controllerLoop()
 	go b.haAcceptLoop()
 	go b.metaSyncLoop()
+	b.wg.Add(1)
+	go b.confirmLoop()
 	return nil
 }
 
@@ -661,6 +667,9 @@ func (b *Broker) becomeSlaveLocked(r controller.Role) {
 		return
 	}
 	if own := b.store.ReplicaOffset(); own > cp {
+		if !b.mayCut(cp, own, r.MasterID, r.MasterAddr, r.MasterEpoch) {
+			return // NB: logged; the next role (heartbeat) tries again, an operator may allow it
+		}
 		b.logger.Warn("broker: this log holds what the new master does not; restarting to cut it",
 			"end", own, "agreed", cp, "master", r.MasterAddr, "epoch", r.MasterEpoch)
 		if err := statefile.Save(cutMarker(b.cfg.Store.Dir), cutRequest{At: cp}); err != nil {
@@ -722,6 +731,9 @@ type EpochCache struct {
 	BrokerID   int64           `json:"brokerId" msgpack:"brokerId"`
 	Epochs     []ha.EpochEntry `json:"epochList" msgpack:"epochList"`
 	MaxOffset  int64           `json:"maxOffset" msgpack:"maxOffset"`
+	// ConfirmedOffset (Sluice) is the broker's confirmed offset: what its
+	// slaves may not cut below by themselves (cutguard.go).
+	ConfirmedOffset int64 `json:"confirmedOffset" msgpack:"confirmedOffset"`
 }
 
 // handleEpochCache serves GET_BROKER_EPOCH_CACHE.
@@ -731,7 +743,7 @@ func (b *Broker) handleEpochCache(_ context.Context, w remoting.ResponseWriter, 
 		return
 	}
 	b.replyBody(w, req, EpochCache{BrokerName: b.cfg.BrokerName, BrokerID: b.ctl.id.Load(),
-		Epochs: b.ctl.epochs.Entries(), MaxOffset: int64(b.store.Log().Next())})
+		Epochs: b.ctl.epochs.Entries(), MaxOffset: int64(b.store.Log().Next()), ConfirmedOffset: b.ctl.guard.confirmed.Load()})
 }
 
 // inSync is the master's gate rule: the SyncStateSet's slaves and, while
@@ -844,6 +856,7 @@ func (b *Broker) controllerStatus(out map[string]string) {
 	out["brokerId"] = strconv.FormatInt(b.ctl.id.Load(), 10)
 	out["controllerEpoch"] = strconv.FormatInt(int64(b.ctl.epoch.Load()), 10)
 	out["controllerMasterId"] = strconv.FormatInt(b.ctl.masterID.Load(), 10)
+	b.cutStatus(out)
 	if ss := b.ctl.syncSet.Load(); ss != nil && role == "MASTER" {
 		out["syncStateSet"] = fmt.Sprint(ss.ids)
 		out["syncStateSetEpoch"] = strconv.FormatInt(int64(ss.epoch), 10)

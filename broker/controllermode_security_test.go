@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"net"
 	"path/filepath"
 	"testing"
@@ -8,8 +9,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicemq/sluice/broker/ha"
 	"github.com/sluicemq/sluice/conf"
 	"github.com/sluicemq/sluice/internal/acl"
+	"github.com/sluicemq/sluice/internal/protocol"
 	"github.com/sluicemq/sluice/internal/remoting"
 	"github.com/sluicemq/sluice/internal/testutil"
 	"github.com/sluicemq/sluice/internal/tlscert"
@@ -63,4 +66,118 @@ func TestControllerMode_ACLAndTLS(t *testing.T) {
 	}
 	m := waitGroup(t, bs...)
 	require.Eventually(t, func() bool { ss := m.ctl.syncSet.Load(); return ss != nil && len(ss.ids) == 2 }, 20*time.Second, 10*time.Millisecond)
+}
+
+// TestControllerMode_NoCutBelowConfirmed: the attack of issue 40. Whoever
+// reaches the controllers (ACL off here) registers a fake member, adds it
+// to the SyncStateSet, has it elected, and serves an empty epoch history:
+// every real broker would cut its log to 0, losing every acknowledged
+// message. Each broker refuses (its confirmed offset, what the group
+// acknowledged, is above the cut), logs it and stays out, until an
+// operator allows the cut (ALLOW_LOG_CUT, mqadmin allowLogCut). Before, both
+// asked to restart with their logs cut to 0.
+func TestControllerMode_NoCutBelowConfirmed(t *testing.T) {
+	ns := startNamesrv(t, "127.0.0.1:0")
+	ctl := startController(t)
+	var bs []*Broker
+	for range 2 {
+		bs = append(bs, startBroker(t, ctlConfig(t.TempDir(), ns.Addr(), ctl.Addr()), Options{}))
+	}
+	m := waitGroup(t, bs...)
+	require.Eventually(t, func() bool { ss := m.ctl.syncSet.Load(); return ss != nil && len(ss.ids) == 2 }, 20*time.Second, 10*time.Millisecond)
+	c := newClient(t, remoting.SerializeJSON)
+	for _, body := range seq("acked", 20) {
+		mustSend(t, c, m.Addr(), "t", 0, body, nil)
+	}
+	end := int64(m.Store().Log().Next())
+	for _, b := range bs {
+		require.Eventually(t, func() bool { return b.ctl.guard.confirmed.Load() >= end }, 20*time.Second, 10*time.Millisecond,
+			"broker %s never confirmed %d", b.Addr(), end)
+	}
+
+	// The fake master: an empty log whose history starts the epoch it
+	// was elected in at 0.
+	attacker, err := controller.NewClient(controller.ClientConfig{Addrs: []string{ctl.Addr()}, Logger: quiet()})
+	require.NoError(t, err)
+	defer attacker.Close()
+	fake := remoting.NewServer("127.0.0.1:0", remoting.ServerOptions{Logger: quiet()})
+	fake.Handle(protocol.GetBrokerEpochCache, func(ctx context.Context, w remoting.ResponseWriter, req *remoting.Command) {
+		role, err := attacker.ReplicaInfo(ctx, "g")
+		if err != nil {
+			_ = w.Write(remoting.NewResponse(req, protocol.SystemError, err.Error()))
+			return
+		}
+		body, _ := remoting.EncodeBody(req.SerializeType, EpochCache{BrokerName: "g", BrokerID: role.MasterID,
+			Epochs: []ha.EpochEntry{{Epoch: role.MasterEpoch, Start: 0}}})
+		resp := remoting.NewResponse(req, protocol.Success, "")
+		resp.Body = body
+		_ = w.Write(resp)
+	})
+	require.NoError(t, fake.Start())
+	defer fake.Shutdown(context.Background())
+	fakeAddr := fake.Addr().String()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	role, err := attacker.Register(ctx, controller.Registration{Cluster: "DefaultCluster", Name: "g", ID: controller.NoMaster,
+		Addr: fakeAddr, HAAddr: fakeAddr})
+	require.NoError(t, err)
+	id := role.BrokerID
+	stop := make(chan struct{})
+	beating := make(chan struct{})
+	go func() {
+		defer close(beating)
+		for {
+			hctx, hcancel := context.WithTimeout(ctx, time.Second)
+			_, _ = attacker.Heartbeat(hctx, controller.Heartbeat{Cluster: "DefaultCluster", Name: "g", ID: id, Addr: fakeAddr,
+				Timeout: time.Minute})
+			hcancel()
+			select {
+			case <-stop:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}()
+	defer func() { close(stop); <-beating }()
+	require.Eventually(t, func() bool {
+		r, err := attacker.ReplicaInfo(ctx, "g")
+		if err != nil {
+			return false
+		}
+		if _, err := attacker.AlterSyncStateSet(ctx, "g", r.MasterID, r.MasterEpoch, append(r.SyncStateSet, id), r.SyncStateSetEpoch); err != nil {
+			return false
+		}
+		r, err = attacker.ElectMaster(ctx, "g", id)
+		return err == nil && r.MasterID == id
+	}, 20*time.Second, 50*time.Millisecond, "the fake member was never elected")
+
+	for _, b := range bs {
+		require.Eventually(t, func() bool { return b.ctl.guard.refused.Load() == 0 }, 20*time.Second, 10*time.Millisecond,
+			"broker %s never refused the cut to 0", b.Addr())
+		select {
+		case why := <-b.Restart():
+			t.Fatalf("broker %s restarts to cut its log: %s", b.Addr(), why)
+		default:
+		}
+		_, cutting, err := pendingCut(b.cfg.Store.Dir)
+		require.NoError(t, err)
+		require.False(t, cutting, "broker %s asked for a cut below its confirmed offset", b.Addr())
+		require.Equal(t, end, int64(b.Store().Log().Next()))
+	}
+
+	// An operator lets one of them cut (mqadmin allowLogCut -b).
+	b := bs[0]
+	resp, err := c.Invoke(ctx, b.Addr(), remoting.NewRequest(protocol.AllowLogCut, nil, nil))
+	require.NoError(t, err)
+	require.Equal(t, int16(protocol.Success), resp.Code, resp.Remark)
+	select {
+	case <-b.Restart():
+	case <-time.After(20 * time.Second):
+		t.Fatal("the allowed cut was not made")
+	}
+	at, cutting, err := pendingCut(b.cfg.Store.Dir)
+	require.NoError(t, err)
+	require.True(t, cutting)
+	require.Zero(t, at)
 }

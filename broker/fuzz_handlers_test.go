@@ -457,6 +457,7 @@ func (ft *fuzzTarget) seeds(tb testing.TB) []fuzzSeed {
 	add(protocol.GetAllConsumerOffset, nil, nil)
 	add(protocol.GetAllDelayOffset, nil, nil)
 	add(protocol.GetBrokerEpochCache, nil, nil)
+	add(protocol.AllowLogCut, nil, nil)
 	add(protocol.ViewMessageByID, &protocol.ViewMessageByIDRequestHeader{Offset: ft.plainPos}, nil)
 	add(protocol.QueryMessage, &protocol.QueryMessageRequestHeader{Topic: fuzzTopic, Key: "k1", MaxNum: 32, EndTimestamp: 1 << 50}, nil)
 	add(protocol.GetBrokerRuntimeInfo, nil, nil)

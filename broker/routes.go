@@ -46,6 +46,7 @@ func (b *Broker) handlers() map[int16]remoting.Handler {
 		protocol.GetAllConsumerOffset:             b.handleAllConsumerOffsets,
 		protocol.GetAllDelayOffset:                b.handleAllDelayOffsets,
 		protocol.GetBrokerEpochCache:              b.handleEpochCache,
+		protocol.AllowLogCut:                      b.handleAllowLogCut,
 		protocol.ViewMessageByID:                  b.handleViewMessage,
 		protocol.QueryMessage:                     b.handleQueryMessage,
 		protocol.GetBrokerRuntimeInfo:             b.handleRuntimeInfo,

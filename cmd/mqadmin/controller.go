@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -31,6 +32,7 @@ func controllerCommands(a *app) []*cobra.Command {
 		flag(getControllerMetaDataCmd(a, &addrs)),
 		flag(getSyncStateSetCmd(a, &addrs)),
 		flag(electMasterCmd(a, &addrs)),
+		allowLogCutCmd(a),
 	}
 }
 
@@ -220,6 +222,54 @@ func electMasterCmd(a *app, addrs *string) *cobra.Command {
 		}
 		fmt.Fprintf(a.stdout, "%s: broker %s (%s) is master, epoch %d\n", name, itoa(role.MasterID),
 			role.MasterAddr, role.MasterEpoch)
+		return nil
+	})
+	return cmd
+}
+
+// extFields is a request's ext fields as given.
+type extFields map[string]string
+
+func (e extFields) ToExt(m map[string]string) {
+	for k, v := range e {
+		m[k] = v
+	}
+}
+
+func allowLogCutCmd(a *app) *cobra.Command {
+	var brokerAddr string
+	var offset int64
+	cmd := &cobra.Command{
+		Use:   "allowLogCut -b BROKER_ADDR [-o OFFSET]",
+		Short: "Let a broker cut its log below what its group acknowledged, to follow its new master",
+		Long: `A broker in controller mode refuses to cut its log below its confirmed offset (what its
+group acknowledged) when the controllers elected a master that lacks it, logs why, and stays
+out of the group. This lets it make that cut (down to -o OFFSET; default the cut it refused):
+the acknowledged messages past the cut are lost from it. Save its store first to keep them.
+brokerStatus shows confirmedOffset and refusedCutTo.`,
+	}
+	f := cmd.Flags()
+	f.StringVarP(&brokerAddr, "brokerAddr", "b", "", "address of the broker that refused a cut (ip:port)")
+	f.Int64VarP(&offset, "offset", "o", -1, "the lowest log end the broker may cut to (default: the cut it refused)")
+	cmd.RunE = action(func(ctx context.Context, cmd *cobra.Command) error {
+		if err := required(cmd, "brokerAddr"); err != nil {
+			return err
+		}
+		if host, port, err := net.SplitHostPort(brokerAddr); err != nil || host == "" || port == "" {
+			return usagef("-b (--brokerAddr) %q is not ip:port", brokerAddr)
+		}
+		ext := extFields{}
+		if cmd.Flags().Changed("offset") {
+			if offset < 0 {
+				return usagef("-o (--offset) %d is negative", offset)
+			}
+			ext["offset"] = strconv.FormatInt(offset, 10)
+		}
+		resp, err := a.call(ctx, "broker", brokerAddr, protocol.AllowLogCut, ext, nil)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(a.stdout, resp.Remark)
 		return nil
 	})
 	return cmd

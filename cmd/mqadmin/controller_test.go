@@ -102,3 +102,27 @@ func TestController_NoneAnswers(t *testing.T) {
 		}
 	}
 }
+
+// TestController_AllowLogCut: allowLogCut sends ALLOW_LOG_CUT to the
+// broker, with -o as "offset" when given, and prints its answer.
+func TestController_AllowLogCut(t *testing.T) {
+	got := make(chan map[string]string, 2)
+	srv := remoting.NewServer("127.0.0.1:0", remoting.ServerOptions{Logger: quiet()})
+	srv.Handle(protocol.AllowLogCut, func(_ context.Context, w remoting.ResponseWriter, req *remoting.Command) {
+		got <- req.ExtMap()
+		_ = w.Write(remoting.NewResponse(req, protocol.Success, "broker x may cut its log down to 7"))
+	})
+	require.NoError(t, srv.Start())
+	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
+	addr := srv.Addr().String()
+	c := &cluster{ns: "127.0.0.1:1"}
+
+	require.Contains(t, c.ok(t, "allowLogCut", "-b", addr), "may cut its log down to 7")
+	require.NotContains(t, <-got, "offset")
+	c.ok(t, "allowLogCut", "-b", addr, "-o", "7")
+	require.Equal(t, "7", (<-got)["offset"])
+
+	require.Contains(t, c.fails(t, exitUsage, "allowLogCut"), "missing flag -b")
+	require.Contains(t, c.fails(t, exitUsage, "allowLogCut", "-b", "nowhere"), "not ip:port")
+	require.Contains(t, c.fails(t, exitUsage, "allowLogCut", "-b", addr, "-o", "-1"), "negative")
+}

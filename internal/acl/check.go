@@ -77,6 +77,7 @@ var adminCodes = map[int16]bool{
 	protocol.ControllerGetSyncStateData:       true,
 	protocol.ControllerGetNextBrokerID:        true,
 	protocol.ControllerApplyBrokerID:          true,
+	protocol.AllowLogCut:                      true,
 }
 
 // AdminOnly reports whether code needs an admin account.

@@ -5,4 +5,13 @@ package protocol
 // (controller mode) to find where their logs agree.
 const GetBrokerEpochCache = 1007
 
-func init() { requestNames[GetBrokerEpochCache] = "GET_BROKER_EPOCH_CACHE" }
+// AllowLogCut (Sluice, mqadmin allowLogCut): an operator lets a broker in
+// controller mode cut its log below its confirmed offset, which it refuses
+// to do by itself (ext "offset": the lowest end it may cut to; absent: the
+// cut it refused last). Admin-only under ACL.
+const AllowLogCut = 31001
+
+func init() {
+	requestNames[GetBrokerEpochCache] = "GET_BROKER_EPOCH_CACHE"
+	requestNames[AllowLogCut] = "ALLOW_LOG_CUT"
+}
