@@ -445,7 +445,11 @@ func (b *Broker) beat(addr string) error {
 	if a.Leader {
 		b.renewLease(sent)
 	}
-	if a.Known {
+	// NB: a follower's view may lag: it may still name this broker master
+	// after the leader cleared or replaced it. Only the leader (its
+	// answers, notices, registration) makes a broker master; a follower's
+	// answer may still tell a slave its master or a master a newer set.
+	if a.Known && (a.Leader || a.Role.MasterID != b.ctl.id.Load() || b.ctl.role.Load() == roleMaster) {
 		select {
 		case b.ctl.notify <- a.Role:
 		default: // NB: the next answer carries it again

@@ -33,6 +33,7 @@ const (
 type dedupState struct {
 	kind        dedupKind
 	key         dedupKey
+	topic, raw  string     // the key as sent, while the window is rebuilt (storedDup)
 	seq         uint64     // ddPending
 	e           dedupEntry // ddWindow
 	req, member int        // ddRequest
@@ -47,9 +48,13 @@ func (s *Store) dedupPrepare(r *PutRequest, sz *sized) {
 		}
 		if k, ok := message.PropertyValue(m.Properties, message.PropUniqKey); ok && k != "" {
 			sz.dd = dedupState{kind: ddKey, key: dedupKeyOf(m.Topic, k)}
+			if s.dedupRebuilding.Load() {
+				sz.dd.topic, sz.dd.raw = m.Topic, k
+			}
 		}
 		return
 	}
+	rebuilding := s.dedupRebuilding.Load()
 	b := r.Batch
 	if !dedupTopic(b.Template.Topic) {
 		return
@@ -64,6 +69,9 @@ func (s *Store) dedupPrepare(r *PutRequest, sz *sized) {
 			sz.members = make([]dedupState, len(b.Items))
 		}
 		sz.members[i] = dedupState{kind: ddKey, key: th.key(k)}
+		if rebuilding {
+			sz.members[i].topic, sz.members[i].raw = b.Template.Topic, k
+		}
 	}
 }
 
@@ -73,6 +81,10 @@ func (s *Store) dedupCheck(reqs []PutRequest, sizes []sized) bool {
 	w := s.dedup
 	met := false
 	now := w.nowMs()
+	var stored func(*dedupState, int64) (dedupEntry, bool)
+	if s.dedupRebuilding.Load() {
+		stored = s.storedDup
+	}
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()
@@ -85,7 +97,7 @@ func (s *Store) dedupCheck(reqs []PutRequest, sizes []sized) bool {
 		}
 		if sz.dd.kind == ddKey {
 			met = true
-			if w.meetLocked(&sz.dd, i, 0, now) {
+			if w.meetLocked(&sz.dd, i, 0, now, stored) {
 				sz.n = 0 // NB: answered in dedupRecord
 			}
 			continue
@@ -96,7 +108,7 @@ func (s *Store) dedupCheck(reqs []PutRequest, sizes []sized) bool {
 		met = true
 		dups := 0
 		for k := range sz.members {
-			if sz.members[k].kind == ddKey && w.meetLocked(&sz.members[k], i, k, now) {
+			if sz.members[k].kind == ddKey && w.meetLocked(&sz.members[k], i, k, now, stored) {
 				dups++
 			}
 		}
@@ -109,9 +121,17 @@ func (s *Store) dedupCheck(reqs []PutRequest, sizes []sized) bool {
 }
 
 // meetLocked looks d's key up: a hit makes d a duplicate (true); a miss
-// inserts a pending entry for member of request req. REQUIRES: w.mu held.
-func (w *dedupWindow) meetLocked(d *dedupState, req, member int, now int64) bool {
+// inserts a pending entry for member of request req. While the window is
+// rebuilt, stored (non-nil) answers for the keys it may lack yet.
+// REQUIRES: w.mu held.
+func (w *dedupWindow) meetLocked(d *dedupState, req, member int, now int64, stored func(*dedupState, int64) (dedupEntry, bool)) bool {
 	e, ok := w.lookupLocked(d.key, now)
+	if !ok && stored != nil && d.raw != "" {
+		if se, found := stored(d, now); found {
+			e = w.entry(w.insertLocked(se, now))
+			ok = true
+		}
+	}
 	if !ok {
 		d.kind = ddPending
 		d.seq = w.insertLocked(dedupEntry{key: d.key, pos: pendingPos, queueOffset: int64(req), size: int32(member), ts: now}, now)

@@ -218,10 +218,14 @@ func TestDedup_BoundEvictsOldestFirst(t *testing.T) {
 }
 
 // TestDedup_RestartRebuildsWindow: a reopened store recognises the keys
-// stored in the last window before it closed (or crashed), and only those.
+// stored in the last window before it closed (or crashed), and only those:
+// once the window is rebuilt (beside the serving store), and before, from
+// the key index.
 func TestDedup_RestartRebuildsWindow(t *testing.T) {
-	for _, crash := range []bool{false, true} {
-		t.Run(map[bool]string{false: "close", true: "crash"}[crash], func(t *testing.T) {
+	for _, tc := range []struct{ crash, held bool }{{false, false}, {true, false}, {false, true}, {true, true}} {
+		crash := tc.crash
+		name := map[bool]string{false: "close", true: "crash"}[crash] + map[bool]string{false: " rebuilt", true: " rebuilding"}[tc.held]
+		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
 			clock := &dedupClock{}
 			s := mustOpen(t, testConf(dir), dedupOpts(time.Minute, 0, clock))
@@ -245,9 +249,19 @@ func TestDedup_RestartRebuildsWindow(t *testing.T) {
 				require.NoError(t, s.Close())
 			}
 
-			s = mustOpen(t, testConf(dir), dedupOpts(time.Minute, 0, clock))
+			o := dedupOpts(time.Minute, 0, clock)
+			if tc.held {
+				o.Dedup.rebuildHeld = make(chan struct{}) // NB: never closed: Close ends the wait
+			}
+			s = mustOpen(t, testConf(dir), o)
 			defer s.Close()
-			require.Equal(t, int64(4), s.DedupStatus().Keys)
+			if tc.held {
+				require.True(t, s.dedupRebuilding.Load())
+				require.Zero(t, s.DedupStatus().Keys, "nothing rebuilt yet")
+			} else {
+				require.Eventually(t, func() bool { return !s.dedupRebuilding.Load() }, 10*time.Second, time.Millisecond)
+				require.Equal(t, int64(4), s.DedupStatus().Keys)
+			}
 			for i, k := range []string{"R1", "R2"} {
 				r := send(t, s, keyed("t", 0, k+"-retry", k))
 				require.Equal(t, 1, r.Duplicates, k)

@@ -94,6 +94,10 @@ type Store struct {
 	// says the dispatcher feeds it (see SetDedupFeed).
 	dedup     *dedupWindow
 	dedupFeed atomic.Bool
+	// dedupRebuilding is set from Open until the window holds the keys
+	// of the records stored before it (rebuildDedupLoop): meanwhile a
+	// key the window lacks is looked up in the key index (storedDup).
+	dedupRebuilding atomic.Bool
 
 	replicaState
 	dispatched atomic.Int64 // every record below is indexed
@@ -171,6 +175,10 @@ func Open(cfg conf.Store, opts Options) (*Store, error) {
 		return nil, err
 	}
 	s.checkDisk() // NB: refuses puts before the first one if the disk is full
+	if s.dedupRebuilding.Load() {
+		s.wg.Add(1)
+		go s.rebuildDedupLoop()
+	}
 	s.wg.Add(3)
 	go s.dispatchLoop()
 	go s.checkpointLoop()
@@ -195,7 +203,7 @@ type OpenStages struct {
 	Truncate      time.Duration // index entries past the recovered end dropped
 	Dispatch      time.Duration // index what the indexes' checkpoints do not cover
 	DispatchBytes int64
-	Dedup         time.Duration // rebuild the duplicate window
+	Dedup         time.Duration // rebuild the duplicate window, when Open waited for it (see rebuildDedupLoop)
 	DedupBytes    int64
 	Total         time.Duration
 }
@@ -266,13 +274,19 @@ func (s *Store) open() error {
 		return true
 	})
 	if s.dedup != nil {
-		done = stage(&st.Dedup)
-		n, err := s.rebuildDedup()
-		if err != nil {
-			return err
+		if s.health.indexDegraded.Load() {
+			// NB: the key index cannot answer for the records it
+			// lacks: the window is rebuilt before any put.
+			done = stage(&st.Dedup)
+			n, err := s.rebuildDedup()
+			if err != nil {
+				return err
+			}
+			done()
+			st.DedupBytes = n
+		} else {
+			s.dedupRebuilding.Store(true) // Open starts rebuildDedupLoop
 		}
-		done()
-		st.DedupBytes = n
 	}
 	st.Total = time.Since(began)
 	ri := s.log.Recovery()
