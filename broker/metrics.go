@@ -97,6 +97,8 @@ var (
 	descLagSec     = prometheus.NewDesc("sluice_consumer_lag_seconds", "Age of the oldest message a group has not consumed, by queue (0 when caught up).", []string{"group", "topic", "queue"}, nil)
 	descConns      = prometheus.NewDesc("sluice_connections", "Open client connections.", nil, nil)
 	descParked     = prometheus.NewDesc("sluice_pull_parked", "Pull requests parked by long polling.", nil, nil)
+	descFullScans  = prometheus.NewDesc("sluice_commitlog_recovery_full_scans_total", "Starts after a crash whose recovery scanned the whole commitlog because its checkpoint was missing or unusable (the log line 'commitlog: recovered' says why): 0 or 1 per process.", nil, nil)
+	descOpenSecs   = prometheus.NewDesc("sluice_store_open_seconds", "Time each stage of the store's open took at this start (commitlog recovery, consume queues, key index, truncate, dispatch catch-up, dedup window, total).", []string{"stage"}, nil)
 )
 
 // brokerCollector reads the broker's state at scrape time.
@@ -104,7 +106,8 @@ type brokerCollector struct{ b *Broker }
 
 func (c brokerCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descPutMsgs, descPutBytes, descGetMsgs, descGetBytes, descBusy, descSubsRef, descLogMin,
-		descLogNext, descLogDurable, descDispatch, descRetries, descIndexDeg, descLag, descLagSec, descConns, descParked} {
+		descLogNext, descLogDurable, descDispatch, descRetries, descIndexDeg, descLag, descLagSec, descConns, descParked,
+		descFullScans, descOpenSecs} {
 		ch <- d
 	}
 	for _, d := range diskDescs {
@@ -141,6 +144,17 @@ func (c brokerCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descDispatch, float64(b.store.DispatchLag()))
 	ch <- prometheus.MustNewConstMetric(descRetries, prometheus.CounterValue, float64(b.store.DispatchRetries()))
 	gauge(descIndexDeg, map[bool]float64{true: 1}[b.store.KeyIndexDegraded()])
+	ri := l.Recovery()
+	fullScan := !ri.Clean && !ri.FromCheckpoint && ri.Scanned > 0
+	ch <- prometheus.MustNewConstMetric(descFullScans, prometheus.CounterValue, map[bool]float64{true: 1}[fullScan])
+	st := b.store.OpenStages()
+	for _, s := range []struct {
+		stage string
+		d     time.Duration
+	}{{"commitlog", st.Commitlog}, {"consumequeues", st.ConsumeQueues}, {"keyindex", st.KeyIndex}, {"truncate", st.Truncate},
+		{"dispatch", st.Dispatch}, {"dedup", st.Dedup}, {"total", st.Total}} {
+		ch <- prometheus.MustNewConstMetric(descOpenSecs, prometheus.GaugeValue, s.d.Seconds(), s.stage)
+	}
 	b.collectDisk(ch)
 	b.collectHA(ch)
 	b.collectDedup(ch)

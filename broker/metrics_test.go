@@ -2,6 +2,8 @@ package broker
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -73,6 +75,8 @@ func TestMetrics_Scrape(t *testing.T) {
 		return x
 	}
 	logEnd := float64(b.Store().Log().Next())
+	require.Equal(t, b.Store().OpenStages().Total.Seconds(), v("sluice_store_open_seconds", map[string]string{"stage": "total"}))
+	require.Positive(t, v("sluice_store_open_seconds", map[string]string{"stage": "total"}))
 	for _, w := range []struct {
 		name   string
 		labels map[string]string
@@ -91,6 +95,7 @@ func TestMetrics_Scrape(t *testing.T) {
 		{"sluice_commitlog_durable_offset", nil, logEnd}, // sync mode: everything acknowledged is fsynced
 		{"sluice_dispatch_lag_bytes", nil, 0},
 		{"sluice_dispatch_retries_total", nil, 0},
+		{"sluice_commitlog_recovery_full_scans_total", nil, 0}, // a new store
 		{"sluice_key_index_degraded", nil, 0},
 		{"sluice_disk_used_ratio", nil, 0.42},
 		{"sluice_disk_high_watermark_ratio", nil, cfg.Store.DiskHighWatermark},
@@ -150,4 +155,31 @@ func TestMetrics_Scrape(t *testing.T) {
 	require.Equal(t, 0.0, v("sluice_pull_parked", nil))
 	require.Equal(t, 4.0, v("sluice_put_messages_total", orders))
 	require.Greater(t, v("sluice_flush_latency_seconds", nil), fsyncs, "a sync send waits for one more fsync round")
+}
+
+// A start after a crash whose checkpoint is gone scans the whole log and
+// says so: the counter is 1, and the stages of the open are exported.
+func TestMetrics_RecoveryFullScan(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(dir)
+	cfg.MetricsListen = "127.0.0.1:0"
+	b := startBroker(t, cfg, Options{})
+	c := newClient(t, remoting.SerializeJSON)
+	mustSend(t, c, b.Addr(), "orders", 0, "a", nil)
+	require.NoError(t, b.Close())
+	logDir := filepath.Join(cfg.Store.Dir, "commitlog")
+	require.NoError(t, os.Remove(filepath.Join(logDir, "checkpoint")))
+	require.NoError(t, os.WriteFile(filepath.Join(logDir, "abort"), nil, 0o644)) // as a kill -9 leaves it
+
+	b = startBroker(t, cfg, Options{})
+	ri := b.Store().Log().Recovery()
+	require.False(t, ri.FromCheckpoint)
+	require.Equal(t, "no checkpoint file", ri.CheckpointProblem)
+	value := scrape(t, b.MetricsAddr())
+	full, ok := value("sluice_commitlog_recovery_full_scans_total", nil)
+	require.True(t, ok)
+	require.Equal(t, 1.0, full)
+	secs, ok := value("sluice_store_open_seconds", map[string]string{"stage": "commitlog"})
+	require.True(t, ok)
+	require.Equal(t, b.Store().OpenStages().Commitlog.Seconds(), secs)
 }
