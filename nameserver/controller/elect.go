@@ -47,7 +47,7 @@ func (n *Node) kickElect() {
 // leader does not restart the grace: a master that died before the leader
 // changed, and was already declared dead, stays dead.
 func (n *Node) alive(name string, id int64) bool {
-	return n.live.alive(memberKey{name, id}, time.Now(), n.opened, n.cfg.MasterTimeout)
+	return n.live.alive(memberKey{name, id}, n.now(), n.opened, n.cfg.MasterTimeout)
 }
 
 // leaseHeld reports whether broker id of name, as master, may still be
@@ -60,7 +60,7 @@ func (n *Node) leaseHeld(name string, id int64) bool {
 	if at := n.readyAt.Load(); at != nil && at.After(since) {
 		since = *at
 	}
-	return n.live.leaseHeld(memberKey{name, id}, time.Now(), since, n.cfg.MasterTimeout, n.cfg.LeaseMargin)
+	return n.live.leaseHeld(memberKey{name, id}, n.now(), since, n.cfg.MasterTimeout, n.cfg.LeaseMargin)
 }
 
 // checkMaster elects a new master for g if its master is dead (or it has
@@ -83,7 +83,7 @@ func (n *Node) checkMaster(g *Group) {
 			b.at = n.opened // silent since this node started
 		}
 		n.log.Info("controller: master is not alive", "broker", g.Name, "master", g.MasterID, "heard", heard,
-			"silent_for", time.Since(b.at).Round(time.Millisecond), "connection_closed", b.gone, "resigned", b.resigned)
+			"silent_for", n.now().Sub(b.at).Round(time.Millisecond), "connection_closed", b.gone, "resigned", b.resigned)
 	}
 	res, err := n.propose(&command{Op: opElect, Elect: &electCmd{Name: g.Name, NewMaster: cand, ExpectEpoch: g.MasterEpoch}})
 	switch {

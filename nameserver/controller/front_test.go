@@ -24,8 +24,11 @@ type front struct {
 	addrs []string
 }
 
-func newFront(t *testing.T, n int) *front {
-	c, lns := newPeers(t, n, nil)
+func newFront(t *testing.T, n int) *front { return newFrontWith(t, n, nil) }
+
+// newFrontWith is newFront with tune applied to each node's config.
+func newFrontWith(t *testing.T, n int, tune func(*Config)) *front {
+	c, lns := newPeers(t, n, tune)
 	f := &front{t: t, c: c, srvs: make([]*Standalone, n)}
 	for i := range n {
 		cfg := c.config(i, lns[i])

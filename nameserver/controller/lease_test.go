@@ -2,6 +2,7 @@ package controller
 
 import (
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -104,4 +105,26 @@ func TestLease_NewLeaderNotifiesEveryGroup(t *testing.T) {
 	r := b2.waitRole(t, func(r Role) bool { return r.SyncStateSetEpoch == epoch })
 	require.Equal(t, []int64{1, 2}, r.SyncStateSet)
 	require.Equal(t, int64(1), r.MasterID)
+}
+
+// TestLease_MeasuredOnTheControllersClock: the wait for a closed master's
+// lease runs on the node's clock (Config.Now): a step back does not
+// shorten it, and once the clock passed the lease the replica is elected
+// (a lease of a minute, not waited out in real time).
+func TestLease_MeasuredOnTheControllersClock(t *testing.T) {
+	var off atomic.Int64
+	f := newFrontWith(t, 1, func(c *Config) {
+		c.Now = func() time.Time { return time.Now().Add(time.Duration(off.Load())) }
+	})
+	b1 := f.leasedBroker("b", "127.0.0.1:10911", time.Minute)
+	b2 := f.leasedBroker("b", "127.0.0.1:10921", time.Minute)
+	_, err := b1.cl.AlterSyncStateSet(ctxFor(t), "b", 1, 1, []int64{1, 2}, b1.role.SyncStateSetEpoch)
+	require.NoError(t, err)
+	b1.kill()
+	off.Add(int64(-time.Hour))
+	require.Never(t, func() bool { return f.masterOf("b") != 1 }, 300*time.Millisecond, 10*time.Millisecond,
+		"elected while the closed master's lease runs")
+	off.Add(int64(time.Hour + time.Minute))
+	r := b2.waitRole(t, func(r Role) bool { return r.MasterID == 2 })
+	require.Equal(t, int32(2), r.MasterEpoch)
 }

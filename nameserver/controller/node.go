@@ -112,11 +112,18 @@ type Config struct {
 	SnapshotThreshold uint64
 	// Logger; nil means slog.Default().
 	Logger *slog.Logger
+	// Now, when set, is the clock liveness and leases are measured on
+	// (default time.Now; only differences of its readings count, through
+	// their monotonic reading). Tests step it.
+	Now func() time.Time
 }
 
 func (c *Config) fill() error {
 	if c.MasterTimeout <= 0 {
 		c.MasterTimeout = 3 * time.Second
+	}
+	if c.Now == nil {
+		c.Now = time.Now
 	}
 	if c.LeaseMargin <= 0 {
 		c.LeaseMargin = 500 * time.Millisecond
@@ -179,7 +186,7 @@ func Open(cfg Config) (*Node, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("controller: %w", err)
 	}
-	n := &Node{cfg: cfg, opened: time.Now(), log: cfg.Logger.With("controller", cfg.ID), fsm: newFSM(),
+	n := &Node{cfg: cfg, opened: cfg.Now(), log: cfg.Logger.With("controller", cfg.ID), fsm: newFSM(),
 		notify: make(chan *Group, 256), leaderCh: make(chan bool, 8), kick: make(chan struct{}, 1), quit: make(chan struct{})}
 	n.fsm.onChange = n.applied
 	n.live = newLiveness()
@@ -290,6 +297,9 @@ func (n *Node) closeRaft() error {
 	return nil
 }
 
+// now reads the node's clock (Config.Now).
+func (n *Node) now() time.Time { return n.cfg.Now() }
+
 // ID returns the node's id.
 func (n *Node) ID() string { return n.cfg.ID }
 
@@ -375,7 +385,7 @@ func (n *Node) lead() {
 			_, err = n.propose(&command{Op: opAnnounce, Announce: &announceCmd{NodeID: n.cfg.ID, Addr: n.cfg.Advertise}})
 		}
 		if err == nil {
-			now := time.Now()
+			now := n.now()
 			n.readyAt.Store(&now)
 			n.leaderReady.Store(n.raft.State() == raft.Leader)
 			n.log.Info("controller: leading", "remoting", n.cfg.Advertise)

@@ -106,7 +106,7 @@ func (n *Node) Register(r Registration, conn *remoting.Conn, st remoting.Seriali
 	if err := res.err(); err != nil {
 		return Role{}, err
 	}
-	n.live.record(memberKey{r.Name, res.BrokerID}, beat{at: time.Now(), lease: r.Lease, conn: conn, st: st})
+	n.live.record(memberKey{r.Name, res.BrokerID}, beat{at: n.now(), lease: r.Lease, conn: conn, st: st})
 	role := roleOf(res.Group)
 	role.BrokerID = res.BrokerID
 	return role, nil
@@ -152,7 +152,7 @@ func (n *Node) NextBrokerID(name string) (int64, error) {
 // up being master). Any node takes it. It returns the broker's group as
 // this node knows it (nil when unknown).
 func (n *Node) Heartbeat(h Heartbeat, conn *remoting.Conn, st remoting.SerializeType) *Group {
-	n.live.record(memberKey{h.Name, h.ID}, beat{at: time.Now(), timeout: h.Timeout, epoch: h.Epoch,
+	n.live.record(memberKey{h.Name, h.ID}, beat{at: n.now(), timeout: h.Timeout, epoch: h.Epoch,
 		maxOffset: h.MaxOffset, priority: h.Priority, lease: h.Lease, resigned: h.Resign, conn: conn, st: st})
 	if h.Resign {
 		n.log.Info("controller: broker gave up being master", "broker", h.Name, "id", h.ID, "epoch", h.Epoch)
