@@ -277,10 +277,11 @@ func (b *Broker) startController() error {
 }
 
 // stopController hands over and stops the HA side and the controller
-// client (Close). A master first stops being one (stopMasterLocked: sends
-// refused, held ones answered), and only then may the controllers hear it
-// is gone: from then on they may elect another, and nothing this broker
-// acknowledged afterwards would be on the new master.
+// client (Close). A master first stops being one (sends refused, its
+// replicas given a moment to confirm what it stored: handOver; then
+// stopMasterLocked answers the rest), and only then may the controllers
+// hear it is gone: from then on they may elect another, and nothing this
+// broker acknowledged afterwards would be on the new master.
 func (b *Broker) stopController() {
 	// NB: under mu, so that a role change in progress ends first and none
 	// starts a master or a slave after this.
@@ -288,6 +289,10 @@ func (b *Broker) stopController() {
 	b.ctl.closed = true
 	wasMaster := b.ctl.role.Load() == roleMaster
 	id, epoch := b.ctl.id.Load(), b.ctl.epoch.Load()
+	if m := b.repl.master.Load(); m != nil && wasMaster {
+		b.ctl.role.Store(roleNone) // NB: the role first, as stopMasterLocked
+		b.handOver(m)
+	}
 	b.stopMasterLocked()
 	b.ctl.mu.Unlock()
 	if b.ctl.haLn != nil {

@@ -127,12 +127,36 @@ func (b *Broker) haSlaveOptions() (ha.SlaveOptions, error) {
 // answers the sends it holds (FLUSH_SLAVE_TIMEOUT unless a slave confirmed
 // them), as the store answers those it stored but had not handed to it.
 func (b *Broker) stopReplication() {
+	if m := b.repl.master.Load(); m != nil && b.cfg.Role == conf.RoleSyncMaster {
+		b.handOver(m)
+	}
 	if m := b.repl.master.Swap(nil); m != nil {
 		b.store.SetReplicaGate(nil)
 		m.Close()
 	}
 	if s := b.repl.slave.Swap(nil); s != nil {
 		s.Close()
+	}
+}
+
+// handOverWait bounds how long a closing master lets its replicas confirm
+// the sends it stored: well within a controller-mode master's lease, which
+// a closing broker no longer renews.
+const handOverWait = time.Second
+
+// handOver lets a closing master's replicas confirm the sends it stored
+// before m, its gate, is removed and closed (which answers the rest
+// FLUSH_SLAVE_TIMEOUT): the store refuses sends first, then, for up to
+// handOverWait, the sends waiting for their fsync reach m and m answers
+// them as the replicas confirm them.
+func (b *Broker) handOver(m *ha.Master) {
+	b.store.StopPuts()
+	deadline := time.Now().Add(handOverWait)
+	for b.store.Unanswered() > 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond) // NB: once per Close; fsyncs end within ms
+	}
+	if !m.Drain(time.Until(deadline)) {
+		b.logger.Warn("broker: closing: the replicas did not confirm every held send; they are answered FLUSH_SLAVE_TIMEOUT", "waited", handOverWait)
 	}
 }
 

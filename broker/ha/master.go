@@ -195,6 +195,27 @@ func (m *Master) Close() {
 	})
 }
 
+// Drain waits, for up to timeout, until no put is held, and reports
+// whether none is. A closing master calls it once it refuses puts: the
+// slaves confirm what they can (SUCCESS) before Close answers the rest
+// FLUSH_SLAVE_TIMEOUT.
+func (m *Master) Drain(timeout time.Duration) bool {
+	deadline := time.Now().Add(timeout)
+	for m.held() > 0 {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(time.Millisecond) // NB: once per handover, for what a slave confirms within ms
+	}
+	return true
+}
+
+func (m *Master) held() int {
+	m.waitMu.Lock()
+	defer m.waitMu.Unlock()
+	return len(m.waiters)
+}
+
 func (m *Master) acceptLoop() {
 	defer m.wg.Done()
 	for {

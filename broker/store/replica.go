@@ -89,6 +89,23 @@ func (s *Store) hold(noWait bool, res PutResult, done Answerer) {
 	}
 }
 
+// StopPuts makes the store refuse every put from now on, as Close does
+// first. A closing master (Broker.Close) calls it before it lets its
+// replicas confirm what it stored.
+func (s *Store) StopPuts() {
+	s.putMu.Lock()
+	s.putClosed = true
+	s.putMu.Unlock()
+}
+
+// Unanswered returns how many stored puts wait for their fsync before they
+// are answered (or handed to the gate): sync flush mode.
+func (s *Store) Unanswered() int {
+	s.waitMu.Lock()
+	defer s.waitMu.Unlock()
+	return len(s.waiters)
+}
+
 // putsRefusedLocked says why the store takes no put now ("" if it does).
 // REQUIRES: putMu held.
 func (s *Store) putsRefusedLocked() string {
