@@ -465,11 +465,12 @@ func (b *Broker) beat(addr string) error {
 
 // renewLease runs the lease from sent, the time a heartbeat (or
 // registration) a controller leader answered was sent, unless a later one
-// did already (answers of independent heartbeats come in any order).
+// did already (answers of independent heartbeats come in any order) and
+// the clock did not go back past it.
 func (b *Broker) renewLease(sent time.Time) {
 	for {
 		cur := b.ctl.leaseAt.Load()
-		if cur != nil && !sent.After(*cur) {
+		if cur != nil && !sent.After(*cur) && !b.ctl.clock.Now().Before(*cur) {
 			return
 		}
 		if b.ctl.leaseAt.CompareAndSwap(cur, &sent) {
@@ -478,13 +479,19 @@ func (b *Broker) renewLease(sent time.Time) {
 	}
 }
 
-// leaseLeft returns how long the lease still runs (<= 0: it ran out).
+// leaseLeft returns how long the lease still runs (<= 0: it ran out). A
+// clock that went back (an injected one; the monotonic clock does not)
+// ends the lease rather than stretch it.
 func (b *Broker) leaseLeft() time.Duration {
 	at := b.ctl.leaseAt.Load()
 	if at == nil {
 		return 0
 	}
-	return masterLease - b.ctl.clock.Now().Sub(*at)
+	d := b.ctl.clock.Now().Sub(*at)
+	if d < 0 {
+		return 0
+	}
+	return masterLease - d
 }
 
 // leased reports whether the lease holds: the gate asks before every

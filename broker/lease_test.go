@@ -308,3 +308,21 @@ func TestLease_HungControllerDelaysNothing(t *testing.T) {
 		time.Sleep(10 * time.Millisecond) // NB: pacing, not a wait
 	}
 }
+
+// TestLease_ClockStepBackEndsIt: a clock that goes back (stepped) ends the
+// lease rather than stretch it by the step; heartbeats the leader answers
+// afterwards renew it.
+func TestLease_ClockStepBackEndsIt(t *testing.T) {
+	f := startFakeCtl(t)
+	clock := &stepClock{}
+	b := startLeased(t, f.addr(), Options{Clock: clock}, nil)
+	c := newClient(t, remoting.SerializeJSON)
+	mustSend(t, c, b.Addr(), "t", 0, "leased", nil)
+	f.set(func(f *fakeCtl) { f.leader = false })
+	clock.step(-time.Hour)
+	resp := send(t, c, b.Addr(), "t", 0, "after", nil)
+	require.NotEqual(t, protocol.Success, int(resp.Code), "the lease was stretched by the step back")
+	f.set(func(f *fakeCtl) { f.leader = true })
+	require.Eventually(t, func() bool { return send(t, c, b.Addr(), "t", 0, "again", nil).Code == protocol.Success },
+		10*time.Second, 10*time.Millisecond)
+}
