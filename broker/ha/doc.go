@@ -29,4 +29,11 @@
 // a slave acknowledged its end offset; at once with SLAVE_NOT_AVAILABLE when
 // no slave is connected within MaxLag of the end; FLUSH_SLAVE_TIMEOUT after
 // SyncTimeout.
+//
+// Controller mode (MasterOptions.InSync, Leased): a put is answered once
+// the slaves of the SyncStateSet have it as the rule requires (all of
+// them, or min_in_sync_replicas-1), and, while a change of the set is
+// pending, those of every set asked for too (InSyncRule); never SUCCESS
+// once the master's lease ran out (FLUSH_SLAVE_TIMEOUT, and OnLeaseLost
+// fences the master).
 package ha
