@@ -876,7 +876,13 @@ func (b *Broker) controllerStatus(out map[string]string) {
 	if ss := b.ctl.syncSet.Load(); ss != nil && role == "MASTER" {
 		out["syncStateSet"] = fmt.Sprint(ss.ids)
 		out["syncStateSetEpoch"] = strconv.FormatInt(int64(ss.epoch), 10)
+		if ss.changing {
+			out["syncStateSetPending"] = fmt.Sprint(ss.pending) // NB: sends need both sets meanwhile
+		}
 	}
+	// NB: how long this broker may go on acknowledging as master without a
+	// controller leader answering it (0: it may not).
+	out["masterLeaseLeftMs"] = strconv.FormatInt(max(b.leaseLeft(), 0).Milliseconds(), 10)
 }
 
 // listenHA binds the HA port (ha.listen, else the listen port + 1) and
