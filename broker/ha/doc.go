@@ -36,4 +36,10 @@
 // pending, those of every set asked for too (InSyncRule); never SUCCESS
 // once the master's lease ran out (FLUSH_SLAVE_TIMEOUT, and OnLeaseLost
 // fences the master).
+//
+// Handing over (either mode): the store refuses puts first, the broker
+// lets the slaves confirm what is held (Drain, when closing), then removes
+// the gate from the store and closes the Master, which answers every put
+// it still holds, and any it is given afterwards, FLUSH_SLAVE_TIMEOUT:
+// stored, not confirmed; never SUCCESS for want of a slave.
 package ha
