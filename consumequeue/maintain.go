@@ -35,6 +35,7 @@ func (q *Queue) search(lo, hi int64, pred func(Entry) bool) (int64, error) {
 func (q *Queue) truncateAfterPos(pos int64) error {
 	q.wmu.Lock()
 	defer q.wmu.Unlock()
+	q.verified = nil
 	if q.werr != nil {
 		return q.werr
 	}

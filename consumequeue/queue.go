@@ -1,7 +1,6 @@
 package consumequeue
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -46,6 +45,11 @@ type Queue struct {
 	syncDir   bool   // a file was created or removed: fsync dir
 	syncPaths bool   // dir was created: fsync topic dir and root too
 	blankEnd  int64  // end of a RocketMQ blank prefix in the first file, 0 if none
+	// verified holds entries read ahead by verify from vfrom on: the
+	// dispatcher's catch-up after a crash puts again the entries past the
+	// last checkpoint, one after another per queue. nil when none.
+	verified []Entry
+	vfrom    int64
 
 	mu sync.RWMutex
 	// Guarded by mu (shared: read; exclusive + wmu: write).
@@ -167,15 +171,36 @@ func (q *Queue) Put(index int64, e Entry) error {
 	return nil
 }
 
+// verifyAhead is the entries verify reads at once (4.7 KiB).
+// NB: read one by one, the catch-up after a kill -9 with 440 MB of 1 KiB
+// messages past the consume queues' checkpoint spent 370 of its 730 ms of
+// CPU in pread (page cache dropped).
+const verifyAhead = 200
+
 // verify compares e with the stored entry at index < Next().
 // REQUIRES: wmu held.
 func (q *Queue) verify(index int64, e Entry) error {
-	got, err := q.Entry(index)
-	if errors.Is(err, ErrOffsetBelowMin) {
+	if q.s.closed.Load() {
+		return ErrClosed
+	}
+	if index < q.min.Load() {
 		return nil // deleted by retention; nothing to compare with
 	}
-	if err != nil {
-		return err
+	next := q.next.Load()
+	if index < q.vfrom || index >= q.vfrom+int64(len(q.verified)) {
+		n := min(verifyAhead, next-index)
+		if cap(q.verified) < int(n) {
+			q.verified = make([]Entry, verifyAhead)
+		}
+		q.verified, q.vfrom = q.verified[:n], index
+		if err := q.readLocked(index, q.verified); err != nil {
+			q.verified = nil
+			return err
+		}
+	}
+	got := q.verified[index-q.vfrom]
+	if index+1 >= next {
+		q.verified = nil // NB: caught up: puts append from here
 	}
 	if got != e {
 		return fmt.Errorf("%w: %s/%d offset %d: stored %+v, put %+v",

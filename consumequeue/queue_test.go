@@ -232,3 +232,32 @@ func TestStore_MaxPos(t *testing.T) {
 	putRange(t, mustQueue(t, s, "B", 1), 0, 5)
 	require.Equal(t, testEntry(6).End(), s.MaxPos())
 }
+
+// The catch-up after a crash puts again, in order, entries already stored:
+// each is compared with what is stored (read ahead a block at a time), a
+// mismatch deep in a block is found, and a truncation forgets what was
+// read ahead.
+func TestQueue_RePutReadsAhead(t *testing.T) {
+	s := openTest(t, t.TempDir(), 100, 8)
+	q := mustQueue(t, s, "T", 0)
+	putRange(t, q, 0, 1000)
+	putRange(t, q, 0, 1000)
+	require.Equal(t, int64(1000), q.Next())
+	putRange(t, q, 0, 500)
+	bad := testEntry(501)
+	bad.TagsCode++
+	require.ErrorIs(t, q.Put(501, bad), ErrMismatch)
+	require.NoError(t, q.Put(500, testEntry(500)))
+
+	// The read-ahead block holds 600..799; the queue is cut at 700 and
+	// refilled with other entries: they are compared with the new ones.
+	putRange(t, q, 600, 650)
+	require.NoError(t, s.TruncateAfterPos(testEntry(699).End()))
+	require.Equal(t, int64(700), q.Next())
+	moved := func(i int64) Entry { e := testEntry(i); e.Pos += 10_000_000; return e }
+	for i := int64(700); i < 720; i++ {
+		require.NoError(t, q.Put(i, moved(i)))
+	}
+	require.NoError(t, q.Put(710, moved(710)))
+	require.ErrorIs(t, q.Put(711, testEntry(711)), ErrMismatch)
+}
