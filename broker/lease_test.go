@@ -234,7 +234,7 @@ func (r *memReplica) ReplicaOffset() int64 { return r.end.Load() }
 func TestSyncStateSet_PendingChangeNeedsBothSets(t *testing.T) {
 	f := startFakeCtl(t)
 	f.set(func(f *fakeCtl) { f.alter = func(*fakeCtl, []int64, int32) (int16, string) { return -1, "" } })
-	b := startLeased(t, f.addr(), Options{}, func(c *conf.Broker) { c.HA.SyncTimeout = 300 * time.Millisecond })
+	b := startLeased(t, f.addr(), Options{}, nil)
 	c := newClient(t, remoting.SerializeJSON)
 	mustSend(t, c, b.Addr(), "t", 0, "alone", nil)
 
