@@ -273,6 +273,7 @@ func (b *Broker) startController() error {
 	go b.metaSyncLoop()
 	b.wg.Add(1)
 	go b.confirmLoop()
+	b.warnUnverifiedMaster()
 	return nil
 }
 
@@ -624,6 +625,7 @@ func (b *Broker) becomeMasterLocked(r controller.Role) {
 	mo.Epoch = func() int32 { return b.ctl.epoch.Load() }
 	mo.OnStale = func(e int32) { go b.fence(fmt.Sprintf("a slave follows epoch %d", e)) }
 	mo.InSync = b.inSync
+	mo.CheckSlave = b.checkSlave
 	mo.Leased = b.leased
 	mo.OnLeaseLost = func() {
 		go b.fence(fmt.Sprintf("its lease ran out: no controller leader answered a heartbeat it sent in the last %v", masterLease))

@@ -2,6 +2,8 @@ package broker
 
 import (
 	"context"
+	"encoding/binary"
+	"io"
 	"net"
 	"path/filepath"
 	"testing"
@@ -180,4 +182,57 @@ func TestControllerMode_NoCutBelowConfirmed(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, cutting)
 	require.Zero(t, at)
+}
+
+// TestControllerMode_HAPeerMustBeItsMember: a peer on the master's HA port
+// claiming a broker id the controllers do not know at its address is
+// refused in its hello (the real slave still replicates). Before, it was
+// taken as that broker and its offset reports counted toward
+// acknowledging sends.
+func TestControllerMode_HAPeerMustBeItsMember(t *testing.T) {
+	_, bs := startCtlGroup(t, nil)
+	m := waitGroup(t, bs...)
+	require.Eventually(t, func() bool { ss := m.ctl.syncSet.Load(); return ss != nil && len(ss.ids) == 3 }, 20*time.Second, 10*time.Millisecond)
+	var slave *Broker
+	for _, b := range bs {
+		if b != m {
+			slave = b
+		}
+	}
+	for _, id := range []int64{99, m.ctl.id.Load()} {
+		require.Equal(t, uint32(2), haHello(t, m, id), "id %d", id)
+	}
+	// A member at another address: the controllers know 10.9.9.9 for it.
+	reg, err := controller.NewClient(controller.ClientConfig{Addrs: []string{bs[0].cfg.Controller}, Logger: quiet()})
+	require.NoError(t, err)
+	defer reg.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	role, err := reg.Register(ctx, controller.Registration{Cluster: "DefaultCluster", Name: "g", ID: controller.NoMaster,
+		Addr: "10.9.9.9:10911"})
+	require.NoError(t, err)
+	require.Equal(t, uint32(2), haHello(t, m, role.BrokerID))
+	require.Equal(t, int64(-1), m.repl.master.Load().AckedBy(role.BrokerID))
+
+	c2 := newClient(t, remoting.SerializeJSON)
+	mustSend(t, c2, m.Addr(), "t", 0, "still replicated", nil)
+	require.Eventually(t, func() bool { return slave.Store().Log().Next() == m.Store().Log().Next() }, 20*time.Second, time.Millisecond)
+}
+
+// haHello sends a controller-mode hello ("SLHA" | id | epoch) to m's HA
+// port as broker id and returns the master's status (2: id refused).
+func haHello(t *testing.T, m *Broker, id int64) uint32 {
+	t.Helper()
+	c, err := net.Dial("tcp", m.repl.haAddr)
+	require.NoError(t, err)
+	defer c.Close()
+	b := binary.BigEndian.AppendUint64([]byte("SLHA"), uint64(id))
+	b = binary.BigEndian.AppendUint32(b, uint32(m.ctl.epoch.Load()))
+	_, err = c.Write(b)
+	require.NoError(t, err)
+	var r [12]byte
+	c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	_, err = io.ReadFull(c, r[:])
+	require.NoError(t, err)
+	return binary.BigEndian.Uint32(r[8:])
 }

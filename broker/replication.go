@@ -51,6 +51,7 @@ func (b *Broker) startReplication() error {
 		if err != nil {
 			return err
 		}
+		b.warnUnverifiedMaster()
 		so.Master = func() string { return loadStr(&b.repl.masterHA) }
 		s := ha.NewSlave(b.store, so)
 		s.Start()

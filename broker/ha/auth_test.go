@@ -3,6 +3,7 @@ package ha
 import (
 	"bytes"
 	"crypto/tls"
+	"errors"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -162,4 +163,33 @@ func TestAuth_RelayedAnswerRefused(t *testing.T) {
 	require.Eventually(t, func() bool { return m.Status().AuthFailures >= before+2 }, 10*time.Second, time.Millisecond,
 		"the master refuses the relayed answer, again on each retry")
 	require.Equal(t, commitlog.Offset(0), replica.Next(), "nothing copied through the relay")
+}
+
+// TestHello_IDBoundToPeer: with CheckSlave, a peer claiming a broker id
+// that is not its own is refused in its hello and its reports count for
+// no id; the real member is taken. Before, any peer was taken as the id
+// it claimed and its reports acknowledged sends.
+func TestHello_IDBoundToPeer(t *testing.T) {
+	master := openLog(t, t.TempDir())
+	appendRecords(t, master, rand.New(rand.NewPCG(25, 26)), 5)
+	m := startMaster(t, master, MasterOptions{Epoch: func() int32 { return 3 },
+		InSync: func() InSyncRule { return InSyncRule{Slaves: []int64{1, 2}, AllAck: true, MinReplicas: 1} },
+		CheckSlave: func(id int64, remote net.Addr) error {
+			if id != 1 {
+				return errors.New("not a member at " + remote.String())
+			}
+			return nil
+		}})
+	_, refused := helloSlave(t, m, 2, 3)
+	require.True(t, refused, "a peer claiming member 2's id")
+	require.Equal(t, int64(-1), m.AckedBy(2))
+	report, refused := helloSlave(t, m, 1, 3)
+	require.False(t, refused)
+	report(int64(master.Next()))
+	require.Eventually(t, func() bool { return m.AckedBy(1) == int64(master.Next()) }, 5*time.Second, time.Millisecond)
+
+	c, err := net.Dial("tcp", m.Addr().String())
+	require.NoError(t, err)
+	defer c.Close()
+	require.ErrorContains(t, sayHello(c, 2, 3), "refused broker id 2")
 }

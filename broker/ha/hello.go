@@ -20,17 +20,24 @@ import (
 //	slave → master: "SLHA" | broker id (8) | epoch (4), the epoch the
 //	                 slave learned from the controller
 //	master → slave: "SLHA" | epoch (4) | status (4): 0 go on, 1 refused
+//	                 (epochs), 2 refused (the broker id is not the peer's)
 //
 // A master whose epoch is older than the slave's was replaced: it refuses
 // and is told (OnStale) so that it stops acknowledging. A slave that meets
 // another epoch than the one it follows drops the connection and asks the
-// controller again.
+// controller again. With CheckSlave set, a peer is taken only as the
+// broker id the controllers know at its address: a peer claiming another
+// member's id would otherwise have its offset reports count toward
+// acknowledging sends.
 
 const (
 	helloMagic     = "SLHA"
 	helloSize      = 16
 	helloReplySize = 12
 )
+
+// helloBadID is the hello status of a peer refused for its broker id.
+const helloBadID = 2
 
 // errStaleEpoch marks a hello refused for its epoch.
 var errStaleEpoch = errors.New("ha: epochs differ")
@@ -47,14 +54,23 @@ func (m *Master) hello(s *slaveConn) bool {
 		m.opts.Logger.Warn("ha: a slave without the controller-mode hello (a 4.x slave?); dropped", "slave", s.addr)
 		return false
 	}
-	s.id.Store(int64(binary.BigEndian.Uint64(b[4:12])))
+	id := int64(binary.BigEndian.Uint64(b[4:12]))
 	slaveEpoch := int32(binary.BigEndian.Uint32(b[12:16]))
 	own := m.opts.Epoch()
 	status := uint32(0)
-	if slaveEpoch > own {
+	if m.opts.CheckSlave != nil {
+		if err := m.opts.CheckSlave(id, s.conn.RemoteAddr()); err != nil {
+			status = helloBadID
+			m.opts.Logger.Warn("ha: slave refused: its broker id is not its own", "slave", s.addr, "slave_id", id, "err", err)
+		}
+	}
+	if status == 0 {
+		s.id.Store(id) // NB: only once checked: the gate counts this connection's reports for id from now on
+	}
+	if status == 0 && slaveEpoch > own {
 		status = 1
 		m.opts.Logger.Error("ha: a slave follows a newer epoch: this master was replaced", "slave", s.addr,
-			"slave_id", s.id.Load(), "slave_epoch", slaveEpoch, "epoch", own)
+			"slave_id", id, "slave_epoch", slaveEpoch, "epoch", own)
 		if m.opts.OnStale != nil {
 			m.opts.OnStale(slaveEpoch)
 		}
@@ -87,6 +103,10 @@ func sayHello(rw io.ReadWriter, id int64, epoch int32) error {
 		return errors.New("ha: the master answered the hello with something else (a 4.x master?)")
 	}
 	got := int32(binary.BigEndian.Uint32(r[4:8]))
+	if binary.BigEndian.Uint32(r[8:12]) == helloBadID {
+		return fmt.Errorf("ha: the master refused broker id %d: the controllers know another address for it "+
+			"(see the master's log)", id)
+	}
 	if binary.BigEndian.Uint32(r[8:12]) != 0 || got != epoch {
 		return fmt.Errorf("%w: this slave follows epoch %d, the master is at %d", errStaleEpoch, epoch, got)
 	}

@@ -60,7 +60,10 @@ type MasterOptions struct {
 	// Authenticate, when set (ACL on), checks a slave's broker account
 	// (see auth.go).
 	Authenticate func(key string, content []byte, signature string) bool
-	Logger       *slog.Logger
+	// CheckSlave, when set (controller mode), decides whether the peer at
+	// remote may be the broker id its hello claims (see hello.go).
+	CheckSlave func(id int64, remote net.Addr) error
+	Logger     *slog.Logger
 }
 
 func (o *MasterOptions) defaults() {
