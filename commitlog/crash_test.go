@@ -116,6 +116,7 @@ func TestCrash_Kill9(t *testing.T) {
 		t.Logf("kill %d: %d acknowledged (%d total), recovered end %d, scanned %d bytes from %d, truncated=%v",
 			it, len(acks), len(all), info.End, info.Scanned, info.ScanFrom, info.Truncated)
 		require.False(t, info.Clean, "a killed process leaves the abort file")
+		require.True(t, info.FromCheckpoint, "kill %d: %s", it, info.CheckpointProblem)
 		require.Empty(t, info.Corrupt)
 		require.NoError(t, l.Close())
 	}

@@ -256,6 +256,11 @@ func Open(dir string, opts Options) (*Log, error) {
 		l.closeSegments()
 		return nil, err
 	}
+	// NB: the recovered end is on disk: a crash before the flusher's first
+	// checkpoint then recovers from here, not by a scan of the whole log.
+	if err := l.saveCheckpoint(); err != nil {
+		l.opts.Logger.Warn("commitlog: save checkpoint", "err", err) // NB: as the flusher's: the next one may do
+	}
 	l.lastCheckpoint = time.Now()
 	if l.active != nil {
 		l.precreate(l.active.base + Offset(opts.SegmentSize))
