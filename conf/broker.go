@@ -65,6 +65,8 @@ type Broker struct {
 	MetricsListen string `mapstructure:"metrics_listen"`
 	// Console configures the web console (console.listen, console.read_only).
 	Console Console `mapstructure:"console"`
+	// GRPC configures the RocketMQ 5 gRPC service (grpc.listen).
+	GRPC GRPC `mapstructure:"grpc"`
 	// RegisterInterval is how often the broker registers with every
 	// nameserver. With an embedded nameserver it must be below its
 	// broker_expiry.

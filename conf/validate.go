@@ -190,6 +190,7 @@ func (b Broker) Validate() error {
 		c.addr("metrics_listen", b.MetricsListen, true)
 	}
 	b.Console.validate(&c, "console.")
+	b.GRPC.validate(&c, "grpc.")
 	c.durRange("register_interval", b.RegisterInterval, 10*time.Millisecond, 10*time.Minute)
 	expiry := b.EmbeddedNamesrv.BrokerExpiry
 	if b.EmbedNamesrv() && expiry >= minExpiry && b.RegisterInterval >= expiry {
