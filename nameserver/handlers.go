@@ -70,6 +70,7 @@ func (s *Server) registerBroker(conn *remoting.Conn, req *remoting.Command) *rem
 		brokerName:   h.BrokerName,
 		brokerAddr:   h.BrokerAddr,
 		haServerAddr: h.HAServerAddr,
+		grpcAddr:     h.GrpcAddr,
 		brokerID:     h.BrokerID,
 	}
 	// NB: Java registers a broker with an empty body too, leaving its queue
@@ -187,7 +188,7 @@ func (s *Server) getRouteInfo(_ *remoting.Conn, req *remoting.Command) *remoting
 	if resp := decodeHeader(req, &h); resp != nil {
 		return resp
 	}
-	rd, found := s.routes.route(h.Topic)
+	rd, found := s.routes.routeWith(h.Topic, h.WithGrpc)
 	if !found {
 		return fail(req, protocol.TopicNotExist,
 			"nameserver: no route for topic %q: no live broker has registered it; create the topic on a broker (or enable auto-create) and retry",

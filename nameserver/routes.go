@@ -42,11 +42,13 @@ type liveBroker struct {
 	dataVersion  protocol.DataVersion // of the last registration
 	connID       uint64               // connection it registered over; 0 = none (tests)
 	haServerAddr string
+	grpcAddr     string // its RocketMQ 5 gRPC address; "" when it serves none
 }
 
 // registration is one REGISTER_BROKER, decoded and checked.
 type registration struct {
 	cluster, brokerName, brokerAddr, haServerAddr string
+	grpcAddr                                      string
 	brokerID                                      int64
 	connID                                        uint64
 	// topics is nil when the request had no body: the broker is registered
@@ -146,6 +148,7 @@ func (rt *routeTable) register(r registration, now time.Time, alive func() bool)
 		dataVersion:  r.dataVersion,
 		connID:       r.connID,
 		haServerAddr: r.haServerAddr,
+		grpcAddr:     r.grpcAddr,
 	}
 
 	if r.brokerID != 0 {
@@ -274,6 +277,12 @@ func (rt *routeTable) leaveClusterLocked(cluster, name string) {
 // of a known broker exists. Queue and broker data are sorted by broker
 // name; QueueDatas is never nil, FilterServerTable is empty, not nil.
 func (rt *routeTable) route(topic string) (protocol.TopicRouteData, bool) {
+	return rt.routeWith(topic, false)
+}
+
+// routeWith is route; withGrpc adds each broker's gRPC address
+// (BrokerData.GrpcAddrs) where it registered one.
+func (rt *routeTable) routeWith(topic string, withGrpc bool) (protocol.TopicRouteData, bool) {
 	rt.mu.RLock()
 	defer rt.mu.RUnlock()
 	byBroker := rt.topics[topic]
@@ -285,7 +294,18 @@ func (rt *routeTable) route(topic string) (protocol.TopicRouteData, bool) {
 	for _, name := range slices.Sorted(maps.Keys(byBroker)) {
 		rd.QueueDatas = append(rd.QueueDatas, byBroker[name])
 		if e := rt.brokers[name]; e != nil {
-			rd.BrokerDatas = append(rd.BrokerDatas, e.data(name))
+			bd := e.data(name)
+			if withGrpc {
+				for id, addr := range e.addrs {
+					if l := rt.live[addr]; l != nil && l.grpcAddr != "" {
+						if bd.GrpcAddrs == nil {
+							bd.GrpcAddrs = make(map[int64]string, len(e.addrs))
+						}
+						bd.GrpcAddrs[id] = l.grpcAddr
+					}
+				}
+			}
+			rd.BrokerDatas = append(rd.BrokerDatas, bd)
 		}
 	}
 	return rd, len(rd.QueueDatas) > 0 && len(rd.BrokerDatas) > 0

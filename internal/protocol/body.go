@@ -58,6 +58,9 @@ type BrokerData struct {
 	Cluster     string           `json:"cluster"`
 	BrokerName  string           `json:"brokerName"`
 	BrokerAddrs map[int64]string `json:"brokerAddrs"`
+	// GrpcAddrs (Sluice) are the RocketMQ 5 gRPC addresses by broker id,
+	// in routes asked for with withGrpc only.
+	GrpcAddrs map[int64]string `json:"grpcAddrs,omitempty"`
 }
 
 // TopicRouteData is the body of a GET_ROUTEINFO_BY_TOPIC response.

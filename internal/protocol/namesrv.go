@@ -5,12 +5,16 @@ package protocol
 type GetRouteInfoRequestHeader struct {
 	Topic                  string // topic
 	AcceptStandardJSONOnly bool   // acceptStandardJsonOnly, optional
+	// WithGrpc (withGrpc, Sluice, optional) asks for each broker's gRPC
+	// address in BrokerData.GrpcAddrs (RocketMQ 5 routes).
+	WithGrpc bool
 }
 
 // ToExt implements ExtHeader.
 func (h *GetRouteInfoRequestHeader) ToExt(ext map[string]string) {
 	ext["topic"] = h.Topic
 	putIf(ext, "acceptStandardJsonOnly", "true", h.AcceptStandardJSONOnly)
+	putIf(ext, "withGrpc", "true", h.WithGrpc)
 }
 
 // FromExt implements ExtHeader.
@@ -19,6 +23,7 @@ func (h *GetRouteInfoRequestHeader) FromExt(ext map[string]string) error {
 	*h = GetRouteInfoRequestHeader{
 		Topic:                  r.str("topic"),
 		AcceptStandardJSONOnly: r.optBool("acceptStandardJsonOnly"),
+		WithGrpc:               r.optBool("withGrpc"),
 	}
 	return r.err
 }
@@ -58,6 +63,7 @@ type RegisterBrokerRequestHeader struct {
 	BrokerID     int64  // brokerId: 0 = master
 	Compressed   bool   // compressed, optional
 	BodyCrc32    int32  // bodyCrc32, optional: 0 = do not check
+	GrpcAddr     string // grpcAddr (Sluice), optional: "ip:port" of its RocketMQ 5 gRPC service
 }
 
 // ToExt implements ExtHeader.
@@ -69,6 +75,7 @@ func (h *RegisterBrokerRequestHeader) ToExt(ext map[string]string) {
 	ext["brokerId"] = itoa64(h.BrokerID)
 	ext["compressed"] = btoa(h.Compressed)
 	ext["bodyCrc32"] = itoa32(h.BodyCrc32)
+	putOpt(ext, "grpcAddr", h.GrpcAddr)
 }
 
 // FromExt implements ExtHeader.
@@ -82,6 +89,7 @@ func (h *RegisterBrokerRequestHeader) FromExt(ext map[string]string) error {
 		BrokerID:     r.int64("brokerId"),
 		Compressed:   r.optBool("compressed"),
 		BodyCrc32:    r.optInt32("bodyCrc32"),
+		GrpcAddr:     r.optStr("grpcAddr"),
 	}
 	return r.err
 }
