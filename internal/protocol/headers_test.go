@@ -105,7 +105,7 @@ func headerCases() []headerCase {
 			TranStateTableOffset: 4, CommitLogOffset: 1031, MsgID: "u", TransactionID: "u", OffsetMsgID: "o",
 		}, func() ExtHeader { return new(CheckTransactionStateRequestHeader) },
 			[]string{"tranStateTableOffset", "commitLogOffset"}},
-		{"GetRouteInfoRequestHeader", &GetRouteInfoRequestHeader{Topic: "T", AcceptStandardJSONOnly: true},
+		{"GetRouteInfoRequestHeader", &GetRouteInfoRequestHeader{Topic: "T", AcceptStandardJSONOnly: true, WithGrpc: true},
 			func() ExtHeader { return new(GetRouteInfoRequestHeader) }, []string{"topic"}},
 		{"RegisterBrokerRequestHeader", &RegisterBrokerRequestHeader{
 			BrokerName: "broker-a", BrokerAddr: "127.0.0.1:10911", ClusterName: "DefaultCluster",
