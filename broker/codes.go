@@ -26,6 +26,13 @@ const (
 	// Answering a failure would make the client ask again and store it
 	// twice.
 	putInternal
+	// putSendBack: a consumer's send-back. Stored but not flushed in time
+	// is SUCCESS, as putInternal; stored but not on the replicas is
+	// SYSTEM_ERROR (Java's consumerSendMsgBack answers only PUT_OK with
+	// SUCCESS): answered SUCCESS, the consumer moves on from the message,
+	// and a failover that cuts the retry copy would lose it. The client
+	// sends it back again (a retry stored twice, as at-least-once allows).
+	putSendBack
 )
 
 // putCode maps a put result to a response code and remark.
@@ -34,8 +41,12 @@ func putCode(res store.PutResult, kind putKind) (int16, string) {
 	case store.PutOK:
 		return protocol.Success, ""
 	case store.PutFlushDiskTimeout, store.PutFlushSlaveTimeout, store.PutSlaveNotAvailable, store.PutInSyncReplicasNotEnough:
-		if kind == putInternal {
+		switch {
+		case kind == putInternal, kind == putSendBack && res.Status == store.PutFlushDiskTimeout:
 			return protocol.Success, ""
+		case kind == putSendBack:
+			return protocol.SystemError, res.Status.String() + ": the retry copy is stored on the master but not on its replicas; " +
+				"send the message back again: " + res.Remark
 		}
 		return storedButSlow[res.Status], res.Remark
 	case store.PutMessageIllegal:
@@ -56,9 +67,10 @@ var storedButSlow = map[store.PutStatus]int16{
 	store.PutInSyncReplicasNotEnough: protocol.SlaveNotAvailable,
 }
 
-// replyPut answers a broker-internal put (send-back, end-transaction).
-func replyPut(w remoting.ResponseWriter, req *remoting.Command, res store.PutResult) {
-	code, remark := putCode(res, putInternal)
+// replyPut answers a put the broker made on a client's behalf
+// (putInternal: end-transaction; putSendBack).
+func replyPut(w remoting.ResponseWriter, req *remoting.Command, res store.PutResult, kind putKind) {
+	code, remark := putCode(res, kind)
 	reply(w, req, code, remark)
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicemq/sluice/broker/store"
 	"github.com/sluicemq/sluice/commitlog"
+	"github.com/sluicemq/sluice/conf"
 	"github.com/sluicemq/sluice/internal/message"
 	"github.com/sluicemq/sluice/internal/protocol"
 	"github.com/sluicemq/sluice/internal/remoting"
@@ -111,6 +112,12 @@ func TestCodes_Table(t *testing.T) {
 		{store.PutServiceNotAvailable, putSend, protocol.ServiceNotAvailable},
 		{store.PutServiceNotAvailable, putInternal, protocol.ServiceNotAvailable},
 		{store.PutStatus(99), putSend, protocol.SystemError},
+		{store.PutOK, putSendBack, protocol.Success},
+		{store.PutFlushDiskTimeout, putSendBack, protocol.Success},
+		{store.PutFlushSlaveTimeout, putSendBack, protocol.SystemError},
+		{store.PutSlaveNotAvailable, putSendBack, protocol.SystemError},
+		{store.PutInSyncReplicasNotEnough, putSendBack, protocol.SystemError},
+		{store.PutServiceNotAvailable, putSendBack, protocol.ServiceNotAvailable},
 	} {
 		code, remark := putCode(store.PutResult{Status: tc.status, Remark: "why"}, tc.kind)
 		require.Equal(t, tc.want, code, "%v kind %d", tc.status, tc.kind)
@@ -121,4 +128,25 @@ func TestCodes_Table(t *testing.T) {
 	require.Equal(t, int16(protocol.ServiceNotAvailable), storeErrCode(fmt.Errorf("read: %w", store.ErrClosed)))
 	require.Equal(t, int16(protocol.ServiceNotAvailable), storeErrCode(commitlog.ErrClosed))
 	require.Equal(t, int16(protocol.SystemError), storeErrCode(commitlog.ErrOffsetRemoved))
+}
+
+// TestBroker_SendBackNotReplicatedIsNotSuccess: a SYNC_MASTER with no slave
+// stores a send-back but cannot replicate it: the consumer is told to send
+// it back again (SYSTEM_ERROR naming why), not SUCCESS, on which it would
+// move on from a message a failover can then lose.
+func TestBroker_SendBackNotReplicatedIsNotSuccess(t *testing.T) {
+	ns := startNamesrv(t, "127.0.0.1:0")
+	mc, _ := groupConfigs(t, ns.Addr(), conf.RoleSyncMaster)
+	b := startBroker(t, mc, Options{})
+	cl := newClient(t, remoting.SerializeJSON)
+	resp := send(t, cl, b.Addr(), "t", 0, "to-retry", nil)
+	require.Equal(t, protocol.SlaveNotAvailable, int(resp.Code), resp.Remark)
+	var sh protocol.SendMessageResponseHeader
+	require.NoError(t, sh.FromExt(resp.ExtFields))
+	_, pos, err := message.ParseOffsetMsgID(sh.MsgID)
+	require.NoError(t, err)
+	back := &protocol.ConsumerSendMsgBackRequestHeader{Offset: pos, Group: "cg", DelayLevel: 1, OriginMsgID: sh.MsgID, OriginTopic: "t"}
+	resp = invoke(t, cl, b.Addr(), protocol.ConsumerSendMsgBack, back, nil)
+	require.Equal(t, protocol.SystemError, int(resp.Code), resp.Remark)
+	require.Contains(t, resp.Remark, "not on its replicas")
 }

@@ -75,7 +75,7 @@ func (b *Broker) handleSendBack(ctx context.Context, w remoting.ResponseWriter, 
 			}
 		}
 	}
-	replyPut(w, req, b.store.Put(ctx, m))
+	replyPut(w, req, b.store.Put(ctx, m), putSendBack)
 }
 
 // deadLetter moves m to its group's dead-letter topic (%DLQ%<group>,

@@ -358,7 +358,7 @@ func (b *Broker) handleEndTransaction(ctx context.Context, w remoting.ResponseWr
 		ReconsumeTimes: r.ReconsumeTimes, Body: r.Body, Properties: props}
 	res := b.store.Put(ctx, m)
 	if !res.Stored() {
-		replyPut(w, req, res)
+		replyPut(w, req, res, putInternal)
 		return
 	}
 	if err := b.tx.markDone(ctx, r.QueueOffset); err != nil {
