@@ -72,6 +72,7 @@ type Broker struct {
 	hold      *longpoll.Hold
 	server    *remoting.Server
 	nsc       *remoting.Client    // to the nameservers
+	peerc     *remoting.Client    // to the group's other brokers (hapeer.go); nsc when the broker has no TLS
 	acl       *acl.Watcher        // nil when ACL is off
 	serverTLS *remoting.ServerTLS // nil when TLS is off; the HA port's too
 	sched     *scheduler
@@ -264,6 +265,10 @@ func (b *Broker) Start() error {
 		}
 	}
 	b.nsc = remoting.NewClient(nsOpts)
+	if err := b.openPeerClient(nsOpts); err != nil {
+		b.server.Shutdown(context.Background())
+		return err
+	}
 	b.sched = newScheduler(b)
 	b.tx = newTransactions(b)
 	start := b.startReplication
@@ -326,6 +331,9 @@ func (b *Broker) Close() error {
 		}
 		if b.nsc != nil {
 			errs = append(errs, b.nsc.Close())
+		}
+		if b.peerc != nil && b.peerc != b.nsc {
+			errs = append(errs, b.peerc.Close())
 		}
 		b.metrics.close()
 		if b.acl != nil {

@@ -728,7 +728,7 @@ func (b *Broker) becomeSlaveLocked(r controller.Role) {
 func (b *Broker) agreedPoint(masterAddr string) (int64, []ha.EpochEntry, error) {
 	ctx, cancel := b.ctlContext()
 	defer cancel()
-	resp, err := b.nsc.Invoke(ctx, masterAddr, remoting.NewRequest(protocol.GetBrokerEpochCache, nil, nil))
+	resp, err := b.peerc.Invoke(ctx, masterAddr, remoting.NewRequest(protocol.GetBrokerEpochCache, nil, nil))
 	if err != nil {
 		return 0, nil, err
 	}

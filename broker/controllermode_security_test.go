@@ -51,10 +51,13 @@ func secureController(t *testing.T, file string) *controller.Standalone {
 }
 
 // TestControllerMode_ACLAndTLS: with ACL and enforcing TLS on the
-// controller, brokers sign their controller requests with their own
-// account (acl.access_key) and dial it with TLS (controller_tls), so a
-// master is elected and the other broker follows it. Before, brokers could
-// neither sign nor use TLS towards the controllers, and none was elected.
+// controller and the brokers, brokers sign their controller requests with
+// their own account (acl.access_key) and dial it with TLS
+// (controller_tls), so a master is elected, and the other broker compares
+// epochs with it over TLS and follows it. Before, brokers could neither
+// sign nor use TLS towards the controllers, and none was elected; and a
+// slave asked its master's epochs in plaintext, which enforcing TLS
+// refused.
 func TestControllerMode_ACLAndTLS(t *testing.T) {
 	file := testutil.WriteACL(t, testutil.ACLRules)
 	ns := startNamesrv(t, "127.0.0.1:0")
@@ -64,6 +67,7 @@ func TestControllerMode_ACLAndTLS(t *testing.T) {
 		c := ctlConfig(t.TempDir(), ns.Addr(), ctl.Addr())
 		c.ACL = conf.BrokerACL{File: file, AccessKey: "rootroot", SecretKey: "root-secret-1"}
 		c.ControllerTLS = conf.ClientTLS{Enabled: true, Insecure: true}
+		c.TLS = conf.TLS{Mode: conf.TLSEnforcing} // NB: the HA port and the epoch comparison over TLS too
 		bs = append(bs, startBroker(t, c, Options{}))
 	}
 	m := waitGroup(t, bs...)

@@ -169,7 +169,7 @@ func (b *Broker) slaveConfirmed() int64 {
 	}
 	ctx, cancel := b.ctlContext()
 	defer cancel()
-	resp, err := b.nsc.Invoke(ctx, *addr, remoting.NewRequest(protocol.GetBrokerEpochCache, nil, nil))
+	resp, err := b.peerc.Invoke(ctx, *addr, remoting.NewRequest(protocol.GetBrokerEpochCache, nil, nil))
 	if err != nil || resp.Code != protocol.Success {
 		return -1
 	}

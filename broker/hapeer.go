@@ -8,6 +8,8 @@ import (
 	"slices"
 
 	"github.com/sluicemq/sluice/conf"
+	"github.com/sluicemq/sluice/internal/remoting"
+	"github.com/sluicemq/sluice/internal/tlscert"
 )
 
 // checkSlave is a controller-mode master's ha.MasterOptions.CheckSlave: a
@@ -80,4 +82,25 @@ func (b *Broker) warnUnverifiedMaster() {
 	}
 	b.logger.Warn("broker: replication TLS does not verify the master's certificate (no namesrv_tls.ca_file): " +
 		"give the CA of the group's certificates to verify it")
+}
+
+// openPeerClient makes the client a broker calls its group's other
+// brokers with (a slave's metadata sync, controller mode's epoch
+// comparison and confirmed offset): signed as the nameservers' client
+// (nsOpts), and, when the broker's own port has TLS (its peers' then too),
+// TLS verified as the replication stream (namesrv_tls.ca_file; without
+// one, not verified). Without TLS it is the nameservers' client.
+func (b *Broker) openPeerClient(nsOpts remoting.ClientOptions) error {
+	if b.cfg.TLS.Mode == "" || b.cfg.TLS.Mode == conf.TLSDisabled {
+		b.peerc = b.nsc
+		return nil
+	}
+	nt := b.cfg.NamesrvTLS
+	tc, err := tlscert.Client(nt.CAFile, nt.Insecure || nt.CAFile == "", "", "")
+	if err != nil {
+		return fmt.Errorf("broker: TLS to the group's brokers: %w", err)
+	}
+	nsOpts.TLS = tc
+	b.peerc = remoting.NewClient(nsOpts)
+	return nil
 }

@@ -224,7 +224,7 @@ func (b *Broker) syncMeta(addr string) error {
 	call := func(code int16, v any) error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		resp, err := b.nsc.Invoke(ctx, addr, remoting.NewRequest(code, nil, nil))
+		resp, err := b.peerc.Invoke(ctx, addr, remoting.NewRequest(code, nil, nil))
 		if err != nil {
 			return err
 		}
