@@ -35,7 +35,11 @@ type cluster struct {
 
 // startCluster starts a nameserver and a broker registered with it, and
 // waits until the nameserver knows the broker.
-func startCluster(t *testing.T) *cluster {
+func startCluster(t *testing.T) *cluster { return startClusterWith(t, func(*conf.Broker) {}) }
+
+// startClusterWith is startCluster with the broker's configuration
+// changed by set.
+func startClusterWith(t *testing.T, set func(*conf.Broker)) *cluster {
 	t.Helper()
 	ncfg := conf.DefaultNameserver()
 	ncfg.Listen = "127.0.0.1:0"
@@ -51,6 +55,7 @@ func startCluster(t *testing.T) *cluster {
 	bcfg.Store.ConsumeQueueEntries = 1000
 	bcfg.NamesrvAddr = ns.Addr()
 	bcfg.RegisterInterval = 100 * time.Millisecond
+	set(&bcfg)
 	b, err := broker.New(bcfg, broker.Options{Logger: quiet()})
 	require.NoError(t, err)
 	require.NoError(t, b.Start())

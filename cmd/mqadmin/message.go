@@ -239,15 +239,37 @@ func sendMessageCmd(a *app) *cobra.Command {
 			return err
 		}
 		if a.json {
-			return a.printJSON(map[string]any{"status": res.Status.String(), "msgId": res.MsgID,
+			if err := a.printJSON(map[string]any{"status": res.Status.String(), "msgId": res.MsgID,
 				"offsetMsgId": res.OffsetMsgID, "topic": res.Queue.Topic, "brokerName": res.Queue.BrokerName,
-				"queueId": res.Queue.QueueID, "queueOffset": res.QueueOffset})
+				"queueId": res.Queue.QueueID, "queueOffset": res.QueueOffset}); err != nil {
+				return err
+			}
+			return notSendOK(res)
 		}
 		t := newTable(a.stdout, "Broker Name", "QID", "Send Result", "MsgId", "Offset Msg Id", "Queue Offset")
 		t.row(res.Queue.BrokerName, res.Queue.QueueID, res.Status, res.MsgID, res.OffsetMsgID, res.QueueOffset)
-		return t.flush()
+		if err := t.flush(); err != nil {
+			return err
+		}
+		return notSendOK(res)
 	})
 	return cmd
+}
+
+// notSendOK fails a send that was stored but not as the broker is
+// configured to promise (exit status 1): a SYNC_MASTER without its slave
+// answers SEND_SLAVE_NOT_AVAILABLE, which a script must not take for
+// success.
+func notSendOK(res client.SendResult) error {
+	why := map[client.SendStatus]string{
+		client.SendFlushDiskTimeout:  "not flushed to disk within the broker's sync flush timeout",
+		client.SendFlushSlaveTimeout: "not replicated to a slave within the broker's timeout",
+		client.SendSlaveNotAvailable: "not replicated: the master has no slave in sync",
+	}[res.Status]
+	if why == "" {
+		return nil
+	}
+	return fmt.Errorf("%s: the message is stored on %s but %s", res.Status, res.Queue.BrokerName, why)
 }
 
 // drain pulls q from off on and hands each message to fn until fn says

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"encoding/json"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/sluicemq/sluice/conf"
 	"github.com/sluicemq/sluice/internal/message"
 	"github.com/sluicemq/sluice/internal/protocol"
 	"github.com/stretchr/testify/require"
@@ -286,4 +288,23 @@ func TestConsumeMessage_SQL(t *testing.T) {
 	require.Contains(t, c.ok(t, "consumeMessage", "-t", "cmsql", "--sql", "region = 'us'"), "3 message(s) from 1 queue(s)")
 	stderr := c.fails(t, exitUsage, "consumeMessage", "-t", "cmsql", "--sql", "amount >")
 	require.Contains(t, stderr, `--sql "amount >": filter: column 9`)
+}
+
+// TestMessage_SendNotOKFails: a SYNC_MASTER with no slave stores the
+// message but answers SEND_SLAVE_NOT_AVAILABLE: mqadmin prints the result
+// and exits 1 saying why, where it exited 0.
+func TestMessage_SendNotOKFails(t *testing.T) {
+	c := startClusterWith(t, func(b *conf.Broker) { b.Role = conf.RoleSyncMaster })
+	c.ok(t, "updateTopic", "-t", "orders", "-b", c.broker, "-r", "1", "-w", "1")
+	c.waitRoute(t, "orders")
+	r := c.mq(t, "sendMessage", "-t", "orders", "-p", "hello")
+	require.Equal(t, exitError, r.code, r.stderr)
+	require.Contains(t, r.stdout, "SEND_SLAVE_NOT_AVAILABLE", "the result is printed")
+	require.Contains(t, r.stderr, "SEND_SLAVE_NOT_AVAILABLE: the message is stored on broker-a but not replicated: the master has no slave in sync")
+
+	r = c.mq(t, "--json", "sendMessage", "-t", "orders", "-p", "hello")
+	require.Equal(t, exitError, r.code, r.stderr)
+	var sent sendJSON
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &sent), r.stdout)
+	require.Equal(t, "SEND_SLAVE_NOT_AVAILABLE", sent.Status)
 }

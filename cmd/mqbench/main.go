@@ -80,6 +80,11 @@ type Report struct {
 	LatencyMax  float64 `json:"latency_max_ms"`
 	// e2e: the latency's breakdown (see stages).
 	Stages *Stages `json:"stages,omitempty"`
+	// Statuses counts the messages stored, by send status: SEND_OK, and
+	// those stored but not flushed or replicated as configured (a
+	// SYNC_MASTER with no slave answers SEND_SLAVE_NOT_AVAILABLE). produce
+	// only.
+	Statuses map[string]int64 `json:"statuses,omitempty"`
 }
 
 func main() {
@@ -244,6 +249,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		enc.Encode(rep)
 	} else {
 		fmt.Fprintf(stdout, "%s: %d msgs in %.1fs = %.0f msgs/s, %.1f MB/s, %d errors\n", rep.Mode, rep.Messages, rep.Seconds, rep.MsgsPerSec, rep.MBPerSec, rep.Errors)
+		if line := notOK(rep.Statuses); line != "" {
+			fmt.Fprintln(stdout, line)
+		}
 		if rep.LatencyMax > 0 {
 			fmt.Fprintf(stdout, "latency ms: p50 %.3f  p99 %.3f  p999 %.3f  max %.3f\n", rep.LatencyP50, rep.LatencyP99, rep.LatencyP999, rep.LatencyMax)
 		}
@@ -287,9 +295,10 @@ func monoNow() time.Duration { return time.Since(monoEpoch) }
 
 type counters struct {
 	msgs, bytes, errs atomic.Int64
-	sent              atomic.Int64 // messages handed to the producer
-	last              atomic.Int64 // monoNow() of the last counted message
-	done              func()       // called once the --count is reached
+	statuses          [client.SendSlaveNotAvailable + 1]atomic.Int64 // messages stored, by send status
+	sent              atomic.Int64                                   // messages handed to the producer
+	last              atomic.Int64                                   // monoNow() of the last counted message
+	done              func()                                         // called once the --count is reached
 	lat               histogram
 	firstErr          atomic.Pointer[error]
 	probed            sync.Map     // e2e: queues that delivered a probe
@@ -409,7 +418,30 @@ func bench(ctx context.Context, o options, stderr io.Writer) (Report, error) {
 	if o.mode == "e2e" {
 		rep.Stages = stages(&c, rt0, readRuntime())
 	}
+	if o.mode == "produce" {
+		rep.Statuses = map[string]int64{}
+		for st := range c.statuses {
+			if n := c.statuses[st].Load(); n > 0 || st == int(client.SendOK) {
+				rep.Statuses[client.SendStatus(st).String()] = n
+			}
+		}
+	}
 	return rep, nil
+}
+
+// notOK says how many messages were stored but not as configured (not
+// SEND_OK), or "" when none.
+func notOK(statuses map[string]int64) string {
+	var parts []string
+	for st := client.SendFlushDiskTimeout; st <= client.SendSlaveNotAvailable; st++ {
+		if n := statuses[st.String()]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n, st))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "warning: stored but not flushed or replicated as configured (not SEND_OK): " + strings.Join(parts, ", ")
 }
 
 // maxShown bounds the different errors a failed run reports.
@@ -528,12 +560,15 @@ func sendLoop(ctx context.Context, o options, p *client.Producer, c *counters, s
 			msgs[k] = &client.Message{Topic: o.topic, Body: body, Tags: "bench"}
 		}
 		sent := monoNow()
-		done := func(err error) {
+		done := func(res client.SendResult, err error) {
 			if err != nil {
 				if ctx.Err() == nil {
 					c.failed(err)
 				}
 				return
+			}
+			if int(res.Status) < len(c.statuses) {
+				c.statuses[res.Status].Add(int64(len(msgs)))
 			}
 			if o.mode == "produce" {
 				now := monoNow()
@@ -547,17 +582,15 @@ func sendLoop(ctx context.Context, o options, p *client.Producer, c *counters, s
 		}
 		switch {
 		case o.batch > 1 && o.sync:
-			_, err := p.SendBatch(context.WithoutCancel(ctx), msgs)
-			done(err)
+			done(p.SendBatch(context.WithoutCancel(ctx), msgs))
 		case o.batch > 1:
 			inflight.Add(1)
-			p.SendBatchAsync(context.WithoutCancel(ctx), msgs, func(_ client.SendResult, err error) { defer inflight.Done(); done(err) })
+			p.SendBatchAsync(context.WithoutCancel(ctx), msgs, func(r client.SendResult, err error) { defer inflight.Done(); done(r, err) })
 		case o.sync:
-			_, err := p.Send(context.WithoutCancel(ctx), msgs[0])
-			done(err)
+			done(p.Send(context.WithoutCancel(ctx), msgs[0]))
 		default:
 			inflight.Add(1)
-			p.SendAsync(context.WithoutCancel(ctx), msgs[0], func(_ client.SendResult, err error) { defer inflight.Done(); done(err) })
+			p.SendAsync(context.WithoutCancel(ctx), msgs[0], func(r client.SendResult, err error) { defer inflight.Done(); done(r, err) })
 		}
 	}
 }

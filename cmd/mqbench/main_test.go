@@ -21,7 +21,11 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func startCluster(t *testing.T) string {
+func startCluster(t *testing.T) string { return startClusterRole(t, "") }
+
+// startClusterRole starts a nameserver and a broker of role ("": the
+// default, ASYNC_MASTER).
+func startClusterRole(t *testing.T, role string) string {
 	t.Helper()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	nc := conf.DefaultNameserver()
@@ -35,6 +39,9 @@ func startCluster(t *testing.T) string {
 	bc.NamesrvAddr = ns.Addr()
 	bc.Store.Dir = t.TempDir()
 	bc.Store.SegmentSize = 64 << 20
+	if role != "" {
+		bc.Role = role
+	}
 	b, err := broker.New(bc, broker.Options{Logger: quiet})
 	require.NoError(t, err)
 	require.NoError(t, b.Start())
@@ -59,6 +66,7 @@ func TestMQBench(t *testing.T) {
 	p := runJSON(t, "produce", "-n", ns, "-t", "bench", "--size", "256", "--count", "500", "--duration", "60s", "--json")
 	require.Equal(t, int64(500), p.Messages)
 	require.Zero(t, p.Errors)
+	require.Equal(t, map[string]int64{"SEND_OK": 500}, p.Statuses)
 	require.Greater(t, p.LatencyP50, 0.0)
 	require.GreaterOrEqual(t, p.LatencyMax, p.LatencyP99)
 
@@ -267,4 +275,18 @@ func TestProfiles(t *testing.T) {
 	var out, errb strings.Builder
 	require.Equal(t, 1, run([]string{"produce", "--memprofile", filepath.Join(dir, "no", "such", "dir", "m.prof")}, &out, &errb))
 	require.Contains(t, errb.String(), "mqbench: --memprofile:")
+}
+
+// TestProduce_CountsSendStatuses: a SYNC_MASTER with no slave stores every
+// send but answers SEND_SLAVE_NOT_AVAILABLE: mqbench counts them as such
+// and says so, where it reported "0 errors" and nothing else.
+func TestProduce_CountsSendStatuses(t *testing.T) {
+	ns := startClusterRole(t, conf.RoleSyncMaster)
+	r := runJSON(t, "produce", "-n", ns, "-t", "bench", "--size", "64", "--count", "50", "--duration", "60s", "--json")
+	require.Equal(t, int64(50), r.Messages)
+	require.Equal(t, map[string]int64{"SEND_OK": 0, "SEND_SLAVE_NOT_AVAILABLE": 50}, r.Statuses)
+
+	var out, errb strings.Builder
+	require.Equal(t, 0, run([]string{"produce", "-n", ns, "-t", "bench", "--size", "64", "--count", "20", "--duration", "60s"}, &out, &errb), errb.String())
+	require.Contains(t, out.String(), "warning: stored but not flushed or replicated as configured (not SEND_OK): 20 SEND_SLAVE_NOT_AVAILABLE")
 }
