@@ -116,6 +116,7 @@ type ctlMode struct {
 	notify     chan controller.Role // roles from notices and heartbeat answers
 	restarting bool                 // a cut was asked for (Restart); under mu
 	guard      *cutGuard            // refuses cuts below the confirmed offset (cutguard.go)
+	knownPeers sync.Map             // "id@ip" → time checked: replication peers checkSlave verified
 	closed     bool                 // the broker is closing: no new role; under mu
 }
 

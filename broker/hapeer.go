@@ -6,6 +6,8 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"strconv"
+	"time"
 
 	"github.com/sluicemq/sluice/conf"
 	"github.com/sluicemq/sluice/internal/remoting"
@@ -21,6 +23,16 @@ import (
 func (b *Broker) checkSlave(id int64, remote net.Addr) error {
 	if id == b.ctl.id.Load() {
 		return fmt.Errorf("broker id %d is this master's own", id)
+	}
+	peer, err := netip.ParseAddrPort(remote.String())
+	if err != nil {
+		return fmt.Errorf("peer address %s: %w", remote, err)
+	}
+	// NB: a peer verified lately is taken without asking, so that a slave
+	// reconnecting while the controllers elect their leader is not refused.
+	key := strconv.FormatInt(id, 10) + "@" + peer.Addr().String()
+	if at, ok := b.ctl.knownPeers.Load(key); ok && time.Since(at.(time.Time)) < peerCheckTTL {
+		return nil
 	}
 	ctx, cancel := b.ctlContext()
 	defer cancel()
@@ -38,15 +50,15 @@ func (b *Broker) checkSlave(id int64, remote net.Addr) error {
 	if addr == "" {
 		return fmt.Errorf("broker id %d is not a member of %s", id, b.cfg.BrokerName)
 	}
-	peer, err := netip.ParseAddrPort(remote.String())
-	if err != nil {
-		return fmt.Errorf("peer address %s: %w", remote, err)
-	}
 	if !sameHost(ctx, addr, peer.Addr()) {
 		return fmt.Errorf("broker %d of %s is at %s, not at %s", id, b.cfg.BrokerName, addr, peer.Addr())
 	}
+	b.ctl.knownPeers.Store(key, time.Now())
 	return nil
 }
+
+// peerCheckTTL is how long checkSlave trusts a peer it verified.
+const peerCheckTTL = time.Minute
 
 // sameHost reports whether the host of addr (ip:port or name:port) is ip;
 // loopback addresses are one host.
