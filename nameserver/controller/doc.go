@@ -69,6 +69,15 @@
 //  5. Stopping, a master first stops taking sends and answers those it
 //     holds, then calls Resign, so that another is elected at once.
 //
+// Security: whoever calls a controller decides what every replica keeps.
+// The front runs behind its remoting server's ACL (every controller code
+// needs an admin account: internal/acl) and TLS; the Raft transport runs
+// over mutually verified TLS with Config.RaftTLS (RaftTLS builds it from
+// controller.raft_tls); a registration naming the id of a member at
+// another address is refused while that member is alive, and from any
+// account but the one it registered with (Member.Account). Brokers refuse
+// on their side any automatic cut below what their group acknowledged.
+//
 // Goroutines, each owned by Node (started by Open, waited for by Close):
 //
 //	leaderLoop  leadership changes: barrier, announce, serve
