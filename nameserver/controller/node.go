@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"context"
 	"crypto/tls"
 	"encoding/json"
 	"errors"
@@ -210,7 +211,7 @@ func (n *Node) openRaft() error {
 			return fmt.Errorf("controller: raft listen: %w", err)
 		}
 	}
-	hl := hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Warn, Output: slogWriter{n.log}})
+	hl := raftLogger(n.log)
 	n.stream = newStream(ln, n.cfg.RaftTLS)
 	n.trans = raft.NewNetworkTransportWithLogger(n.stream, 3, 10*time.Second, hl)
 	store, err := raftboltdb.NewBoltStore(filepath.Join(n.cfg.Dir, "raft.db"))
@@ -405,15 +406,54 @@ func (n *Node) lead() {
 	}
 }
 
-// slogWriter feeds hclog's lines to slog.
-type slogWriter struct{ log *slog.Logger }
-
-func (w slogWriter) Write(p []byte) (int, error) {
-	w.log.Warn(strings.TrimSpace(string(p)))
-	return len(p), nil
+// raftLogger is the hclog.Logger Raft logs through: each record goes to
+// log as a record of its own, at its level, with Raft's fields as
+// attributes ("component" is "raft"). Raft's own text output is discarded.
+// NB: hclog's lines went to slog as one message each, its timestamp,
+// level and fields inside another record's msg.
+func raftLogger(log *slog.Logger) hclog.Logger {
+	hl := hclog.NewInterceptLogger(&hclog.LoggerOptions{Name: "raft", Level: hclog.Debug, Output: io.Discard})
+	hl.RegisterSink(slogSink{log})
+	return hl
 }
 
-var _ io.Writer = slogWriter{}
+// slogSink hands hclog's records to slog.
+type slogSink struct{ log *slog.Logger }
+
+func (s slogSink) Accept(name string, level hclog.Level, msg string, args ...any) {
+	var l slog.Level
+	switch level {
+	case hclog.Trace, hclog.Debug:
+		l = slog.LevelDebug
+	case hclog.Warn:
+		l = slog.LevelWarn
+	case hclog.Error:
+		l = slog.LevelError
+	default:
+		l = slog.LevelInfo
+	}
+	ctx := context.Background()
+	if !s.log.Enabled(ctx, l) {
+		return
+	}
+	attrs := make([]slog.Attr, 0, 1+len(args)/2)
+	attrs = append(attrs, slog.String("component", name))
+	for i := 0; i+1 < len(args); i += 2 {
+		key, ok := args[i].(string)
+		if !ok {
+			key = fmt.Sprint(args[i])
+		}
+		v := args[i+1]
+		if err, ok := v.(error); ok {
+			v = err.Error()
+		}
+		attrs = append(attrs, slog.Any(key, v))
+	}
+	if len(args)%2 == 1 {
+		attrs = append(attrs, slog.Any("extra", args[len(args)-1]))
+	}
+	s.log.LogAttrs(ctx, l, msg, attrs...)
+}
 
 // refusal turns a non-success result into an *Error.
 func (r result) err() error {
