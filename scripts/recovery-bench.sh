@@ -74,7 +74,7 @@ first_pull() {
 	exit 1
 }
 
-stages() { grep -m1 'store: opened' "$1" | grep -oE '(took|commitlog|commitlog_scanned|from_checkpoint|dispatch|dispatch_bytes|dedup|dedup_bytes)=[^ ]+' | tr '\n' ' '; }
+stages() { { grep -m1 'store: opened' "$1" || true; } | { grep -oE '(took|commitlog|commitlog_scanned|from_checkpoint|dispatch|dispatch_bytes|dedup|dedup_bytes)=[^ ]+' || true; } | tr '\n' ' '; }
 
 printf '%-6s %-7s %-8s %-9s %-8s %-8s %-9s %-8s %s\n' size mode store_GB kill9_serve kill9_pull clean_serve clean_pull ratio stages_after_kill9
 for gb in $SIZES; do
@@ -111,7 +111,9 @@ for gb in $SIZES; do
 		kill -TERM "$broker_pid"; wait "$broker_pid" 2>/dev/null || true; broker_pid=""
 		printf '%-6s %-7s %-8s %-9s %-8s %-8s %-9s %-8s %s\n' "$gb" "$mode" "$(awk -v b="$base" 'BEGIN{printf "%.1f", b/2^30}')" \
 			"${k_serve}ms" "${k_pull}ms" "${c_serve}ms" "${c_pull}ms" "$(awk -v a="$k_serve" -v b="$c_serve" 'BEGIN{printf "%.2f", a/b}')" "$k_stages"
-		grep -m1 'commitlog: recovered' "$work/kill9.log" | grep -oE '(from_checkpoint|checkpoint_problem|scanned)=("[^"]*"|[^ ]+)' | tr '\n' ' ' | sed 's/^/       kill9 recovery: /'; echo
+		{ grep -m1 'commitlog: recovered' "$work/kill9.log" || true; } | { grep -oE '(from_checkpoint|checkpoint_problem|scan_from|scanned)=("[^"]*"|[^ ]+)' || true; } |
+			tr '\n' ' ' | sed 's/^/       kill9 recovery: /'
+		echo
 		rm -rf "$dir"
 	done
 done
