@@ -15,5 +15,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-100}
-SLUICE_FAILOVER_ROUNDS=$rounds go test -count=1 -timeout "$((rounds * 40 + 300))s" -v -run "TestFailover_(Faults|Partitions)" ./scripts/failover/ |
+SLUICE_FAILOVER_ROUNDS=$rounds go test -count=1 -timeout "$((rounds * 40 + 300))s" -v -run "TestFailover_(Faults|Partitions)|TestClockSteps" ./scripts/failover/ |
 	grep -E 'round [0-9]+:|summary:|seed [0-9]+|lost;|^(--- |ok|FAIL)'

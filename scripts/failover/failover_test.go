@@ -522,8 +522,9 @@ type producer struct {
 type ack struct {
 	id   string
 	pos  int64
-	host string // the broker that acknowledged
-	at   time.Time
+	host string    // the broker that acknowledged
+	sent time.Time // when the send began
+	at   time.Time // when it was acknowledged
 }
 
 func startProducer(t *testing.T, nsAddr string) *producer {
@@ -585,6 +586,7 @@ func (pr *producer) sendOne(p *client.Producer) error {
 		return nil
 	}
 	id := fmt.Sprintf("m-%d", pr.seq.Add(1))
+	sent := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	res, err := p.Send(ctx, &client.Message{Topic: "orders", Body: []byte(id)})
@@ -599,7 +601,7 @@ func (pr *producer) sendOne(p *client.Producer) error {
 		return fmt.Errorf("offset msg id %q: %w", res.OffsetMsgID, err)
 	}
 	pr.mu.Lock()
-	pr.acks = append(pr.acks, ack{id, pos, host.String(), time.Now()})
+	pr.acks = append(pr.acks, ack{id, pos, host.String(), sent, time.Now()})
 	pr.mu.Unlock()
 	pr.last.Store(time.Now().UnixNano())
 	return nil
@@ -641,20 +643,21 @@ func (pr *producer) readOne(rc *remoting.Client, r *rand.Rand) error {
 	return nil
 }
 
-// ackedBy waits for an acknowledgement from the broker at addr ("" for
-// any) after at and returns how long after at it came.
+// ackedBy waits for the acknowledgement, by the broker at addr ("" for
+// any), of a send made after at (not one in flight at it) and returns how
+// long after at the first came.
 func (pr *producer) ackedBy(t *testing.T, addr string, at time.Time) time.Duration {
 	var d time.Duration
 	require.Eventually(t, func() bool {
 		pr.mu.Lock()
 		defer pr.mu.Unlock()
+		found := false
 		for i := len(pr.acks) - 1; i >= 0 && pr.acks[i].at.After(at); i-- {
-			if a := pr.acks[i]; addr == "" || a.host == addr {
-				d = a.at.Sub(at)
-				return true
+			if a := pr.acks[i]; a.sent.After(at) && (addr == "" || a.host == addr) {
+				d, found = a.at.Sub(at), true
 			}
 		}
-		return false
+		return found
 	}, patience, time.Millisecond, "an acknowledged send after the fault")
 	if d > 5*time.Second {
 		t.Logf("slow: the last send error was %v", pr.lastErr.Load())

@@ -126,7 +126,7 @@ func (x *run) do(n int, faults []fault) {
 	for round := range n {
 		time.Sleep(time.Duration(100+x.r.IntN(400)) * time.Millisecond) // NB: a random moment mid-stream
 		f := faults[round%len(faults)]
-		acked0, refused0 := x.pr.count(), x.c.refused.Load()
+		acked0, refused0, master0 := x.pr.count(), x.c.refused.Load(), x.master
 		d := f.inject()
 		if d > 10*time.Second {
 			for _, p := range x.c.brokers {
@@ -137,8 +137,8 @@ func (x *run) do(n int, faults []fault) {
 		x.master, x.epoch = x.c.healthy()
 		acked := x.pr.count() - acked0
 		x.led.add(f.kind, d, acked, lost, x.c.refused.Load()-refused0)
-		x.t.Logf("round %d: %s: acknowledged send after %v; %d acknowledged, %d lost", round, f.kind,
-			d.Round(time.Millisecond), acked, lost)
+		x.t.Logf("round %d: %s: acknowledged send after %v; %d acknowledged, %d lost; master broker%d, then broker%d",
+			round, f.kind, d.Round(time.Millisecond), acked, lost, master0, x.master)
 	}
 	x.led.report(x.t, x.seed, x.pr.reads.Load())
 }
@@ -295,8 +295,8 @@ func (x *run) hangController() time.Duration {
 // by resetting the connections, for a random while.
 func (x *run) cutHALink() time.Duration {
 	px := x.c.haProxies[x.master]
-	at := time.Now()
 	px.cut(x.r.IntN(2) == 0)
+	at := time.Now()
 	d := x.pr.ackedBy(x.t, "", at)
 	x.hold(0, 2*time.Second)
 	px.heal()
@@ -331,8 +331,8 @@ func TestFailover_Faults(t *testing.T) {
 // back as a slave.
 func (x *run) partitionMaster() time.Duration {
 	c, m := x.c, x.master
-	at := time.Now()
 	x.h.partition(x.t, m, true)
+	at := time.Now() // NB: once the cut is in place: sends made before may be acknowledged
 	nm := c.newMaster(m, x.epoch)
 	d := x.pr.ackedBy(x.t, c.brokerAddrs[nm], at)
 	x.h.partition(x.t, m, false)
@@ -343,8 +343,8 @@ func (x *run) partitionMaster() time.Duration {
 // healed, it catches up and rejoins.
 func (x *run) partitionSlave() time.Duration {
 	s := x.slave()
-	at := time.Now()
 	x.h.partition(x.t, s, true)
+	at := time.Now()
 	d := x.pr.ackedBy(x.t, x.c.brokerAddrs[x.master], at)
 	x.hold(0, time.Second)
 	x.h.partition(x.t, s, false)
@@ -357,8 +357,8 @@ func (x *run) partitionSlave() time.Duration {
 // passed.
 func (x *run) cutMasterFromControllers() time.Duration {
 	c, m := x.c, x.master
-	at := time.Now()
 	x.h.blackhole(x.t, m, x.h.ctl, true)
+	at := time.Now()
 	nm := c.newMaster(m, x.epoch)
 	d := x.pr.ackedBy(x.t, c.brokerAddrs[nm], at)
 	x.hold(0, time.Second)
@@ -385,8 +385,8 @@ func (x *run) cutAllFromControllers() time.Duration {
 // client links up) for a random while: the master's slaves leave the
 // SyncStateSet and it goes on alone; healed, they catch up and rejoin.
 func (x *run) cutBrokers() time.Duration {
-	at := time.Now()
 	x.brokerLinks(true, 0, 1, 2)
+	at := time.Now()
 	d := x.pr.ackedBy(x.t, "", at)
 	x.hold(0, 2*time.Second)
 	x.brokerLinks(false, 0, 1, 2)
@@ -396,8 +396,8 @@ func (x *run) cutBrokers() time.Duration {
 // cutOneHALink: the link between the master and one slave alone.
 func (x *run) cutOneHALink() time.Duration {
 	s := x.slave()
-	at := time.Now()
 	x.brokerLinks(true, x.master, s)
+	at := time.Now()
 	d := x.pr.ackedBy(x.t, "", at)
 	x.hold(0, 2*time.Second)
 	x.brokerLinks(false, x.master, s)
