@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -171,6 +172,16 @@ func TestControllerMode_NoCutBelowConfirmed(t *testing.T) {
 		require.False(t, cutting, "broker %s asked for a cut below its confirmed offset", b.Addr())
 		require.Equal(t, end, int64(b.Store().Log().Next()))
 	}
+
+	// brokerStatus tells what was refused.
+	rt, err := c.Invoke(ctx, bs[0].Addr(), remoting.NewRequest(protocol.GetBrokerRuntimeInfo, nil, nil))
+	require.NoError(t, err)
+	var kv protocol.KVTable
+	require.NoError(t, remoting.DecodeBody(rt.SerializeType, rt.Body, &kv))
+	require.Equal(t, "0", kv.Table["refusedCutTo"])
+	confirmed, err := strconv.ParseInt(kv.Table["confirmedOffset"], 10, 64)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, confirmed, end)
 
 	// An operator lets one of them cut (mqadmin allowLogCut -b).
 	b := bs[0]
