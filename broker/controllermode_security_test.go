@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/binary"
 	"io"
+	"log/slog"
 	"net"
+	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -250,4 +253,25 @@ func haHello(t *testing.T, m *Broker, id int64) uint32 {
 	_, err = io.ReadFull(c, r[:])
 	require.NoError(t, err)
 	return binary.BigEndian.Uint32(r[8:])
+}
+
+// TestReplication_WarnsUnverifiedMaster: a slave whose replication TLS
+// verifies nothing (no namesrv_tls.ca_file) says so at start.
+func TestReplication_WarnsUnverifiedMaster(t *testing.T) {
+	ns := startNamesrv(t, "127.0.0.1:0")
+	for _, ca := range []string{"", "with"} {
+		c := testConfig(t.TempDir())
+		c.NamesrvAddr, c.Role, c.BrokerID = ns.Addr(), conf.RoleSlave, 1
+		c.TLS = conf.TLS{Mode: conf.TLSPermissive}
+		if ca != "" {
+			certPEM, _, _, err := tlscert.Issue([]string{"127.0.0.1"}, nil, true)
+			require.NoError(t, err)
+			c.NamesrvTLS.CAFile = filepath.Join(t.TempDir(), "ca.crt")
+			require.NoError(t, os.WriteFile(c.NamesrvTLS.CAFile, certPEM, 0o600))
+		}
+		logs := &testutil.SyncBuffer{}
+		b := startBroker(t, c, Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
+		require.Equal(t, ca == "", strings.Contains(logs.String(), "does not verify the master's certificate"), "%s", logs.String())
+		require.NoError(t, b.Close())
+	}
 }
