@@ -66,6 +66,11 @@ func ConfigFrom(k conf.Controller, advertise string, logger *slog.Logger) (Confi
 	if err != nil {
 		return Config{}, err
 	}
+	if rt == nil && len(peers) > 1 && logger != nil {
+		logger.Warn("controller: the Raft transport between the controllers is plain TCP: whoever reaches a Raft port "+
+			"can rewrite every group's state; set --raft-tls-cert, --raft-tls-key and --raft-tls-ca (controller.raft_tls)",
+			"peers", k.Peers)
+	}
 	return Config{ID: k.ID, Peers: peers, Dir: k.Dir, Advertise: advertise, MasterTimeout: k.MasterTimeout,
 		ElectUnclean: k.ElectUnclean, RaftTLS: rt, Logger: logger}, nil
 }
