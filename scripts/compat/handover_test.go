@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -122,12 +123,17 @@ func TestControllerMode_GracefulRestartsUnderSendSync(t *testing.T) {
 		want = append(want, a.id)
 	}
 	in := consumeAll(t, topic)
-	// NB: seen grows with each delivery once (waitIDs rescans them all).
+	// NB: seen grows with each delivery once (waitIDs would rescan them
+	// all on every delivery).
 	seen, next, missing := map[string]bool{}, 0, len(want)
 	for _, id := range want {
 		seen[id] = false
 	}
-	got := in.waitFor(t, fmt.Sprintf("%d acknowledged messages", len(want)), func(ds []delivery) bool {
+	deadline := time.After(patience)
+	for missing > 0 {
+		in.mu.Lock()
+		ds, changed := slices.Clone(in.got), in.changed
+		in.mu.Unlock()
 		for ; next < len(ds); next++ {
 			id := ds[next].msg.GetProperty(idProperty)
 			if done, ok := seen[id]; ok && !done {
@@ -135,8 +141,23 @@ func TestControllerMode_GracefulRestartsUnderSendSync(t *testing.T) {
 				missing--
 			}
 		}
-		return missing == 0
-	})
+		if missing == 0 {
+			break
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			var lost []string
+			for _, a := range all {
+				if !seen[a.id] && len(lost) < 10 {
+					lost = append(lost, fmt.Sprintf("%s (queue %d offset %d, %s)", a.id, a.queue, a.offset, a.offsetMsgID))
+				}
+			}
+			t.Fatalf("%d of %d acknowledged messages not consumed after %v (%d deliveries); the first: %s",
+				missing, len(all), patience, len(ds), strings.Join(lost, ", "))
+		}
+	}
+	got := in.deliveries()
 	at := map[string]map[string]bool{} // id → "queue/offset" where it was consumed
 	for _, d := range got {
 		id := d.msg.GetProperty(idProperty)
