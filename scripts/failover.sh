@@ -5,7 +5,8 @@
 # moments (kill -9, SIGSTOP and SIGTERM of the master, rolling restarts,
 # controller leader kills mid SyncStateSet change, hung controllers, the HA
 # link cut), then, each broker on a network namespace of its own (root
-# needed), partitions and link cuts (a third as many rounds). After each
+# needed), partitions and link cuts (a third as many rounds), and, in one
+# process, steps of the brokers' and controllers' clocks. After each
 # fault heals, every replica must equal the master byte for byte and hold
 # every acknowledged message. Prints each round and, per fault kind, the
 # count, the failover time p50/max, the acknowledged and lost messages.

@@ -723,8 +723,44 @@ func (c *cluster) check(pr *producer) (lost int) {
 	if lost > 0 {
 		t.Errorf("%d of %d acknowledged messages lost; the first: %s", lost, len(acks), first)
 	}
+	c.oneMasterAnEpoch(master, acks)
 	require.Zero(t, pr.misread.Load(), "reads that returned another message at an acknowledged position")
 	return lost
+}
+
+// oneMasterAnEpoch checks that the acknowledged messages of each epoch
+// of the master's history (GET_BROKER_EPOCH_CACHE: each epoch's start
+// offset) were all acknowledged by one broker: two masters acknowledging
+// in one epoch would show as two.
+func (c *cluster) oneMasterAnEpoch(master int, acks []ack) {
+	t := c.t
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	resp, err := c.rc.Invoke(ctx, c.brokerAddrs[master], remoting.NewRequest(protocol.GetBrokerEpochCache, nil, nil))
+	require.NoError(t, err)
+	require.Equal(t, int16(protocol.Success), resp.Code, resp.Remark)
+	var cache struct {
+		Epochs []struct {
+			Epoch int32 `json:"epoch"`
+			Start int64 `json:"startOffset"`
+		} `json:"epochList"`
+	}
+	require.NoError(t, remoting.DecodeBody(resp.SerializeType, resp.Body, &cache))
+	require.NotEmpty(t, cache.Epochs, "the master's epochs")
+	by := map[int32]string{}
+	for _, a := range acks {
+		e := int32(-1)
+		for _, en := range cache.Epochs {
+			if en.Start <= a.pos {
+				e = en.Epoch
+			}
+		}
+		if h, ok := by[e]; ok && h != a.host {
+			t.Errorf("epoch %d acknowledged by two masters: %s and %s (%s at %d)", e, h, a.host, a.id, a.pos)
+			return
+		}
+		by[e] = a.host
+	}
 }
 
 // rounds is SLUICE_FAILOVER_ROUNDS, else def.
