@@ -8,8 +8,9 @@
 // controller leader; SIGSTOP of the master past the controllers' timeout;
 // a graceful stop (SIGTERM) of the master and its restart; a rolling
 // restart (SIGTERM, restart, rejoin in sync) of the three brokers in a
-// random order; kill -9 of the controller leader the moment the master
-// asks it to change the SyncStateSet (a slave stopped, then restarted);
+// random order; kill -9 or SIGSTOP of the controller leader the moment
+// the master asks it to change the SyncStateSet (a slave stopped, then
+// restarted);
 // SIGSTOP of a controller that is not the leader, then of the leader; the
 // master's HA link alone cut (a proxy before its HA port, silent or
 // resetting). TestFailover_Partitions (root: each broker on a network

@@ -217,10 +217,11 @@ func (x *run) rollingRestart() time.Duration {
 }
 
 // killCtlLeaderMidChange: a slave stops, and the controller leader is
-// killed the moment the master asks it to take the slave out of the
-// SyncStateSet; the slave restarts, and the (new) leader is killed the
-// moment the master asks to take it back. The failover time runs from
-// the first kill.
+// killed (kill -9, restarted at once) or hung (SIGSTOP for a random while,
+// as if partitioned) the moment the master asks it to take the slave out
+// of the SyncStateSet; the slave restarts, and the (new) leader is killed
+// or hung the moment the master asks to take it back. The failover time
+// runs from the first fault.
 func (x *run) killCtlLeaderMidChange() time.Duration {
 	c, m := x.c, x.master
 	s := x.slave()
@@ -238,8 +239,8 @@ func (x *run) killCtlLeaderMidChange() time.Duration {
 
 // killLeaderWhenChanging waits until broker m, master, asks for a
 // SyncStateSet change (syncStateSetPending) or its set is no longer of
-// size members, kills the controller leader at once, restarts it, and
-// returns when it was killed.
+// size members, kills or hangs the controller leader at once, restarts or
+// resumes it, and returns when the fault began.
 func (x *run) killLeaderWhenChanging(m, members int) time.Time {
 	c := x.c
 	l := c.ctlLeader()
@@ -261,9 +262,16 @@ func (x *run) killLeaderWhenChanging(m, members int) time.Time {
 		return false
 	}, patience, time.Millisecond, "a SyncStateSet change")
 	at := time.Now()
-	c.controllers[l].kill()
-	x.t.Logf("killed controller n%d: %s", l, seen)
-	c.controllers[l].start(x.t)
+	if x.r.IntN(2) == 0 {
+		c.controllers[l].kill()
+		x.t.Logf("killed controller n%d: %s", l, seen)
+		c.controllers[l].start(x.t)
+		return at
+	}
+	c.controllers[l].signal(syscall.SIGSTOP)
+	x.t.Logf("hung controller n%d: %s", l, seen)
+	x.hold(500*time.Millisecond, 4*time.Second)
+	c.controllers[l].signal(syscall.SIGCONT)
 	return at
 }
 
@@ -315,7 +323,7 @@ func TestFailover_Faults(t *testing.T) {
 		{"SIGSTOP master", x.stopMaster},
 		{"SIGTERM master", x.termMaster},
 		{"rolling restart (SIGTERM)", x.rollingRestart},
-		{"kill -9 ctl leader mid set change", x.killCtlLeaderMidChange},
+		{"ctl leader killed/hung mid set change", x.killCtlLeaderMidChange},
 		{"SIGSTOP controller", x.hangController},
 		{"HA link cut", x.cutHALink},
 	})
