@@ -17,6 +17,7 @@ import (
 	"github.com/sluicemq/sluice/broker/offset"
 	"github.com/sluicemq/sluice/broker/store"
 	"github.com/sluicemq/sluice/broker/topic"
+	v5 "github.com/sluicemq/sluice/broker/v5"
 	"github.com/sluicemq/sluice/conf"
 	"github.com/sluicemq/sluice/internal/acl"
 	"github.com/sluicemq/sluice/internal/acl/sig"
@@ -80,6 +81,8 @@ type Broker struct {
 	notify    *notifier
 	repl      replication
 	ctl       *ctlMode      // controller mode; nil otherwise
+	v5        *v5.Server    // RocketMQ 5 clients (gRPC); nil when off
+	grpcAddr  string        // its advertised address
 	restartCh chan string   // see Restart
 	sendSem   chan struct{} // bounds sends waiting for the store
 	bursts    sync.Map      // *remoting.Conn → *sendBurst: inline sends of the reader's burst
@@ -275,7 +278,13 @@ func (b *Broker) Start() error {
 	if b.ctl != nil {
 		start = b.startController
 	}
-	if err := start(); err != nil {
+	err = b.startGRPC()
+	if err == nil {
+		if err = start(); err != nil {
+			b.stopGRPC()
+		}
+	}
+	if err != nil {
 		b.server.Shutdown(context.Background())
 		b.metrics.close()
 		b.sched.offsets.Close() // NB: its loop, which closes it, never started
@@ -320,6 +329,7 @@ func (b *Broker) Close() error {
 			b.stopReplication()
 		}
 		b.wg.Wait()
+		b.stopGRPC()
 		var errs []error
 		if b.server != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -71,6 +71,7 @@ func (b *Broker) registerAll() {
 	h := protocol.RegisterBrokerRequestHeader{
 		BrokerName: b.cfg.BrokerName, BrokerAddr: b.addr, ClusterName: b.cfg.ClusterName,
 		HAServerAddr: b.repl.haAddr, BrokerID: b.registrationID(), BodyCrc32: int32(crc32.ChecksumIEEE(body) & 0x7FFFFFFF),
+		GrpcAddr: b.grpcAddr,
 	}
 	var wg sync.WaitGroup
 	for _, a := range addrs {

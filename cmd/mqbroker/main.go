@@ -73,6 +73,8 @@ Flags override the config file, which overrides the environment
   --console-listen HOST:PORT  serve the web console there, or "off" (default 127.0.0.1:8080
                               with the embedded nameserver, off otherwise)
   --console-read-only         the console hides every write
+  --grpc-listen HOST:PORT     serve RocketMQ 5 clients (gRPC) there, or "off" (default: the
+                              listen host, port 8081; TLS follows --tls-mode)
 ` + cli.ServerSecurityUsage + `  -h, --help                  show this help
 
 The broker signs its registrations with acl.access_key and acl.secret_key
@@ -110,6 +112,7 @@ func run(args []string, stdout, stderr io.Writer, ready chan<- [2]string) int {
 	ctlTLSInsecure := fs.Bool("controller-tls-insecure", false, "")
 	consoleListen := fs.String("console-listen", "", "")
 	consoleRO := fs.Bool("console-read-only", false, "")
+	grpcListen := fs.String("grpc-listen", "", "")
 	sec := cli.AddServerSecurity(fs)
 	if code, ok := cli.Parse(fs, args, usage, stdout, stderr); !ok {
 		return code
@@ -164,6 +167,8 @@ func run(args []string, stdout, stderr io.Writer, ready chan<- [2]string) int {
 			cfg.Console.Listen = *consoleListen
 		case "console-read-only":
 			cfg.Console.ReadOnly = *consoleRO
+		case "grpc-listen":
+			cfg.GRPC.Listen = *grpcListen
 		}
 	})
 	sec.Apply(&cfg.ACL.File, &cfg.TLS, &cfg.Pprof)

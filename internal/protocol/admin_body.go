@@ -89,6 +89,9 @@ type SubscriptionGroupConfig struct {
 	BrokerID                       int64  `json:"brokerId" msgpack:"broker_id"`
 	WhichBrokerWhenConsumeSlowly   int64  `json:"whichBrokerWhenConsumeSlowly" msgpack:"slow_broker"`
 	NotifyConsumerIdsChangedEnable bool   `json:"notifyConsumerIdsChangedEnable" msgpack:"notify"`
+	// ConsumeMessageOrderly (RocketMQ 5's consumeMessageOrderly, mqadmin
+	// updateSubGroup -o true): RocketMQ 5 clients of the group consume FIFO.
+	ConsumeMessageOrderly bool `json:"consumeMessageOrderly,omitempty" msgpack:"orderly,omitempty"`
 }
 
 // DefaultSubscriptionGroupConfig returns RocketMQ's defaults for a group.

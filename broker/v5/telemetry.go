@@ -1,0 +1,210 @@
+package v5
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/sluicemq/sluice/internal/acl"
+)
+
+// Settings the server gives its clients (the Java proxy's defaults).
+const (
+	producerMaxAttempts   = 3
+	receiveBatchSize      = 32
+	longPollingTimeout    = 20 * time.Second
+	clientExpiry          = 2 * time.Minute
+	maxClients            = 100_000
+	consumerBackoffInit   = time.Second
+	consumerBackoffMax    = 60 * time.Second
+	producerBackoffInit   = 10 * time.Millisecond
+	producerBackoffMax    = time.Second
+	backoffMultiplier     = 2
+	defaultConsumerRetrys = 16
+)
+
+// client is what the server remembers of a v5 client.
+type client struct {
+	kind     v2.ClientType
+	group    string
+	lastSeen time.Time
+}
+
+// clientTable holds the clients seen (Telemetry settings, heartbeats),
+// until they terminate or go quiet for clientExpiry.
+type clientTable struct {
+	mu        sync.Mutex
+	m         map[string]*client // guarded by mu
+	lastSweep time.Time          // guarded by mu
+}
+
+// seen records a client; kind and group are kept when unspecified.
+func (t *clientTable) seen(id string, kind v2.ClientType, group string, now time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if now.Sub(t.lastSweep) > clientExpiry/4 || len(t.m) >= maxClients {
+		t.lastSweep = now
+		for k, c := range t.m {
+			if now.Sub(c.lastSeen) > clientExpiry {
+				delete(t.m, k)
+			}
+		}
+	}
+	c := t.m[id]
+	if c == nil {
+		if len(t.m) >= maxClients {
+			return
+		}
+		c = &client{}
+		t.m[id] = c
+	}
+	c.lastSeen = now
+	if kind != v2.ClientType_CLIENT_TYPE_UNSPECIFIED {
+		c.kind = kind
+	}
+	if group != "" {
+		c.group = group
+	}
+}
+
+func (t *clientTable) drop(id string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.m, id)
+}
+
+// Len is the number of clients known.
+func (s *Server) Clients() int {
+	s.clients.mu.Lock()
+	defer s.clients.mu.Unlock()
+	return len(s.clients.m)
+}
+
+// Heartbeat keeps a client known.
+func (s *Server) Heartbeat(ctx context.Context, req *v2.HeartbeatRequest) (*v2.HeartbeatResponse, error) {
+	var res []acl.Resource
+	if g := req.GetGroup().GetName(); g != "" {
+		res = append(res, acl.Resource{Name: acl.RetryPrefix + g, Need: acl.Sub})
+	}
+	c, st := s.check(ctx, "Heartbeat", res...)
+	if st != nil {
+		return &v2.HeartbeatResponse{Status: st}, nil
+	}
+	s.clients.seen(c.clientID, req.GetClientType(), req.GetGroup().GetName(), s.opts.Now())
+	return &v2.HeartbeatResponse{Status: okStatus()}, nil
+}
+
+// NotifyClientTermination forgets a client.
+func (s *Server) NotifyClientTermination(ctx context.Context, req *v2.NotifyClientTerminationRequest) (*v2.NotifyClientTerminationResponse, error) {
+	c, st := s.check(ctx, "NotifyClientTermination")
+	if st != nil {
+		return &v2.NotifyClientTerminationResponse{Status: st}, nil
+	}
+	s.clients.drop(c.clientID)
+	return &v2.NotifyClientTerminationResponse{Status: okStatus()}, nil
+}
+
+// Telemetry answers each Settings the client sends with the settings it
+// is to use. Other client commands are ignored. The stream ends when the
+// client closes it or the server closes.
+func (s *Server) Telemetry(stream v2.MessagingService_TelemetryServer) error {
+	ctx := stream.Context()
+	c, st := s.check(ctx, "Telemetry")
+	if st != nil {
+		return stream.Send(&v2.TelemetryCommand{Status: st})
+	}
+	cmds := make(chan *v2.TelemetryCommand)
+	recvErr := make(chan error, 1)
+	go func() {
+		for {
+			cmd, err := stream.Recv()
+			if err != nil {
+				recvErr <- err
+				return
+			}
+			select {
+			case cmds <- cmd:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	for {
+		select {
+		case <-s.quit:
+			return nil
+		case <-ctx.Done():
+			return nil
+		case <-recvErr:
+			return nil // NB: the client closed its side, or the connection went
+		case cmd := <-cmds:
+			set := cmd.GetSettings()
+			if set == nil {
+				continue
+			}
+			reply, st := s.settingsFor(set)
+			s.clients.seen(c.clientID, set.GetClientType(), groupOf(set), s.opts.Now())
+			out := &v2.TelemetryCommand{Status: st}
+			if reply != nil {
+				out.Command = &v2.TelemetryCommand_Settings{Settings: reply}
+			}
+			if err := stream.Send(out); err != nil {
+				return nil
+			}
+		}
+	}
+}
+
+// groupOf is a consumer's group in its settings.
+func groupOf(set *v2.Settings) string {
+	return set.GetSubscription().GetGroup().GetName()
+}
+
+// settingsFor is the server's answer to a client's settings: what it sent,
+// with what the SDKs require (RocketMQ's GrpcClientSettingsManager).
+func (s *Server) settingsFor(set *v2.Settings) (*v2.Settings, *v2.Status) {
+	out := proto.Clone(set).(*v2.Settings)
+	kind := set.GetClientType()
+	switch {
+	case set.GetPublishing() != nil || kind == v2.ClientType_PRODUCER:
+		pub := out.GetPublishing()
+		if pub == nil {
+			pub = &v2.Publishing{}
+			out.PubSub = &v2.Settings_Publishing{Publishing: pub}
+		}
+		pub.MaxBodySize = s.backend.MaxBodySize()
+		pub.ValidateMessageType = true
+		out.BackoffPolicy = exponential(producerMaxAttempts, producerBackoffInit, producerBackoffMax)
+	case set.GetSubscription() != nil || kind == v2.ClientType_SIMPLE_CONSUMER || kind == v2.ClientType_PUSH_CONSUMER:
+		sub := out.GetSubscription()
+		if sub == nil {
+			sub = &v2.Subscription{}
+			out.PubSub = &v2.Settings_Subscription{Subscription: sub}
+		}
+		g := s.backend.Group(groupOf(set))
+		fifo, batch := g.Orderly, int32(receiveBatchSize)
+		sub.Fifo, sub.ReceiveBatchSize = &fifo, &batch
+		sub.LongPollingTimeout = durationpb.New(longPollingTimeout)
+		attempts := g.MaxAttempts
+		if attempts <= 0 {
+			attempts = defaultConsumerRetrys + 1
+		}
+		out.BackoffPolicy = exponential(attempts, consumerBackoffInit, consumerBackoffMax)
+	default:
+		return nil, status(v2.Code_UNRECOGNIZED_CLIENT_TYPE,
+			"the settings name no publishing or subscription and client type "+kind.String()+" is not served")
+	}
+	out.Metric = &v2.Metric{On: false}
+	return out, okStatus()
+}
+
+// exponential is an exponential backoff policy.
+func exponential(attempts int32, initial, maxWait time.Duration) *v2.RetryPolicy {
+	return &v2.RetryPolicy{MaxAttempts: attempts, Strategy: &v2.RetryPolicy_ExponentialBackoff{
+		ExponentialBackoff: &v2.ExponentialBackoff{Initial: durationpb.New(initial), Max: durationpb.New(maxWait),
+			Multiplier: backoffMultiplier}}}
+}
