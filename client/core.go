@@ -98,6 +98,12 @@ func newCore(cfg *config) *core {
 	c.tr = newTransport(cfg, c.onRequest)
 	c.routes = newRouteCache(c.tr, cfg.nameServers, c.callCtx)
 	c.routes.changed = c.routeChanged
+	c.routes.onSlave = cfg.slaveNotice
+	if c.routes.onSlave == nil {
+		c.routes.onSlave = func(broker, addr string) {
+			c.log.Warn("client: the routes list no master for broker "+broker+"; reading from its slave", "broker", broker, "slave", addr)
+		}
+	}
 	return c
 }
 
@@ -168,6 +174,21 @@ func kick(ch chan struct{}) {
 	case ch <- struct{}{}:
 	default:
 	}
+}
+
+// readAddr returns where reads of q's broker go (routeCache.readAddr),
+// fetching q's topic route once if the broker is unknown.
+func (c *core) readAddr(ctx context.Context, q MessageQueue) (string, error) {
+	if a, _, ok := c.routes.readAddr(q.BrokerName); ok {
+		return a, nil
+	}
+	if _, err := c.routes.refresh(ctx, q.Topic); err != nil {
+		return "", err
+	}
+	if a, _, ok := c.routes.readAddr(q.BrokerName); ok {
+		return a, nil
+	}
+	return "", fmt.Errorf("%w: broker %s has no address in the route of %s", ErrNoRoute, q.BrokerName, q.Topic)
 }
 
 // connFailed is told about a transport failure to addr, or a broker that

@@ -29,16 +29,7 @@ type remoteOffsets struct {
 }
 
 func (s *remoteOffsets) addr(ctx context.Context, q MessageQueue) (string, error) {
-	if a, ok := s.core.routes.brokerAddr(q.BrokerName); ok {
-		return a, nil
-	}
-	if _, err := s.core.routes.refresh(ctx, q.Topic); err != nil {
-		return "", err
-	}
-	if a, ok := s.core.routes.brokerAddr(q.BrokerName); ok {
-		return a, nil
-	}
-	return "", fmt.Errorf("%w: no master address for broker %s", ErrNoRoute, q.BrokerName)
+	return s.core.readAddr(ctx, q)
 }
 
 func (s *remoteOffsets) read(ctx context.Context, q MessageQueue) (int64, error) {

@@ -63,6 +63,7 @@ func (f ConsumeFrom) String() string {
 
 // config holds every option; each client reads the ones it needs.
 type config struct {
+	slaveNotice  func(broker, addr string) // WithSlaveReadNotice
 	nameServers  []string
 	instance     string
 	logger       *slog.Logger
@@ -195,6 +196,15 @@ func (c *config) validate() error {
 // Required.
 func WithNameServers(addrs ...string) Option {
 	return func(c *config) { c.nameServers = append([]string(nil), addrs...) }
+}
+
+// WithSlaveReadNotice calls fn each time the client's reads of a broker
+// (pulls, consumer offsets, queue offsets) move to one of its slaves
+// because the routes list no master for it: the master is down, and the
+// client reads from the slave of the lowest id meanwhile, as RocketMQ's
+// consumers do. Without it the client logs a warning.
+func WithSlaveReadNotice(fn func(broker, addr string)) Option {
+	return func(c *config) { c.slaveNotice = fn }
 }
 
 // WithInstanceName sets the instance part of the client id (ip@instance;

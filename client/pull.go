@@ -54,18 +54,14 @@ type pullRequest struct {
 	timeout time.Duration
 }
 
-// pull sends one PULL_MESSAGE to the master of q's broker and decodes the
-// answer. Messages not matching sub's tags are filtered out; messages of a
-// retry topic get their original topic back.
+// pull sends one PULL_MESSAGE to the master of q's broker (a slave while
+// it has none: readAddr) and decodes the answer. Messages not matching
+// sub's tags are filtered out; messages of a retry topic get their
+// original topic back.
 func pull(ctx context.Context, c *core, r pullRequest) (PullResult, error) {
-	addr, ok := c.routes.brokerAddr(r.q.BrokerName)
-	if !ok {
-		if _, err := c.routes.refresh(ctx, r.q.Topic); err != nil {
-			return PullResult{}, err
-		}
-		if addr, ok = c.routes.brokerAddr(r.q.BrokerName); !ok {
-			return PullResult{}, fmt.Errorf("%w: no master address for broker %s", ErrNoRoute, r.q.BrokerName)
-		}
+	addr, err := c.readAddr(ctx, r.q)
+	if err != nil {
+		return PullResult{}, err
 	}
 	flag := int32(protocol.PullFlagSubscription)
 	if r.suspend > 0 {
@@ -133,9 +129,9 @@ func (c *PushConsumer) startOffset(ctx context.Context, q MessageQueue) (int64, 
 		return off, err
 	}
 	retry := strings.HasPrefix(q.Topic, retryPrefix)
-	addr, ok := c.core.routes.brokerAddr(q.BrokerName)
-	if !ok {
-		return 0, fmt.Errorf("%w: no master address for broker %s", ErrNoRoute, q.BrokerName)
+	addr, err := c.core.readAddr(ctx, q)
+	if err != nil {
+		return 0, err
 	}
 	switch {
 	case c.cfg.from == ConsumeFromFirst:

@@ -80,11 +80,12 @@ func (c *PushConsumer) rebalance(ctx context.Context) (unlocked int) {
 }
 
 // groupMembers asks the brokers of a route, in turn, for group's members
-// (GET_CONSUMER_LIST_BY_GROUP), sorted.
+// (GET_CONSUMER_LIST_BY_GROUP), sorted: each broker's master, or its slave
+// while it has none (consumers heartbeat to both).
 func groupMembers(ctx context.Context, c *core, group string, r *topicRoute) ([]string, error) {
 	var errs []error
-	for _, name := range sortedKeys(r.addrs) {
-		addr := r.addrs[name]
+	for _, name := range sortedKeys(r.all) {
+		addr := r.all[name][0] // NB: ids sorted: the master's first, if listed
 		cctx, cancel := c.callCtx(ctx)
 		resp, err := c.tr.call(cctx, addr, request{code: protocol.GetConsumerListByGroup,
 			ext: protocol.Ext(&protocol.GetConsumerListByGroupRequestHeader{ConsumerGroup: group})})

@@ -96,10 +96,19 @@ type routeCache struct {
 	mu      sync.RWMutex
 	topics  map[string]*topicRoute // guarded by mu
 	brokers map[string]string      // guarded by mu: broker name → master address, from every route seen
+	// readers: broker name → its addresses in the last route that listed
+	// it, master first (guarded by mu): where reads go (readAddr).
+	readers  map[string][]string
+	masterUp map[string]bool // guarded by mu: that route listed a master
+	// onSlave is called when reads of a broker move to a slave because
+	// the routes list no master for it, once per move (nil: not told).
+	onSlave func(broker, addr string)
+	slaved  map[string]string // guarded by mu: broker name → the slave reads went to last
 }
 
 func newRouteCache(tr *transport, ns []string, timeout func(context.Context) (context.Context, context.CancelFunc)) *routeCache {
-	return &routeCache{tr: tr, ns: ns, timeout: timeout, topics: make(map[string]*topicRoute), brokers: make(map[string]string)}
+	return &routeCache{tr: tr, ns: ns, timeout: timeout, topics: make(map[string]*topicRoute), brokers: make(map[string]string),
+		readers: make(map[string][]string), masterUp: make(map[string]bool), slaved: make(map[string]string)}
 }
 
 // get returns the cached route of topic, fetching it if there is none.
@@ -164,6 +173,10 @@ func (c *routeCache) refresh(ctx context.Context, topic string) (*topicRoute, er
 	for name, a := range r.addrs {
 		c.brokers[name] = a
 	}
+	for name, as := range r.all {
+		c.readers[name] = as
+		c.masterUp[name] = r.addrs[name] != ""
+	}
 	c.mu.Unlock()
 	if old != nil && c.changed != nil && (!slices.Equal(old.read, r.read) || !maps.Equal(old.addrs, r.addrs)) {
 		c.changed(topic)
@@ -198,6 +211,44 @@ func (c *routeCache) brokerAddr(name string) (string, bool) {
 	defer c.mu.RUnlock()
 	a, ok := c.brokers[name]
 	return a, ok
+}
+
+// readAddr returns where reads of a broker go (pulls, consumer offsets,
+// queue offsets): its master, or, while the routes list it with no master
+// (the master is down: the nameservers drop it at once), its slave of the
+// lowest id, as RocketMQ's consumers do. Offsets committed there stay in
+// the slave's memory; the consumer commits them to the master once it is
+// back. slave says the address is a slave's.
+func (c *routeCache) readAddr(name string) (addr string, slave, ok bool) {
+	c.mu.RLock()
+	as, up := c.readers[name], c.masterUp[name]
+	master, known := c.brokers[name]
+	c.mu.RUnlock()
+	switch {
+	case len(as) == 0:
+		return master, false, known
+	case up:
+		c.noteMaster(name)
+		return as[0], false, true // NB: ids sorted: the master's first
+	}
+	c.noteSlave(name, as[0])
+	return as[0], true, true
+}
+
+func (c *routeCache) noteSlave(name, addr string) {
+	c.mu.Lock()
+	moved := c.slaved[name] != addr
+	c.slaved[name] = addr
+	c.mu.Unlock()
+	if moved && c.onSlave != nil {
+		c.onSlave(name, addr)
+	}
+}
+
+func (c *routeCache) noteMaster(name string) {
+	c.mu.Lock()
+	delete(c.slaved, name)
+	c.mu.Unlock()
 }
 
 // addrsOf returns the addresses (masters, and slaves when all is set) of the

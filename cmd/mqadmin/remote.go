@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/netip"
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sluicemq/sluice/client"
@@ -25,6 +27,8 @@ import (
 type app struct {
 	stdout, stderr io.Writer
 	args           []string // the command line, for firstPositional
+	noticeMu       sync.Mutex
+	noticed        map[string]bool // brokers slaveNotice told of
 
 	// global flags
 	namesrvFlag string
@@ -85,7 +89,23 @@ func (a *app) clientOptions() ([]client.Option, error) {
 		return nil, err
 	}
 	return []client.Option{client.WithNameServers(ns...), client.WithCallTimeout(a.timeout),
-		client.WithLogger(a.logger()), client.WithCredentials(a.creds.AccessKey, a.creds.SecretKey), a.withTLS()}, nil
+		client.WithLogger(a.logger()), client.WithCredentials(a.creds.AccessKey, a.creds.SecretKey), a.withTLS(),
+		client.WithSlaveReadNotice(a.slaveNotice)}, nil
+}
+
+// slaveNotice says on stderr that a broker's reads go to a slave: its
+// master is down (the routes list none).
+func (a *app) slaveNotice(broker, addr string) {
+	a.noticeMu.Lock()
+	defer a.noticeMu.Unlock()
+	if a.noticed[broker] {
+		return
+	}
+	if a.noticed == nil {
+		a.noticed = map[string]bool{}
+	}
+	a.noticed[broker] = true
+	fmt.Fprintf(a.stderr, "mqadmin: broker %s has no master in the routes (it is down): reading from its slave at %s\n", broker, addr)
 }
 
 // withTLS is the client option of --tls (none without it).
@@ -295,7 +315,7 @@ func (a *app) targets(ctx context.Context, brokerAddr, cluster string) ([]broker
 }
 
 // topicBrokers returns the masters of the brokers serving topic, sorted
-// by name.
+// by name; for a broker whose master is down, its slave of the lowest id.
 func (a *app) topicBrokers(ctx context.Context, topic string) ([]brokerRef, client.TopicRoute, error) {
 	ad, err := a.adminClient()
 	if err != nil {
@@ -309,6 +329,13 @@ func (a *app) topicBrokers(ctx context.Context, topic string) ([]brokerRef, clie
 	for _, b := range r.Brokers {
 		if addr, ok := b.Addrs[0]; ok {
 			out = append(out, brokerRef{Name: b.BrokerName, Addr: addr, Cluster: b.Cluster})
+			continue
+		}
+		// NB: reads only (topicStatus, consumerProgress, consumerStatus):
+		// a broker whose master is down answers from its slave.
+		if ids := slices.Sorted(maps.Keys(b.Addrs)); len(ids) > 0 {
+			a.slaveNotice(b.BrokerName, b.Addrs[ids[0]])
+			out = append(out, brokerRef{Name: b.BrokerName, Addr: b.Addrs[ids[0]], Cluster: b.Cluster})
 		}
 	}
 	slices.SortFunc(out, func(x, y brokerRef) int { return strings.Compare(x.Name, y.Name) })
