@@ -253,3 +253,18 @@ func TestServingLine(t *testing.T) {
 	require.Contains(t, line, "role and id from the controllers at 127.0.0.1:9878)")
 	require.NotContains(t, line, "ASYNC_MASTER")
 }
+
+// TestMQBroker_ControllerTLSFlags: --controller-tls-ca turns on TLS to the
+// controllers with that CA file (a missing file fails the start, naming
+// controller_tls).
+func TestMQBroker_ControllerTLSFlags(t *testing.T) {
+	var out, errb strings.Builder
+	missing := filepath.Join(t.TempDir(), "no-such-ca.pem")
+	require.Equal(t, exitError, run([]string{"-n", "127.0.0.1:1", "--controller", "127.0.0.1:2", "--controller-tls-ca", missing,
+		"--listen", "127.0.0.1:0", "--store-dir", t.TempDir(), "--console-listen", "off"}, &out, &errb, nil))
+	require.Contains(t, errb.String(), "controller_tls")
+	require.Contains(t, errb.String(), missing)
+	out.Reset()
+	require.Equal(t, exitOK, run([]string{"-h"}, &out, &errb, nil))
+	require.Contains(t, out.String(), "--controller-tls-insecure")
+}
