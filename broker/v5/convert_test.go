@@ -137,7 +137,7 @@ func FuzzToMessage(f *testing.F) {
 		if group != "" {
 			require.Equal(t, group, p[PropShardingKey])
 		}
-		c.msg.QueueID = 0
+		c.msg.QueueID, c.msg.StoreHost = 0, born
 		require.NoError(t, c.msg.Encode(make([]byte, c.msg.EncodedSize()), 0, 0))
 	})
 }
