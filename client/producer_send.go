@@ -40,7 +40,12 @@ func (p *Producer) publishRoute(ctx context.Context, topic string, refresh bool)
 	if err == nil && len(r.write) > 0 {
 		return sendTarget{route: r}, nil
 	}
-	if err != nil && !errors.Is(err, ErrTopicNotExist) {
+	if err == nil {
+		// NB: the topic exists: its template is no way around what
+		// keeps it from taking sends.
+		return sendTarget{}, notWritable(topic, r)
+	}
+	if !errors.Is(err, ErrTopicNotExist) {
 		return sendTarget{}, err
 	}
 	tpl, terr := routes.get(ctx, p.cfg.createTopicKey)
@@ -59,6 +64,36 @@ func (p *Producer) publishRoute(ctx context.Context, topic string, refresh bool)
 	// topic's own route appears.
 	p.derived.Store(topic, derivedRoute{route: derived, until: time.Now().Add(derivedRouteTTL)})
 	return sendTarget{route: derived, template: true}, nil
+}
+
+// notWritable says why a topic the name servers know has no queue a send
+// can go to: its broker groups have no master (only slaves registered), or
+// its queues do not take writes.
+func notWritable(topic string, r *topicRoute) error {
+	var masterless, readOnly []string
+	for _, q := range r.data.QueueDatas {
+		switch {
+		case q.Perm&protocol.PermWrite == 0 || q.WriteQueueNums <= 0:
+			readOnly = append(readOnly, q.BrokerName)
+		case r.addrs[q.BrokerName] == "":
+			masterless = append(masterless, q.BrokerName)
+		}
+	}
+	slices.Sort(masterless)
+	slices.Sort(readOnly)
+	var why []string
+	if len(masterless) > 0 {
+		why = append(why, fmt.Sprintf("broker group %s has no master (only its slaves are registered: the master is down); "+
+			"sends fail until it returns or a slave is promoted, consumers read from the slaves meanwhile",
+			strings.Join(masterless, ", ")))
+	}
+	if len(readOnly) > 0 {
+		why = append(why, fmt.Sprintf("its queues on %s take no writes (permission or write queue count)", strings.Join(readOnly, ", ")))
+	}
+	if len(why) == 0 {
+		why = append(why, "its route lists no queue")
+	}
+	return fmt.Errorf("%w %s: the topic exists but no queue takes sends: %s", ErrNoRoute, topic, strings.Join(why, "; "))
 }
 
 // derivedRouteTTL is how long a route borrowed from the template topic is

@@ -74,6 +74,12 @@ func TestPushConsumer_ReadsFromSlaveWhileMasterDown(t *testing.T) {
 	}, 30*time.Second, 10*time.Millisecond, "every message, the rest from the slave")
 	require.Positive(t, notices.Load(), "the consumer was told its reads moved to the slave")
 
+	// A send says what is true: the topic exists, its group has no master.
+	_, err = c.producer(WithRetries(0)).Send(ctxT(t, 10*time.Second), &Message{Topic: "orders", Body: []byte("x")})
+	require.ErrorIs(t, err, ErrNoRoute)
+	require.ErrorContains(t, err, "orders: the topic exists but no queue takes sends: broker group broker-a has no master")
+	require.NotContains(t, err.Error(), "TBW102")
+
 	pc, err := NewPullConsumer("fresh", c.opts(notice)...)
 	require.NoError(t, err)
 	require.NoError(t, pc.Start())

@@ -210,7 +210,7 @@ type groupConns struct {
 // consumerConnections asks every master for the group's live clients
 // (GET_CONSUMER_CONNECTION_LIST). A group no broker knows is an error.
 func (a *app) consumerConnections(ctx context.Context, group string) (groupConns, error) {
-	brokers, err := a.masters(ctx, "")
+	brokers, err := a.readBrokers(ctx, "")
 	if err != nil {
 		return groupConns{}, err
 	}

@@ -71,7 +71,7 @@ func (a *app) consumerProgress(ctx context.Context, group, topic string) (progre
 	if topic != "" {
 		brokers, _, err = a.topicBrokers(ctx, topic)
 	} else {
-		brokers, err = a.masters(ctx, "")
+		brokers, err = a.readBrokers(ctx, "")
 	}
 	if err != nil {
 		return progressView{}, err

@@ -270,6 +270,16 @@ func (a *app) clusterInfo(ctx context.Context) (client.ClusterInfo, error) {
 // masters returns the master of every broker of cluster (every cluster
 // when empty), sorted by name.
 func (a *app) masters(ctx context.Context, cluster string) ([]brokerRef, error) {
+	return a.clusterBrokers(ctx, cluster, false)
+}
+
+// readBrokers is masters for commands that only read: a broker whose
+// master is down answers from its slave of the lowest id (slaveNotice).
+func (a *app) readBrokers(ctx context.Context, cluster string) ([]brokerRef, error) {
+	return a.clusterBrokers(ctx, cluster, true)
+}
+
+func (a *app) clusterBrokers(ctx context.Context, cluster string, slaves bool) ([]brokerRef, error) {
 	ci, err := a.clusterInfo(ctx)
 	if err != nil {
 		return nil, err
@@ -287,17 +297,39 @@ func (a *app) masters(ctx context.Context, cluster string) ([]brokerRef, error) 
 		}
 	}
 	var out []brokerRef
+	var masterless []string
 	for name, b := range ci.Brokers {
 		if cluster != "" && !slices.Contains(ci.Clusters[cluster], name) {
 			continue
 		}
 		if addr, ok := b.Addrs[0]; ok {
 			out = append(out, brokerRef{Name: name, Addr: addr, Cluster: b.Cluster})
+			continue
+		}
+		ids := slices.Sorted(maps.Keys(b.Addrs))
+		if len(ids) == 0 {
+			continue
+		}
+		masterless = append(masterless, name)
+		if slaves {
+			a.slaveNotice(name, b.Addrs[ids[0]])
+			out = append(out, brokerRef{Name: name, Addr: b.Addrs[ids[0]], Cluster: b.Cluster})
 		}
 	}
 	slices.SortFunc(out, func(x, y brokerRef) int { return strings.Compare(x.Name, y.Name) })
 	if len(out) == 0 {
-		return nil, fmt.Errorf("no master broker registered in cluster %q", cluster)
+		where := "any cluster"
+		if cluster != "" {
+			where = fmt.Sprintf("cluster %q", cluster)
+		}
+		if len(masterless) > 0 {
+			slices.Sort(masterless)
+			return nil, fmt.Errorf("no master broker registered in %s: %s %s only slaves (the master is down); "+
+				"changes wait for a master (it returns, or a slave is promoted), reads (consumeMessage, topicStatus, "+
+				"consumerProgress) go to the slaves", where, strings.Join(masterless, ", "),
+				map[bool]string{true: "has", false: "have"}[len(masterless) == 1])
+		}
+		return nil, fmt.Errorf("no broker registered in %s", where)
 	}
 	return out, nil
 }

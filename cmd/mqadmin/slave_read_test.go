@@ -59,4 +59,15 @@ func TestReadTools_FallBackToSlave(t *testing.T) {
 	r = c.mq(t, "queryMsgByOffset", "-t", "orders", "-b", "broker-a", "-i", "0", "-o", "1")
 	require.Equal(t, exitOK, r.code, r.stderr)
 	require.Contains(t, r.stdout, "two")
+
+	// Errors say what is true: the group has no master.
+	r = c.mq(t, "consumerProgress", "-g", "ops")
+	require.NotContains(t, r.stderr, `no master broker registered in cluster ""`)
+	require.Contains(t, r.stderr, note)
+	r = c.mq(t, "sendMessage", "-t", "orders", "-p", "four")
+	require.Equal(t, exitError, r.code)
+	require.Contains(t, r.stderr, "broker group broker-a has no master")
+	require.NotContains(t, r.stderr, "TBW102")
+	r = c.mq(t, "updateSubGroup", "-g", "ops", "-c", "DefaultCluster")
+	require.Contains(t, r.stderr, "no master broker registered in cluster \"DefaultCluster\": broker-a has only slaves (the master is down)")
 }
