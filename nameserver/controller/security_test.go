@@ -18,12 +18,14 @@ import (
 const (
 	adminKey, adminSecret = "admin01", "admin-secret"
 	userKey, userSecret   = "user001", "user-secret"
+	otherKey, otherSecret = "admin02", "admin2-secret"
 )
 
 // testRules are an admin account and one that is not.
 func testRules(t testing.TB) *acl.Rules {
 	r, err := acl.Compile(acl.File{Accounts: []acl.Account{
 		{AccessKey: adminKey, SecretKey: adminSecret, Admin: true},
+		{AccessKey: otherKey, SecretKey: otherSecret, Admin: true},
 		{AccessKey: userKey, SecretKey: userSecret, DefaultTopicPerm: "PUB|SUB", DefaultGroupPerm: "SUB"},
 	}})
 	require.NoError(t, err)
@@ -138,4 +140,29 @@ func TestSecurity_RegisterCannotTakeAMembersID(t *testing.T) {
 	_, err = reg(id, "127.0.0.2:10911", adminKey)
 	require.NoError(t, err)
 	require.Equal(t, "127.0.0.2:10911", c.nodes[c.leader()].Group("b").Members[id].Addr)
+}
+
+// TestSecurity_HeartbeatFromTheMembersAccount: a heartbeat for a member
+// that registered with an account is refused from another (admin)
+// account: the member's liveness and notice connection are its own.
+// Before, any caller could keep a member alive and take its notices.
+func TestSecurity_HeartbeatFromTheMembersAccount(t *testing.T) {
+	s := startSecured(t, nil)
+	client := func(key, secret string) *Client {
+		cl, err := NewClient(ClientConfig{Addrs: []string{s.Addr()}, Logger: quietLogger(), Sign: sig.Signer(key, secret, "")})
+		require.NoError(t, err)
+		t.Cleanup(func() { cl.Close() })
+		return cl
+	}
+	own, other := client(adminKey, adminSecret), client(otherKey, otherSecret)
+	role, err := own.Register(ctxFor(t), Registration{Cluster: "c", Name: "b", ID: NoMaster, Addr: "127.0.0.1:10911"})
+	require.NoError(t, err)
+	hb := Heartbeat{Cluster: "c", Name: "b", ID: role.BrokerID, Addr: "127.0.0.1:10911"}
+	_, err = other.Heartbeat(ctxFor(t), hb)
+	var ce *Error
+	require.ErrorAs(t, err, &ce)
+	require.Equal(t, int16(protocol.NoPermission), ce.Code)
+	require.Contains(t, ce.Remark, `registered with access key "admin01"`)
+	_, err = own.Heartbeat(ctxFor(t), hb)
+	require.NoError(t, err)
 }

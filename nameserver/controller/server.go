@@ -165,6 +165,22 @@ func (f *Front) register(n *Node, conn *remoting.Conn, req *remoting.Command) *r
 		BrokerID: role.BrokerID})
 }
 
+// checkAccount refuses a heartbeat for a member that registered with an
+// account from any other account: a member's liveness, and the
+// connection its role notices go to, are its own.
+func checkAccount(n *Node, req *remoting.Command, name string, id int64) *remoting.Command {
+	g := n.Group(name)
+	if g == nil {
+		return nil
+	}
+	m, ok := g.Members[id]
+	if key := req.ExtFields[sig.FieldAccessKey]; !ok || m.Account == "" || m.Account == key {
+		return nil
+	}
+	return remoting.NewResponse(req, protocol.NoPermission, fmt.Sprintf(
+		"controller: broker %d of %s registered with access key %q; a heartbeat for it must come from that account", id, name, m.Account))
+}
+
 // heartbeat is BROKER_HEARTBEAT (904). Every node takes it. The answer
 // carries (Sluice, additive: a Java broker reads none of it) the group's
 // role as this node knows it, in GET_REPLICA_INFO's header fields and
@@ -178,6 +194,9 @@ func (f *Front) heartbeat(n *Node, conn *remoting.Conn, req *remoting.Command) *
 	}
 	if h.BrokerName == "" || h.BrokerID < 0 {
 		return invalid(req, "brokerName must not be empty and brokerId not negative")
+	}
+	if resp := checkAccount(n, req, h.BrokerName, h.BrokerID); resp != nil {
+		return resp
 	}
 	g := n.Heartbeat(Heartbeat{Cluster: h.ClusterName, Name: h.BrokerName, ID: h.BrokerID, Addr: h.BrokerAddr,
 		Epoch: h.Epoch, MaxOffset: h.MaxOffset, Timeout: time.Duration(max(h.HeartbeatTimeoutMillis, 0)) * time.Millisecond,
