@@ -25,9 +25,13 @@ func (b *Broker) namesrvAddrs() []string {
 // registerLoop registers with every nameserver every register_interval
 // (Start registers first; requests that create a topic register at once,
 // registerNow).
+// A slave that knows no master yet registers every masterLookupInterval
+// (the answers name the master), not every register_interval: started
+// beside its master, it waited up to 30 s, and a SYNC_MASTER refused every
+// send meanwhile.
 func (b *Broker) registerLoop() {
 	defer b.wg.Done()
-	t := time.NewTicker(b.cfg.RegisterInterval)
+	t := time.NewTimer(b.registerWait())
 	defer t.Stop()
 	for {
 		select {
@@ -36,7 +40,19 @@ func (b *Broker) registerLoop() {
 		case <-t.C:
 		}
 		b.registerAll()
+		t.Reset(b.registerWait())
 	}
+}
+
+// masterLookupInterval is how often a slave without a master registers.
+const masterLookupInterval = time.Second
+
+// registerWait is the time to the next registration.
+func (b *Broker) registerWait() time.Duration {
+	if b.ctl == nil && b.cfg.IsSlave() && loadStr(&b.repl.masterHA) == "" {
+		return min(b.cfg.RegisterInterval, masterLookupInterval)
+	}
+	return b.cfg.RegisterInterval
 }
 
 // registerAll sends REGISTER_BROKER with the whole topic table to every

@@ -34,6 +34,7 @@ type replication struct {
 	masterAddr atomic.Pointer[string]
 	masterHA   atomic.Pointer[string]
 	metaSynced atomic.Int64 // unix ms of the last metadata sync (slaves)
+	waitLogged atomic.Bool  // a slave said it waits for its master
 	metaErr    atomic.Pointer[string]
 }
 
@@ -181,8 +182,14 @@ func (b *Broker) learnMaster(resp *remoting.Command) {
 		return
 	}
 	if h.MasterAddr == "" {
-		return // NB: the master is not registered (yet) with this nameserver
+		// NB: the master is not registered (yet) with this nameserver.
+		if loadStr(&b.repl.masterHA) == "" && b.repl.waitLogged.CompareAndSwap(false, true) {
+			b.logger.Warn("broker: slave waiting for its master: no nameserver lists a master (id 0) of this broker name yet; "+
+				"asking again every second", "broker", b.cfg.BrokerName, "cluster", b.cfg.ClusterName)
+		}
+		return
 	}
+	b.repl.waitLogged.Store(false)
 	if old := loadStr(&b.repl.masterHA); old != h.HAServerAddr {
 		b.logger.Info("broker: master found", "master", h.MasterAddr, "ha", h.HAServerAddr)
 	}

@@ -3,8 +3,10 @@ package broker
 import (
 	"bytes"
 	"fmt"
+	"log/slog"
 	"net"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -316,4 +318,26 @@ func TestReplication_HAPortTaken(t *testing.T) {
 	defer b.Close()
 	err = b.Start()
 	require.ErrorContains(t, err, "ha listen "+ln.Addr().String())
+}
+
+// TestReplication_SlaveFindsMasterStartedAfterIt: a slave started before
+// its master (both with the default 30 s registration interval) finds the
+// master within seconds: it asks the nameserver every second while it
+// knows none (it waited for its next registration, up to 30 s, and a
+// SYNC_MASTER refused every send meanwhile).
+func TestReplication_SlaveFindsMasterStartedAfterIt(t *testing.T) {
+	ns := startNamesrv(t, "127.0.0.1:0")
+	mc, sc := groupConfigs(t, ns.Addr(), conf.RoleSyncMaster)
+	mc.RegisterInterval, sc.RegisterInterval = 30*time.Second, 30*time.Second
+	logs := &testutil.SyncBuffer{}
+	slave := startBroker(t, sc, Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "slave waiting for its master") },
+		10*time.Second, 10*time.Millisecond, "the slave says what it waits for")
+	master := startBroker(t, mc, Options{})
+	require.Eventually(t, func() bool { return loadStr(&slave.repl.masterHA) != "" }, 5*time.Second, 10*time.Millisecond,
+		"the slave finds its master within seconds")
+	c := newClient(t, remoting.SerializeJSON)
+	require.Eventually(t, func() bool {
+		return send(t, c, master.Addr(), "orders", 0, "replicated", nil).Code == protocol.Success
+	}, 10*time.Second, 50*time.Millisecond, "the SYNC_MASTER acknowledges once its slave is in")
 }
