@@ -29,6 +29,7 @@ const offsetDirEnv = "rocketmq.client.localOffsetStoreDir"
 var (
 	nameserverAddr string
 	brokerAddr     string
+	brokerLog      string // the broker's log file (v5_test reads its gRPC address)
 	mqadmin        string // path of the mqadmin binary built with the servers
 	// nameservers is what applications pass to WithNameServer.
 	nameservers primitive.NamesrvAddr
@@ -60,7 +61,7 @@ func testMain(m *testing.M) int {
 		stopAll(ns, br)
 		return 1
 	}
-	nameserverAddr, brokerAddr = ns.addr, br.addr
+	nameserverAddr, brokerAddr, brokerLog = ns.addr, br.addr, br.logPath
 	nameservers = primitive.NamesrvAddr{nameserverAddr}
 	topicAdmin, err = admin.NewAdmin(append(adminSecurity(), admin.WithResolver(primitive.NewPassthroughResolver(nameservers)))...)
 	if err != nil {
