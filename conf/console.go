@@ -1,5 +1,10 @@
 package conf
 
+import (
+	"strconv"
+	"strings"
+)
+
 // Console values of Console.Listen.
 const (
 	// ConsoleOff turns the console off.
@@ -18,12 +23,53 @@ type Console struct {
 	Listen string `mapstructure:"listen"`
 	// ReadOnly hides every write (create, delete, reset, resend).
 	ReadOnly bool `mapstructure:"read_only"`
+	// AllowedHosts are the Host headers the console answers besides its
+	// listen address, localhost, 127.0.0.1 and [::1] on its port:
+	// "host;host:port;..." (a name a proxy or a DNS record gives it). An
+	// entry without a port takes any port. Others are refused, so that a
+	// page whose name was rebound to this address (DNS rebinding) cannot
+	// read or change anything.
+	AllowedHosts string `mapstructure:"allowed_hosts"`
 }
 
 func (c Console) validate(ck *checker, p string) {
 	if c.Listen != "" && c.Listen != ConsoleOff {
 		ck.addr(p+"listen", c.Listen, true)
 	}
+	for i, h := range c.AllowedHostList() {
+		if problem := allowedHostProblem(h); problem != "" {
+			ck.fail(p+"allowed_hosts", strconv.Quote(c.AllowedHosts), "entry "+strconv.Itoa(i+1)+" "+strconv.Quote(h)+": "+problem+
+				`; want "host;host:port", the names the console is reached by`)
+			return
+		}
+	}
+}
+
+// AllowedHostList returns the entries of AllowedHosts, trimmed; empty
+// entries are left out.
+func (c Console) AllowedHostList() []string {
+	var out []string
+	for h := range strings.SplitSeq(c.AllowedHosts, ";") {
+		if h = strings.TrimSpace(h); h != "" {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// allowedHostProblem checks one allowed_hosts entry: a host, or host:port
+// (an IPv6 address in brackets).
+func allowedHostProblem(h string) string {
+	if strings.ContainsAny(h, " \t/,@") || strings.Contains(h, "://") {
+		return "must be a host or host:port, without scheme, path, spaces or ','"
+	}
+	if strings.HasPrefix(h, "[") && strings.HasSuffix(h, "]") || !strings.Contains(h, ":") {
+		return ""
+	}
+	if problem := addrProblem(h, false); problem != "" {
+		return problem + " (an IPv6 address goes in brackets)"
+	}
+	return ""
 }
 
 // ConsoleAddr returns where the broker's console serves; "" when it is off.

@@ -39,7 +39,8 @@ type TLS struct {
 	Cert string `mapstructure:"cert"`
 	Key  string `mapstructure:"key"`
 	// ClientCA, when set, is a PEM file of CAs; TLS clients must then
-	// present a certificate one of them signed.
+	// present a certificate one of them signed. Only with Mode enforcing:
+	// permissive would let plaintext clients in without one.
 	ClientCA string `mapstructure:"client_ca"`
 }
 
@@ -64,6 +65,13 @@ func (t TLS) validate(c *checker, p string) {
 	}
 	if (t.Cert == "") != (t.Key == "") {
 		c.fail(p+"cert", strconv.Quote(t.Cert), "give tls.cert and tls.key together (or neither, for a self-signed certificate)")
+	}
+	if t.Mode == TLSPermissive && t.ClientCA != "" {
+		// NB: a permissive port also serves plaintext, which presents no
+		// certificate: the client CA would bind TLS clients only.
+		c.fail(p+"client_ca", strconv.Quote(t.ClientCA), "cannot be used with "+p+"mode permissive (--tls-client-ca with "+
+			"--tls-mode permissive): plaintext connections on that port would skip the client certificate; "+
+			"use "+p+"mode enforcing with the client CA, or permissive without "+p+"client_ca")
 	}
 }
 

@@ -241,3 +241,68 @@ func TestController_Validate(t *testing.T) {
 	b.EmbeddedNamesrv.Controller.Enable = true
 	require.ErrorContains(t, b.Validate(), "embedded_namesrv.controller.enable")
 }
+
+// TestTLS_PermissiveWithClientCA: a client CA on a permissive port is
+// refused by every server's configuration (a broker's, its embedded
+// nameserver's, a nameserver's, a controller's), naming both settings and
+// the two ways out: plaintext connections would skip the certificate.
+func TestTLS_PermissiveWithClientCA(t *testing.T) {
+	permissive := TLS{Mode: TLSPermissive, ClientCA: "ca.pem"}
+	want := func(t *testing.T, err error, key string) {
+		t.Helper()
+		requireFails(t, err, key, `= "ca.pem": cannot be used with `)
+		for _, s := range []string{"mode permissive", "--tls-client-ca", "--tls-mode permissive", "plaintext",
+			"mode enforcing with the client CA", "permissive without"} {
+			require.ErrorContains(t, err, s)
+		}
+	}
+	b := DefaultBroker()
+	b.TLS = permissive
+	want(t, b.Validate(), "tls.client_ca")
+	b = DefaultBroker()
+	b.EmbeddedNamesrv.TLS = permissive
+	want(t, b.Validate(), "embedded_namesrv.tls.client_ca")
+	n := DefaultNameserver()
+	n.TLS = permissive
+	want(t, n.Validate(), "tls.client_ca")
+	s := DefaultControllerServer()
+	s.TLS = permissive
+	want(t, s.Validate(), "tls.client_ca")
+
+	for _, ok := range []TLS{{Mode: TLSEnforcing, ClientCA: "ca.pem"}, {Mode: TLSPermissive}, {Mode: TLSDisabled}} {
+		b, n, s := DefaultBroker(), DefaultNameserver(), DefaultControllerServer()
+		b.TLS, n.TLS, s.TLS = ok, ok, ok
+		require.NoError(t, b.Validate(), "%+v", ok)
+		require.NoError(t, n.Validate(), "%+v", ok)
+		require.NoError(t, s.Validate(), "%+v", ok)
+	}
+}
+
+// TestConsole_AllowedHosts: console.allowed_hosts takes hosts and
+// host:port entries separated by ';' and refuses what is not one, naming
+// the entry.
+func TestConsole_AllowedHosts(t *testing.T) {
+	b := DefaultBroker()
+	b.Console.AllowedHosts = " console.example.com; mq.local:8080;[::1]:9000 ;10.0.0.5;[fe80::1];"
+	require.NoError(t, b.Validate())
+	require.Equal(t, []string{"console.example.com", "mq.local:8080", "[::1]:9000", "10.0.0.5", "[fe80::1]"},
+		b.Console.AllowedHostList())
+	require.Empty(t, Console{}.AllowedHostList())
+	for v, problem := range map[string]string{
+		"a;http://b":   `entry 2 "http://b": must be a host or host:port, without scheme`,
+		"a,b":          `entry 1 "a,b"`,
+		"x/y":          `entry 1 "x/y"`,
+		"a:b":          "port must be a number",
+		"a:0":          "port must be a number in 1..65535",
+		"fe80::1":      "an IPv6 address goes in brackets",
+		":8080":        "host must not be empty",
+		"user@host:80": "without scheme, path",
+	} {
+		b := DefaultBroker()
+		b.Console.AllowedHosts = v
+		requireFails(t, b.Validate(), "console.allowed_hosts", problem)
+		n := DefaultNameserver()
+		n.Console.AllowedHosts = v
+		requireFails(t, n.Validate(), "console.allowed_hosts", problem)
+	}
+}
