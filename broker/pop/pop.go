@@ -1,0 +1,252 @@
+// Package pop keeps the state of POP consumption (RocketMQ 5's
+// SimpleConsumer): per group, topic and queue, the next offset never
+// delivered and the offsets in flight, each invisible until its time, with
+// its delivery attempt and a nonce that its receipt handle names. A
+// receive takes expired in-flight offsets first (delivered again, attempt
+// + 1), then new ones; an ack removes an offset whose handle is current;
+// a change of invisible time gives the offset a new nonce and handle.
+//
+// The state is in memory only for now: after a restart a group starts
+// again at its committed offset (the lowest offset not acked, which the
+// broker commits to its offset table), so an un-acked message is
+// delivered again and an acked one below every un-acked one is not.
+//
+// Receipt handles are opaque to clients and versioned: "1" followed by the
+// URL-safe base64 of the broker name, topic, queue, offset, nonce and the
+// time the message becomes visible again.
+package pop
+
+import (
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// ErrInvalidHandle is a handle that does not decode, is not current (acked,
+// changed, delivered again) or whose invisible time is over.
+var ErrInvalidHandle = errors.New("pop: invalid receipt handle")
+
+// Handle is what a receipt handle names.
+type Handle struct {
+	Broker    string
+	Topic     string
+	Queue     int32
+	Offset    int64
+	Nonce     uint64
+	VisibleAt int64 // Unix ms: when the message is delivered again
+}
+
+// handleVersion is the first character of every handle this version makes.
+const handleVersion = '1'
+
+// maxHandleName bounds a handle's broker and topic names.
+const maxHandleName = 1024
+
+// Encode returns the handle's opaque string.
+func (h Handle) Encode() string {
+	b := make([]byte, 0, 32+len(h.Broker)+len(h.Topic))
+	b = binary.AppendUvarint(b, uint64(len(h.Broker)))
+	b = append(b, h.Broker...)
+	b = binary.AppendUvarint(b, uint64(len(h.Topic)))
+	b = append(b, h.Topic...)
+	b = binary.AppendVarint(b, int64(h.Queue))
+	b = binary.AppendVarint(b, h.Offset)
+	b = binary.AppendUvarint(b, h.Nonce)
+	b = binary.AppendVarint(b, h.VisibleAt)
+	return string(handleVersion) + base64.RawURLEncoding.EncodeToString(b)
+}
+
+// DecodeHandle reads a handle made by Encode.
+func DecodeHandle(s string) (Handle, error) {
+	var h Handle
+	if len(s) < 2 || s[0] != handleVersion {
+		return h, fmt.Errorf("%w: not a version-1 handle", ErrInvalidHandle)
+	}
+	b, err := base64.RawURLEncoding.DecodeString(s[1:])
+	if err != nil {
+		return h, fmt.Errorf("%w: %v", ErrInvalidHandle, err)
+	}
+	str := func() (string, bool) {
+		n, k := binary.Uvarint(b)
+		if k <= 0 || n > maxHandleName || uint64(len(b)-k) < n {
+			return "", false
+		}
+		v := string(b[k : k+int(n)])
+		b = b[k+int(n):]
+		return v, true
+	}
+	num := func() (int64, bool) {
+		v, k := binary.Varint(b)
+		if k <= 0 {
+			return 0, false
+		}
+		b = b[k:]
+		return v, true
+	}
+	var ok [6]bool
+	var q int64
+	h.Broker, ok[0] = str()
+	h.Topic, ok[1] = str()
+	q, ok[2] = num()
+	h.Offset, ok[3] = num()
+	if n, k := binary.Uvarint(b); k > 0 {
+		h.Nonce, ok[4], b = n, true, b[k:]
+	}
+	h.VisibleAt, ok[5] = num()
+	for _, o := range ok {
+		if !o {
+			return Handle{}, fmt.Errorf("%w: truncated", ErrInvalidHandle)
+		}
+	}
+	if len(b) != 0 || q < 0 || q > 1<<16 || h.Offset < 0 {
+		return Handle{}, fmt.Errorf("%w: malformed", ErrInvalidHandle)
+	}
+	h.Queue = int32(q)
+	return h, nil
+}
+
+type key struct {
+	group, topic string
+	queue        int32
+}
+
+type entry struct {
+	visibleAt int64 // Unix ms
+	attempt   int32
+	nonce     uint64
+}
+
+type queueState struct {
+	next     int64            // the next offset never delivered
+	inflight map[int64]*entry // delivered, not acked
+}
+
+// Delivery is one offset to deliver.
+type Delivery struct {
+	Offset  int64
+	Attempt int32 // 1 on the first delivery
+	Handle  Handle
+}
+
+// Table is the POP state of a broker. Safe for concurrent use; its lock is
+// a leaf.
+type Table struct {
+	mu     sync.Mutex
+	queues map[key]*queueState // guarded by mu
+	nonce  uint64              // guarded by mu
+}
+
+// New returns an empty Table.
+func New() *Table { return &Table{queues: map[key]*queueState{}} }
+
+// Pop takes up to n offsets of group's topic queue for broker: in-flight
+// ones whose invisible time is over first (delivered again), then new ones
+// below end. start is where a group new to the queue begins (and where one
+// behind the queue's first offset resumes).
+func (t *Table) Pop(broker, group, topic string, queue int32, start, end int64, n int, invisible time.Duration, now time.Time) []Delivery {
+	if n <= 0 {
+		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	k := key{group, topic, queue}
+	q := t.queues[k]
+	if q == nil {
+		q = &queueState{next: start, inflight: map[int64]*entry{}}
+		t.queues[k] = q
+	}
+	if q.next < start {
+		q.next = start
+	}
+	nowMs := now.UnixMilli()
+	visibleAt := now.Add(invisible).UnixMilli()
+	var out []Delivery
+	take := func(off int64, e *entry) {
+		t.nonce++
+		e.nonce, e.visibleAt = t.nonce, visibleAt
+		out = append(out, Delivery{Offset: off, Attempt: e.attempt, Handle: Handle{Broker: broker, Topic: topic,
+			Queue: queue, Offset: off, Nonce: e.nonce, VisibleAt: visibleAt}})
+	}
+	for off, e := range q.inflight {
+		if len(out) >= n {
+			break
+		}
+		if e.visibleAt <= nowMs {
+			e.attempt++
+			take(off, e)
+		}
+	}
+	for ; len(out) < n && q.next < end; q.next++ {
+		e := &entry{attempt: 1}
+		q.inflight[q.next] = e
+		take(q.next, e)
+	}
+	return out
+}
+
+// current returns the in-flight entry h names, if h is its current handle
+// and its invisible time is not over.
+// REQUIRES: t.mu held.
+func (t *Table) current(group string, h Handle, now time.Time) (*queueState, *entry, error) {
+	q := t.queues[key{group, h.Topic, h.Queue}]
+	if q == nil {
+		return nil, nil, fmt.Errorf("%w: nothing of topic %s queue %d is in flight for group %s", ErrInvalidHandle, h.Topic, h.Queue, group)
+	}
+	e := q.inflight[h.Offset]
+	switch {
+	case e == nil:
+		return nil, nil, fmt.Errorf("%w: offset %d is not in flight (acked already?)", ErrInvalidHandle, h.Offset)
+	case e.nonce != h.Nonce:
+		return nil, nil, fmt.Errorf("%w: a newer handle replaced it (changed or delivered again)", ErrInvalidHandle)
+	case e.visibleAt <= now.UnixMilli():
+		return nil, nil, fmt.Errorf("%w: its invisible time is over", ErrInvalidHandle)
+	}
+	return q, e, nil
+}
+
+// Ack ends h's delivery.
+func (t *Table) Ack(group string, h Handle, now time.Time) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	q, _, err := t.current(group, h, now)
+	if err != nil {
+		return err
+	}
+	delete(q.inflight, h.Offset)
+	return nil
+}
+
+// Change makes h's message invisible for d from now and returns its new
+// handle; h is no longer current. On error h stays as it was.
+func (t *Table) Change(group string, h Handle, d time.Duration, now time.Time) (Handle, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	_, e, err := t.current(group, h, now)
+	if err != nil {
+		return h, err
+	}
+	t.nonce++
+	e.nonce, e.visibleAt = t.nonce, now.Add(d).UnixMilli()
+	h.Nonce, h.VisibleAt = e.nonce, e.visibleAt
+	return h, nil
+}
+
+// Committed is the lowest offset of group's topic queue not acked: where
+// the group resumes after a restart. False when the group never popped
+// the queue.
+func (t *Table) Committed(group, topic string, queue int32) (int64, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	q := t.queues[key{group, topic, queue}]
+	if q == nil {
+		return 0, false
+	}
+	low := q.next
+	for off := range q.inflight {
+		low = min(low, off)
+	}
+	return low, true
+}
