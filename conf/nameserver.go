@@ -35,6 +35,12 @@ type Nameserver struct {
 	ACL ACL `mapstructure:"acl"`
 	// TLS is the remoting port's TLS.
 	TLS TLS `mapstructure:"tls"`
+	// TLSDir keeps the self-signed certificate made when TLS is on and no
+	// tls.cert is given (tls/self-signed.crt under it, its own trust anchor
+	// for --tls-ca); empty: the controller's directory when a controller
+	// runs, else memory only. The nameserver a broker embeds keeps the
+	// broker's (its store directory).
+	TLSDir string `mapstructure:"tls_dir"`
 	// Pprof serves net/http/pprof on the metrics listener.
 	Pprof bool `mapstructure:"pprof"`
 }

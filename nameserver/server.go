@@ -81,7 +81,11 @@ func New(cfg conf.Nameserver, logger *slog.Logger) (*Server, error) {
 		Logger:          logger,
 		OnDisconnect:    s.onDisconnect,
 	}
-	ts, err := tlscert.Server(cfg.TLS, "", logger)
+	tlsDir := cfg.TLSDir
+	if tlsDir == "" && cfg.Controller.Enable {
+		tlsDir = cfg.Controller.Dir
+	}
+	ts, err := tlscert.Server(cfg.TLS, tlsDir, logger)
 	if err != nil {
 		return nil, fmt.Errorf("nameserver: %w", err)
 	}

@@ -179,6 +179,9 @@ func run(args []string, stdout, stderr io.Writer, ready chan<- [2]string) int {
 		if en.TLS.Mode == conf.TLSDisabled {
 			en.TLS = cfg.TLS
 		}
+		if en.TLSDir == "" {
+			en.TLSDir = cfg.Store.Dir // NB: the broker's self-signed certificate: one trust anchor for both
+		}
 		if en.TLS.Mode == conf.TLSEnforcing && !cfg.NamesrvTLS.Enabled {
 			// NB: the broker's own nameserver, in this process, with the
 			// broker's certificate (or a self-signed one made for it).

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"io"
 	"log/slog"
 	"net"
@@ -267,4 +268,26 @@ func TestMQBroker_ControllerTLSFlags(t *testing.T) {
 	out.Reset()
 	require.Equal(t, exitOK, run([]string{"-h"}, &out, &errb, nil))
 	require.Contains(t, out.String(), "--controller-tls-insecure")
+}
+
+// TestMQBroker_SelfSignedTrustAnchor: with TLS on and no certificate given,
+// the broker and the nameserver it embeds serve the one self-signed
+// certificate kept under the store, so that file verifies both
+// (--tls-ca DIR/tls/self-signed.crt). The nameserver's was made in memory:
+// verifying it against the broker's file failed.
+func TestMQBroker_SelfSignedTrustAnchor(t *testing.T) {
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	cmd := exec.Command(bin, "--listen", "127.0.0.1:0", "--store-dir", dir, "--tls-mode", "enforcing", "--console-listen", "off")
+	cmd.Env = append(os.Environ(), "SLUICE_EMBEDDED_NAMESRV_LISTEN=127.0.0.1:0")
+	addr, ns := serving(t, cmd)
+	pem, err := os.ReadFile(filepath.Join(dir, "tls", "self-signed.crt"))
+	require.NoError(t, err)
+	pool := x509.NewCertPool()
+	require.True(t, pool.AppendCertsFromPEM(pem))
+	for _, a := range []string{addr, ns} {
+		conn, err := tls.Dial("tcp", a, &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"})
+		require.NoError(t, err, "%s verified against the store's self-signed.crt", a)
+		require.NoError(t, conn.Close())
+	}
 }
