@@ -15,6 +15,7 @@ import (
 	"github.com/sluicemq/sluice/broker/group"
 	"github.com/sluicemq/sluice/broker/longpoll"
 	"github.com/sluicemq/sluice/broker/offset"
+	"github.com/sluicemq/sluice/broker/pop"
 	"github.com/sluicemq/sluice/broker/store"
 	"github.com/sluicemq/sluice/broker/topic"
 	v5 "github.com/sluicemq/sluice/broker/v5"
@@ -69,24 +70,26 @@ type Broker struct {
 	offsets *offset.Table
 	groups  *group.Registry
 	// groupCfgs holds subscription group settings (retry max times, ...).
-	groupCfgs *group.ConfigTable
-	hold      *longpoll.Hold
-	server    *remoting.Server
-	nsc       *remoting.Client    // to the nameservers
-	peerc     *remoting.Client    // to the group's other brokers (hapeer.go); nsc when the broker has no TLS
-	acl       *acl.Watcher        // nil when ACL is off
-	serverTLS *remoting.ServerTLS // nil when TLS is off; the HA port's too
-	sched     *scheduler
-	tx        *transactions
-	notify    *notifier
-	repl      replication
-	ctl       *ctlMode      // controller mode; nil otherwise
-	v5        *v5.Server    // RocketMQ 5 clients (gRPC); nil when off
-	grpcAddr  string        // its advertised address
-	restartCh chan string   // see Restart
-	sendSem   chan struct{} // bounds sends waiting for the store
-	bursts    sync.Map      // *remoting.Conn → *sendBurst: inline sends of the reader's burst
-	regMu     sync.Mutex    // serialises nameserver (un)registrations
+	groupCfgs   *group.ConfigTable
+	hold        *longpoll.Hold
+	server      *remoting.Server
+	nsc         *remoting.Client    // to the nameservers
+	peerc       *remoting.Client    // to the group's other brokers (hapeer.go); nsc when the broker has no TLS
+	acl         *acl.Watcher        // nil when ACL is off
+	serverTLS   *remoting.ServerTLS // nil when TLS is off; the HA port's too
+	sched       *scheduler
+	tx          *transactions
+	notify      *notifier
+	repl        replication
+	ctl         *ctlMode      // controller mode; nil otherwise
+	v5          *v5.Server    // RocketMQ 5 clients (gRPC); nil when off
+	grpcAddr    string        // its advertised address
+	pop         *pop.Table    // POP consumption (v5 SimpleConsumers)
+	popArrivals arrivals      // wakes their long polls
+	restartCh   chan string   // see Restart
+	sendSem     chan struct{} // bounds sends waiting for the store
+	bursts      sync.Map      // *remoting.Conn → *sendBurst: inline sends of the reader's burst
+	regMu       sync.Mutex    // serialises nameserver (un)registrations
 	// started is set once Start has set nsc and addr, which registering
 	// needs; requests can arrive before that.
 	started atomic.Bool
@@ -185,6 +188,8 @@ func New(cfg conf.Broker, opts Options) (*Broker, error) {
 	}
 	b.hold = longpoll.New()
 	b.store.Subscribe(b.hold.Notify)
+	b.pop = pop.New()
+	b.store.Subscribe(b.popArrivals.notify)
 	if err := b.createSystemTopics(); err != nil {
 		b.closeStores()
 		return nil, err
@@ -301,7 +306,12 @@ func (b *Broker) Start() error {
 	go b.housekeepingLoop()
 	go b.sched.loop()
 	go b.tx.checkLoop(b.opts.TransactionCheckInterval, b.opts.TransactionTimeout)
-	b.logger.Info("broker: serving", "addr", b.addr, "name", b.cfg.BrokerName, "id", b.cfg.BrokerID, "role", b.cfg.Role,
+	id, role := any(b.cfg.BrokerID), b.cfg.Role
+	if b.ctl != nil {
+		// NB: not the config's id and role, which controller mode ignores.
+		id, role = "elected by the controllers", "elected by the controllers"
+	}
+	b.logger.Info("broker: serving", "addr", b.addr, "name", b.cfg.BrokerName, "id", id, "role", role,
 		"ha", b.repl.haAddr, "cluster", b.cfg.ClusterName,
 		"store", b.cfg.Store.Dir, "flush", b.cfg.Store.Flush, "namesrv", b.cfg.NamesrvAddr)
 	return nil

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sluicemq/sluice/broker"
@@ -313,8 +314,8 @@ func TestSend_FIFOAndDelay(t *testing.T) {
 	sr, err := c.SendMessage(callCtx(t, "", "", ""), &v2.SendMessageRequest{Messages: []*v2.Message{msg("v5fifo", "X7", "x")}})
 	require.NoError(t, err)
 	require.Equal(t, v2.Code_CLIENT_ID_REQUIRED, sr.GetStatus().GetCode())
-	// POP is not served yet: Unimplemented, not a false success.
-	_, err = c.AckMessage(callCtx(t, "c2", "", ""), &v2.AckMessageRequest{})
+	// Not served yet: Unimplemented, not a false success.
+	_, err = c.QueryAssignment(callCtx(t, "c2", "", ""), &v2.QueryAssignmentRequest{})
 	require.Error(t, err)
 }
 
@@ -355,5 +356,156 @@ func TestTLS_Permissive(t *testing.T) {
 		hb, err := dial(t, b.GRPCAddr(), tlsOn).Heartbeat(callCtx(t, "c4", "", ""), &v2.HeartbeatRequest{})
 		require.NoError(t, err, "tls %v", tlsOn)
 		require.Equal(t, v2.Code_OK, hb.GetStatus().GetCode())
+	}
+}
+
+// receive runs one ReceiveMessage and returns its status and messages.
+func receive(t *testing.T, c v2.MessagingServiceClient, ctx context.Context, req *v2.ReceiveMessageRequest) (*v2.Status, []*v2.Message) {
+	t.Helper()
+	rs, err := c.ReceiveMessage(ctx, req)
+	require.NoError(t, err)
+	var st *v2.Status
+	var msgs []*v2.Message
+	for {
+		r, err := rs.Recv()
+		if err == io.EOF {
+			break
+		}
+		require.NoError(t, err)
+		if s := r.GetStatus(); s != nil {
+			st = s
+		}
+		if m := r.GetMessage(); m != nil {
+			msgs = append(msgs, m)
+		}
+	}
+	require.NotNil(t, st, "a receive always answers a status")
+	return st, msgs
+}
+
+// TestPOP_ReceiveAckChange: a SimpleConsumer's receive takes each message
+// once (with its handle, attempt 1, MD5 digest), an ack ends it, a change
+// of invisible time returns a new handle and makes the old one invalid,
+// nothing left answers MESSAGE_NOT_FOUND, and a waiting receive is woken
+// by a send.
+func TestPOP_ReceiveAckChange(t *testing.T) {
+	b := startBroker(t, nil)
+	createTopic(t, b, "v5pop", 2, "", "", false)
+	c := dial(t, b.GRPCAddr(), false)
+	for i := range 3 {
+		tag := "TagA"
+		m := msg("v5pop", "POP"+itoa(i), "p"+itoa(i))
+		m.SystemProperties.Tag = &tag
+		sr, err := c.SendMessage(callCtx(t, "c5", "", ""), &v2.SendMessageRequest{Messages: []*v2.Message{m}})
+		require.NoError(t, err)
+		require.Equal(t, v2.Code_OK, sr.GetStatus().GetCode())
+	}
+	req := func(poll time.Duration) *v2.ReceiveMessageRequest {
+		return &v2.ReceiveMessageRequest{Group: &v2.Resource{Name: "popg"},
+			MessageQueue:       &v2.MessageQueue{Topic: &v2.Resource{Name: "v5pop"}, Id: 0},
+			FilterExpression:   &v2.FilterExpression{Type: v2.FilterType_TAG, Expression: "TagA"},
+			BatchSize:          32,
+			InvisibleDuration:  durationpb.New(time.Minute),
+			LongPollingTimeout: durationpb.New(poll)}
+	}
+	st, got := receive(t, c, callCtx(t, "c5", "", ""), req(time.Second))
+	require.Equal(t, v2.Code_OK, st.GetCode(), st.GetMessage())
+	require.Len(t, got, 3)
+	seen := map[string]bool{}
+	for _, m := range got {
+		sp := m.GetSystemProperties()
+		seen[sp.GetMessageId()] = true
+		require.Equal(t, int32(1), sp.GetDeliveryAttempt())
+		require.NotEmpty(t, sp.GetReceiptHandle())
+		require.Equal(t, v2.DigestType_MD5, sp.GetBodyDigest().GetType())
+		require.Equal(t, "TagA", sp.GetTag())
+	}
+	require.Len(t, seen, 3)
+
+	st, got2 := receive(t, c, callCtx(t, "c5", "", ""), req(time.Second))
+	require.Equal(t, v2.Code_MESSAGE_NOT_FOUND, st.GetCode(), "all in flight")
+	require.Empty(t, got2)
+
+	ack := func(h string) v2.Code {
+		t.Helper()
+		r, err := c.AckMessage(callCtx(t, "c5", "", ""), &v2.AckMessageRequest{Group: &v2.Resource{Name: "popg"},
+			Topic: &v2.Resource{Name: "v5pop"}, Entries: []*v2.AckMessageEntry{{ReceiptHandle: h}}})
+		require.NoError(t, err)
+		return r.GetEntries()[0].GetStatus().GetCode()
+	}
+	h0 := got[0].GetSystemProperties().GetReceiptHandle()
+	require.Equal(t, v2.Code_OK, ack(h0))
+	require.Equal(t, v2.Code_INVALID_RECEIPT_HANDLE, ack(h0), "acked twice")
+	require.Equal(t, v2.Code_INVALID_RECEIPT_HANDLE, ack("garbage"))
+
+	h1 := got[1].GetSystemProperties().GetReceiptHandle()
+	ch, err := c.ChangeInvisibleDuration(callCtx(t, "c5", "", ""), &v2.ChangeInvisibleDurationRequest{Group: &v2.Resource{Name: "popg"},
+		Topic: &v2.Resource{Name: "v5pop"}, ReceiptHandle: h1, InvisibleDuration: durationpb.New(time.Hour)})
+	require.NoError(t, err)
+	require.Equal(t, v2.Code_OK, ch.GetStatus().GetCode())
+	require.NotEqual(t, h1, ch.GetReceiptHandle())
+	require.Equal(t, v2.Code_INVALID_RECEIPT_HANDLE, ack(h1), "the old handle after a change")
+	require.Equal(t, v2.Code_OK, ack(ch.GetReceiptHandle()))
+	bad, err := c.ChangeInvisibleDuration(callCtx(t, "c5", "", ""), &v2.ChangeInvisibleDurationRequest{Group: &v2.Resource{Name: "popg"},
+		Topic: &v2.Resource{Name: "v5pop"}, ReceiptHandle: got[2].GetSystemProperties().GetReceiptHandle(), InvisibleDuration: durationpb.New(time.Second)})
+	require.NoError(t, err)
+	require.Equal(t, v2.Code_ILLEGAL_INVISIBLE_TIME, bad.GetStatus().GetCode())
+	require.Equal(t, got[2].GetSystemProperties().GetReceiptHandle(), bad.GetReceiptHandle(), "a failed change keeps the handle")
+
+	// A waiting receive is woken by a send: it answers the message before
+	// its 15 s long poll is over (a receive not woken would find it only
+	// when its poll ends).
+	type result struct {
+		st   *v2.Status
+		msgs []*v2.Message
+	}
+	done := make(chan result, 1)
+	begin := time.Now()
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		ctx = metadata.AppendToOutgoingContext(ctx, "x-mq-client-id", "c5")
+		rs, err := c.ReceiveMessage(ctx, req(15*time.Second))
+		if err != nil {
+			done <- result{}
+			return
+		}
+		var r result
+		for {
+			x, err := rs.Recv()
+			if err != nil {
+				break
+			}
+			if s := x.GetStatus(); s != nil {
+				r.st = s
+			}
+			if m := x.GetMessage(); m != nil {
+				r.msgs = append(r.msgs, m)
+			}
+		}
+		done <- r
+	}()
+	tag := "TagA"
+	late := msg("v5pop", "POPLATE", "late")
+	late.SystemProperties.Tag = &tag
+	// NB: the pause lets the receive park before the send, so the wake-up
+	// is what answers it; a receive that starts after the send takes the
+	// message at once, which passes too.
+	time.Sleep(200 * time.Millisecond)
+	sr, err := c.SendMessage(callCtx(t, "c5", "", ""), &v2.SendMessageRequest{Messages: []*v2.Message{late}})
+	require.NoError(t, err)
+	require.Equal(t, v2.Code_OK, sr.GetStatus().GetCode())
+	deadline := time.After(20 * time.Second)
+	for {
+		select {
+		case r := <-done:
+			require.Equal(t, v2.Code_OK, r.st.GetCode(), r.st.GetMessage())
+			require.Len(t, r.msgs, 1)
+			require.Equal(t, "POPLATE", r.msgs[0].GetSystemProperties().GetMessageId())
+			require.Less(t, time.Since(begin), 15*time.Second, "answered by the arrival, not by the end of the poll")
+			return
+		case <-deadline:
+			t.Fatal("the waiting receive did not answer")
+		}
 	}
 }

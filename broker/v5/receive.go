@@ -1,0 +1,265 @@
+package v5
+
+import (
+	"context"
+	"crypto/md5"
+	"encoding/hex"
+	"strconv"
+	"strings"
+	"time"
+
+	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/sluicemq/sluice/broker/topic"
+	"github.com/sluicemq/sluice/internal/acl"
+	"github.com/sluicemq/sluice/internal/message"
+)
+
+// PopRequest is one receive of a SimpleConsumer.
+type PopRequest struct {
+	Group, Topic string
+	Queue        int32 // the queue asked for first; -1: any
+	Max          int
+	Invisible    time.Duration
+	Tags         []string // nil: every tag
+}
+
+// Popped is one message received.
+type Popped struct {
+	Rec     message.Record
+	Attempt int32
+	Handle  string
+}
+
+// Popper is the POP side of a Backend (broker/pop).
+type Popper interface {
+	// Pop takes up to r.Max messages of r.Group from the broker's queues of
+	// r.Topic, each invisible for r.Invisible; none is not an error.
+	Pop(ctx context.Context, r PopRequest) ([]Popped, *v2.Status)
+	// Ack ends a handle's delivery.
+	Ack(group, topic, handle string) *v2.Status
+	// Change makes a handle's message invisible for d and returns its new
+	// handle (the old one on failure).
+	Change(group, topic, handle string, d time.Duration) (string, *v2.Status)
+	// Arrival returns a channel closed when a message is next stored.
+	Arrival() <-chan struct{}
+}
+
+// Bounds of a receive (RocketMQ's proxy).
+const (
+	minInvisible = 10 * time.Second
+	maxInvisible = 12 * time.Hour
+	maxBatch     = 32
+	maxPoll      = 20 * time.Second
+	answerMargin = 2 * time.Second // left of the client's deadline to answer in
+)
+
+// parseTags reads a TAG expression ("*", "", or "a || b"); nil is every tag.
+func parseTags(expr string) []string {
+	expr = strings.TrimSpace(expr)
+	if expr == "" || expr == "*" {
+		return nil
+	}
+	var out []string
+	for t := range strings.SplitSeq(expr, "||") {
+		if t = strings.TrimSpace(t); t != "" {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// ReceiveMessage pops messages for a SimpleConsumer: up to batch_size,
+// each invisible for invisible_duration (10 s to 12 h), waiting for
+// arrivals up to the long-polling time (long_polling_timeout, or what the
+// client's deadline leaves, at most 20 s). It answers status OK and the
+// messages, or MESSAGE_NOT_FOUND when none came.
+func (s *Server) ReceiveMessage(req *v2.ReceiveMessageRequest, stream v2.MessagingService_ReceiveMessageServer) error {
+	ctx := stream.Context()
+	answer := func(st *v2.Status) error {
+		return stream.Send(&v2.ReceiveMessageResponse{Content: &v2.ReceiveMessageResponse_Status{Status: st}})
+	}
+	p, ok := s.backend.(Popper)
+	if !ok {
+		return answer(status(v2.Code_NOT_IMPLEMENTED, "this broker does not serve POP consumption"))
+	}
+	group, name := req.GetGroup().GetName(), req.GetMessageQueue().GetTopic().GetName()
+	if _, st := s.check(ctx, "ReceiveMessage", acl.Resource{Name: name, Need: acl.Sub},
+		acl.Resource{Name: acl.RetryPrefix + group, Need: acl.Sub}); st != nil {
+		return answer(st)
+	}
+	if err := topic.ValidateName(group); err != nil {
+		return answer(status(v2.Code_ILLEGAL_CONSUMER_GROUP, "group: "+err.Error()))
+	}
+	if err := topic.ValidateName(name); err != nil {
+		return answer(status(v2.Code_ILLEGAL_TOPIC, "topic: "+err.Error()))
+	}
+	if req.GetAutoRenew() {
+		return answer(status(v2.Code_NOT_IMPLEMENTED, "auto_renew (PushConsumer) is not served yet: use a SimpleConsumer"))
+	}
+	inv := req.GetInvisibleDuration().AsDuration()
+	if inv < minInvisible || inv > maxInvisible {
+		return answer(status(v2.Code_ILLEGAL_INVISIBLE_TIME, "invisible_duration "+inv.String()+": want 10s to 12h"))
+	}
+	var tags []string
+	if f := req.GetFilterExpression(); f != nil {
+		switch f.GetType() {
+		case v2.FilterType_TAG, v2.FilterType_FILTER_TYPE_UNSPECIFIED:
+			tags = parseTags(f.GetExpression())
+		default:
+			return answer(status(v2.Code_NOT_IMPLEMENTED, "SQL filters are not served over gRPC yet: use TAG expressions"))
+		}
+	}
+	batch := int(req.GetBatchSize())
+	if batch <= 0 || batch > maxBatch {
+		batch = min(max(batch, 1), maxBatch)
+	}
+	poll := maxPoll
+	if req.LongPollingTimeout != nil {
+		poll = min(req.GetLongPollingTimeout().AsDuration(), maxPoll)
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		poll = min(poll, time.Until(dl)-answerMargin)
+	}
+	end := time.Now().Add(max(poll, 0))
+	r := PopRequest{Group: group, Topic: name, Queue: req.GetMessageQueue().GetId(), Max: batch, Invisible: inv, Tags: tags}
+	for {
+		arrived := p.Arrival() // NB: before the pop, so an arrival in between wakes the wait
+		got, st := p.Pop(ctx, r)
+		if st != nil {
+			return answer(st)
+		}
+		if len(got) > 0 {
+			if err := answer(okStatus()); err != nil {
+				return err
+			}
+			for _, m := range got {
+				if err := stream.Send(&v2.ReceiveMessageResponse{Content: &v2.ReceiveMessageResponse_Message{
+					Message: toV5(m, inv)}}); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		left := time.Until(end)
+		if left <= 0 {
+			return answer(status(v2.Code_MESSAGE_NOT_FOUND, "no new message"))
+		}
+		t := time.NewTimer(left)
+		select {
+		case <-arrived:
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		}
+		t.Stop()
+	}
+}
+
+// toV5 converts a stored message to what a v5 consumer receives.
+func toV5(p Popped, inv time.Duration) *v2.Message {
+	r := &p.Rec
+	props := message.ParseProperties(string(r.Properties))
+	user := map[string]string{}
+	for k, v := range props {
+		if !reservedProps[k] {
+			user[k] = v
+		}
+	}
+	sum := md5.Sum(r.Body)
+	id := props[message.PropUniqKey]
+	if id == "" {
+		id = string(message.AppendOffsetMsgID(nil, r.StoreHost, r.PhysicalOffset))
+	}
+	attempt, off := p.Attempt, r.QueueOffset
+	handle := p.Handle
+	sp := &v2.SystemProperties{
+		MessageId:         id,
+		BodyDigest:        &v2.Digest{Type: v2.DigestType_MD5, Checksum: strings.ToUpper(hex.EncodeToString(sum[:]))},
+		BodyEncoding:      v2.Encoding_IDENTITY,
+		MessageType:       v2.MessageType_NORMAL,
+		BornTimestamp:     timestamppb.New(time.UnixMilli(r.BornTimestamp)),
+		BornHost:          r.BornHost.Addr().String(),
+		StoreTimestamp:    timestamppb.New(time.UnixMilli(r.StoreTimestamp)),
+		StoreHost:         r.StoreHost.String(),
+		ReceiptHandle:     &handle,
+		QueueId:           r.QueueID,
+		QueueOffset:       &off,
+		InvisibleDuration: durationpb.New(inv),
+		DeliveryAttempt:   &attempt,
+	}
+	if t, ok := props[message.PropTags]; ok {
+		sp.Tag = &t
+	}
+	if k := props[message.PropKeys]; k != "" {
+		sp.Keys = strings.Fields(k)
+	}
+	if g, ok := props[PropShardingKey]; ok {
+		sp.MessageGroup, sp.MessageType = &g, v2.MessageType_FIFO
+	}
+	if ms, err := strconv.ParseInt(props[message.PropTimerDeliverMS], 10, 64); err == nil {
+		sp.DeliveryTimestamp, sp.MessageType = timestamppb.New(time.UnixMilli(ms)), v2.MessageType_DELAY
+	}
+	return &v2.Message{Topic: &v2.Resource{Name: string(r.Topic)}, UserProperties: user, SystemProperties: sp, Body: r.Body}
+}
+
+// AckMessage acks each entry's handle; the answer's status is the
+// entries' when they agree, else MULTIPLE_RESULTS.
+func (s *Server) AckMessage(ctx context.Context, req *v2.AckMessageRequest) (*v2.AckMessageResponse, error) {
+	p, ok := s.backend.(Popper)
+	if !ok {
+		return &v2.AckMessageResponse{Status: status(v2.Code_NOT_IMPLEMENTED, "this broker does not serve POP consumption")}, nil
+	}
+	group, name := req.GetGroup().GetName(), req.GetTopic().GetName()
+	if _, st := s.check(ctx, "AckMessage", acl.Resource{Name: name, Need: acl.Sub},
+		acl.Resource{Name: acl.RetryPrefix + group, Need: acl.Sub}); st != nil {
+		return &v2.AckMessageResponse{Status: st}, nil
+	}
+	if len(req.GetEntries()) == 0 {
+		return &v2.AckMessageResponse{Status: status(v2.Code_BAD_REQUEST, "AckMessage carries no entry")}, nil
+	}
+	out := &v2.AckMessageResponse{}
+	for _, e := range req.GetEntries() {
+		st := p.Ack(group, name, e.GetReceiptHandle())
+		if st == nil {
+			st = okStatus()
+		}
+		out.Entries = append(out.Entries, &v2.AckMessageResultEntry{MessageId: e.GetMessageId(),
+			ReceiptHandle: e.GetReceiptHandle(), Status: st})
+	}
+	out.Status = out.Entries[0].Status
+	for _, e := range out.Entries[1:] {
+		if e.Status.GetCode() != out.Status.GetCode() {
+			out.Status = status(v2.Code_MULTIPLE_RESULTS, "the entries had different results: see each")
+			break
+		}
+	}
+	return out, nil
+}
+
+// ChangeInvisibleDuration gives a handle's message a new invisible time
+// and returns its new handle; on failure the old handle stays valid.
+func (s *Server) ChangeInvisibleDuration(ctx context.Context, req *v2.ChangeInvisibleDurationRequest) (*v2.ChangeInvisibleDurationResponse, error) {
+	p, ok := s.backend.(Popper)
+	if !ok {
+		return &v2.ChangeInvisibleDurationResponse{Status: status(v2.Code_NOT_IMPLEMENTED, "this broker does not serve POP consumption")}, nil
+	}
+	group, name := req.GetGroup().GetName(), req.GetTopic().GetName()
+	if _, st := s.check(ctx, "ChangeInvisibleDuration", acl.Resource{Name: name, Need: acl.Sub},
+		acl.Resource{Name: acl.RetryPrefix + group, Need: acl.Sub}); st != nil {
+		return &v2.ChangeInvisibleDurationResponse{Status: st, ReceiptHandle: req.GetReceiptHandle()}, nil
+	}
+	d := req.GetInvisibleDuration().AsDuration()
+	if d < minInvisible || d > maxInvisible {
+		return &v2.ChangeInvisibleDurationResponse{ReceiptHandle: req.GetReceiptHandle(),
+			Status: status(v2.Code_ILLEGAL_INVISIBLE_TIME, "invisible_duration "+d.String()+": want 10s to 12h")}, nil
+	}
+	h, st := p.Change(group, name, req.GetReceiptHandle(), d)
+	if st == nil {
+		st = okStatus()
+	}
+	return &v2.ChangeInvisibleDurationResponse{Status: st, ReceiptHandle: h}, nil
+}
