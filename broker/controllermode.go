@@ -648,7 +648,8 @@ func (b *Broker) becomeMasterLocked(r controller.Role) {
 	// above, until this one.
 	b.store.SetReplicaGate(m)
 	b.ctl.role.Store(roleMaster)
-	b.logger.Info("broker: became master", "epoch", r.MasterEpoch, "start", end, "sync_state_set", r.SyncStateSet)
+	b.logger.Info("broker: became master", "role", "MASTER", "controller_id", b.ctl.id.Load(), "route_id", 0,
+		"epoch", r.MasterEpoch, "start", end, "sync_state_set", r.SyncStateSet)
 	go b.registerAll()
 }
 
@@ -720,7 +721,8 @@ func (b *Broker) becomeSlaveLocked(r controller.Role) {
 	s.Start()
 	b.repl.slave.Store(s)
 	b.ctl.role.Store(roleSlave)
-	b.logger.Info("broker: following master", "master", r.MasterID, "addr", r.MasterAddr, "epoch", r.MasterEpoch, "from", b.store.ReplicaOffset())
+	b.logger.Info("broker: following master", "role", "SLAVE", "controller_id", b.ctl.id.Load(), "route_id", max(b.ctl.id.Load(), 1),
+		"master", r.MasterID, "addr", r.MasterAddr, "epoch", r.MasterEpoch, "from", b.store.ReplicaOffset())
 	go b.registerAll()
 }
 
@@ -873,6 +875,7 @@ func (b *Broker) controllerStatus(out map[string]string) {
 	role := map[int32]string{roleNone: "NONE", roleMaster: "MASTER", roleSlave: "SLAVE"}[b.ctl.role.Load()]
 	out["brokerRole"] = role
 	out["brokerId"] = strconv.FormatInt(b.ctl.id.Load(), 10)
+	out["controllerBrokerId"] = out["brokerId"] // NB: the controllers' id; the route's is 0 for a master
 	out["controllerEpoch"] = strconv.FormatInt(int64(b.ctl.epoch.Load()), 10)
 	out["controllerMasterId"] = strconv.FormatInt(b.ctl.masterID.Load(), 10)
 	b.cutStatus(out)

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"strconv"
 	"testing"
 	"time"
 
@@ -100,6 +101,13 @@ func TestControllerMode_Failover(t *testing.T) {
 	cfgs, bs := startCtlGroup(t, nil)
 	m := waitGroup(t, bs...)
 	firstEpoch := m.ctl.epoch.Load()
+	// Both numberings, named: the master's route id is 0, its controller
+	// id the one the controllers gave it (getSyncStateSet's).
+	st := m.replicationStatus()
+	require.Equal(t, "MASTER", st["brokerRole"])
+	require.Equal(t, strconv.FormatInt(m.ctl.id.Load(), 10), st["controllerBrokerId"])
+	require.NotEqual(t, "0", st["controllerBrokerId"], "controller ids start at 1")
+	require.Equal(t, int64(0), m.registrationID(), "its route id")
 	c := newClient(t, remoting.SerializeJSON)
 	// Every slave joins the SyncStateSet once caught up.
 	require.Eventually(t, func() bool { ss := m.ctl.syncSet.Load(); return ss != nil && len(ss.ids) == 3 }, 20*time.Second, 10*time.Millisecond)

@@ -49,6 +49,10 @@ var clusterColumns = []struct{ header, key string }{
 	{"CommitLog Max", "commitLogMaxOffset"},
 	{"Busy", "sendBusyTotal"},
 	{"Epoch", "controllerEpoch"},
+	// NB: in controller mode the route id (BID: 0 for the master of the
+	// moment, else the controller's id) and the controller's own id
+	// (getSyncStateSet's) differ for the master: both are shown.
+	{"Ctl ID", "controllerBrokerId"},
 }
 
 func clusterListCmd(a *app) *cobra.Command {

@@ -172,7 +172,9 @@ func getSyncStateSetCmd(a *app, addrs *string) *cobra.Command {
 		if a.json {
 			return a.printJSON(info)
 		}
-		t := newTable(a.stdout, "Broker", "BrokerId", "Address", "Role", "InSync", "Alive", "MasterEpoch", "SyncStateSetEpoch")
+		// NB: controller ids: a master's route id (clusterList's BID) is 0
+		// whatever its controller id; clusterList shows both.
+		t := newTable(a.stdout, "Broker", "Controller BrokerId", "Address", "Role", "InSync", "Alive", "MasterEpoch", "SyncStateSetEpoch")
 		for _, n := range slices.Sorted(slices.Values(names)) {
 			ri := info.ReplicasInfoTable[n]
 			for _, rep := range append(slices.Clone(ri.InSyncReplicas), ri.NotInSyncReplicas...) {
