@@ -128,3 +128,65 @@ func TestV5Producer_NormalFIFODelay(t *testing.T) {
 	require.True(t, byID["delay-0"][0].at.After(deliverAt.Add(-time.Second)),
 		"delivered at %s, due at %s", byID["delay-0"][0].at, deliverAt)
 }
+
+// TestV5SimpleConsumer_ReceiveAckRedeliver: messages a 4.x producer sent
+// are received by the official v5 SimpleConsumer; the acked ones do not
+// come back, the one left un-acked comes back after its invisible time
+// (10 s) with delivery attempt 2, and its changed handle acks it.
+func TestV5SimpleConsumer_ReceiveAckRedeliver(t *testing.T) {
+	topic := name(t, "topic")
+	createTopic(t, topic, 2)
+	p := newProducer(t, "p")
+	var want []string
+	for i := range 3 {
+		id := "m-" + strconv.Itoa(i)
+		sendSync(t, p, id, newMessage(topic, id, "TagA"))
+		want = append(want, id)
+	}
+	sc, err := rmq.NewSimpleConsumer(&rmq.Config{Endpoint: grpcEndpoint(t), ConsumerGroup: name(t, "group"),
+		Credentials: &credentials.SessionCredentials{AccessKey: adminCreds.AccessKey, AccessSecret: adminCreds.SecretKey}},
+		rmq.WithSimpleAwaitDuration(2*time.Second),
+		rmq.WithSimpleSubscriptionExpressions(map[string]*rmq.FilterExpression{topic: rmq.NewFilterExpression("TagA")}))
+	require.NoError(t, err)
+	require.NoError(t, sc.Start())
+	t.Cleanup(func() { _ = sc.GracefulStop() })
+
+	// receiveUntil receives until done says so (MESSAGE_NOT_FOUND is an
+	// error in the Go SDK: nothing this time).
+	receiveUntil := func(what string, done func(got []*rmq.MessageView) bool) []*rmq.MessageView {
+		t.Helper()
+		var got []*rmq.MessageView
+		deadline := time.Now().Add(patience)
+		for !done(got) {
+			require.True(t, time.Now().Before(deadline), "waiting for %s; got %d", what, len(got))
+			mvs, _ := sc.Receive(waitContext(t, patience), 16, 10*time.Second)
+			got = append(got, mvs...)
+		}
+		return got
+	}
+	first := receiveUntil("3 messages", func(got []*rmq.MessageView) bool { return len(got) >= 3 })
+	require.Len(t, first, 3)
+	byID := map[string]*rmq.MessageView{}
+	for _, mv := range first {
+		id := mv.GetProperties()[idProperty]
+		require.NotContains(t, byID, id, "delivered once")
+		byID[id] = mv
+		require.Equal(t, int32(1), mv.GetDeliveryAttempt())
+		require.Equal(t, "body of "+id, string(mv.GetBody()))
+	}
+	for _, id := range want {
+		require.Contains(t, byID, id)
+	}
+	require.NoError(t, sc.Ack(waitContext(t, patience), byID["m-0"]))
+	require.NoError(t, sc.Ack(waitContext(t, patience), byID["m-1"]))
+
+	again := receiveUntil("the un-acked message again", func(got []*rmq.MessageView) bool { return len(got) >= 1 })
+	require.Len(t, again, 1, "only the un-acked message comes back")
+	mv := again[0]
+	require.Equal(t, "m-2", mv.GetProperties()[idProperty])
+	require.Equal(t, int32(2), mv.GetDeliveryAttempt())
+	require.NoError(t, sc.ChangeInvisibleDuration(mv, time.Minute))
+	require.NoError(t, sc.Ack(waitContext(t, patience), mv))
+	mvs, _ := sc.Receive(waitContext(t, patience), 16, 10*time.Second)
+	require.Empty(t, mvs, "nothing left")
+}
