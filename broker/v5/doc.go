@@ -11,10 +11,12 @@
 // what the SDKs need; defaults for a client that sends none) and
 // SendMessage (normal, FIFO by message group, delay by delivery time up to
 // 3 days), with the v5 authorization header checked against the broker's
-// ACL accounts. What does not yet: transactions, POP consumption
-// (ReceiveMessage, AckMessage, ChangeInvisibleDuration, dead letters),
-// QueryAssignment and the pull RPCs answer codes.Unimplemented, or, for a
-// transactional message in SendMessage, NOT_IMPLEMENTED.
+// ACL accounts; ReceiveMessage, AckMessage and ChangeInvisibleDuration for
+// SimpleConsumers over POP (broker/pop, through a Backend that is also a
+// Popper). What does not yet: transactions, dead letters, FIFO order of
+// POP consumption, SQL filters over gRPC, QueryAssignment, auto_renew and
+// the pull RPCs answer codes.Unimplemented, or NOT_IMPLEMENTED where the
+// request is otherwise served.
 //
 // One port takes TLS and plaintext: the first byte of each connection is
 // read (0x16 starts a TLS handshake), as on the remoting port; in enforcing
