@@ -64,6 +64,7 @@ func TestMQAdmin_TLS(t *testing.T) {
 
 	r := mqRaw(t, "-n", ns.Addr(), "--timeout", "2s", "clusterList")
 	require.Equal(t, exitError, r.code, "plaintext: %s", r.stderr)
+	require.Contains(t, r.stderr, "this port enforces TLS", "the nameserver says why it refuses")
 	r = mqRaw(t, "-n", ns.Addr(), "--tls", "clusterList")
 	require.Equal(t, exitError, r.code, r.stderr)
 	require.Contains(t, r.stderr, "certificate")

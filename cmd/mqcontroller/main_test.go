@@ -337,8 +337,10 @@ func TestBinary_ACLAndTLS(t *testing.T) {
 	defer plain.Close()
 	pctx, pcancel := context.WithTimeout(ctx, 3*time.Second)
 	defer pcancel()
-	_, err = plain.Invoke(pctx, p.addr, remoting.NewRequest(protocol.ControllerGetMetadataInfo, nil, nil))
-	require.Error(t, err, "enforcing TLS answered plaintext")
+	resp, err = plain.Invoke(pctx, p.addr, remoting.NewRequest(protocol.ControllerGetMetadataInfo, nil, nil))
+	require.NoError(t, err)
+	require.Equal(t, int16(protocol.SystemError), resp.Code, "enforcing TLS served plaintext")
+	require.Equal(t, remoting.PlaintextRefusedRemark, resp.Remark, "and said why it did not")
 
 	admin, err := controller.NewClient(controller.ClientConfig{Addrs: []string{p.addr}, Timeout: time.Second, TLS: insecure,
 		Sign: sig.Signer("rootroot", "root-secret-1", "")})

@@ -3,6 +3,7 @@ package remoting
 import (
 	"context"
 	"crypto/tls"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +16,8 @@ import (
 
 	"github.com/cloudwego/netpoll"
 	"golang.org/x/sys/unix"
+
+	"github.com/sluicemq/sluice/internal/protocol"
 )
 
 // TLS on netpoll. netpoll reads and writes file descriptors itself, so it
@@ -123,6 +126,7 @@ func (s *Server) classify(conn net.Conn) {
 			s.peers.event(time.Now(), slog.LevelWarn, ip, ReasonPlaintextRefused,
 				"remoting: plaintext connection refused: this port enforces TLS (tls.mode enforcing); the client must use TLS",
 				"remote", addrString(remote))
+			answerPlaintext(conn, s.opts.MaxFrameSize)
 			_ = conn.Close()
 			return
 		}
@@ -151,6 +155,48 @@ func (s *Server) classify(conn net.Conn) {
 		return
 	}
 	s.adoptFD(fd, remote)
+}
+
+// PlaintextRefusedRemark is the answer to a plaintext request on a port
+// that enforces TLS.
+const PlaintextRefusedRemark = "this port enforces TLS (tls.mode enforcing) and the request came in plaintext: " +
+	"connect with TLS (Sluice's tools: --tls, and --tls-ca FILE or --tls-insecure for a self-signed certificate; " +
+	"Sluice's client: client.WithTLS; the official clients: WithTls(true) / setUseTLS(true))"
+
+// answerPlaintext answers the plaintext request that opens conn, on a port
+// that enforces TLS, with SYSTEM_ERROR and PlaintextRefusedRemark, so that
+// the client reports why, not "connection closed". Only the frame's header
+// is read (within the connection's deadline); anything that is no
+// RocketMQ request (a oneway one, garbage, another protocol) gets nothing.
+func answerPlaintext(conn net.Conn, maxFrame int) {
+	if maxFrame <= 0 {
+		maxFrame = DefaultMaxFrameSize
+	}
+	var pre [framePrefixLen]byte
+	if _, err := io.ReadFull(conn, pre[:]); err != nil {
+		return
+	}
+	length := int32(binary.BigEndian.Uint32(pre[:4]))
+	if checkLength(length, maxFrame) != nil {
+		return
+	}
+	st, codec, hl, err := checkHeaderWord(binary.BigEndian.Uint32(pre[4:]), length)
+	if err != nil {
+		return
+	}
+	hdr := make([]byte, hl)
+	if _, err := io.ReadFull(conn, hdr); err != nil {
+		return
+	}
+	req := &Command{SerializeType: st}
+	if err := codec.DecodeHeader(hdr, &req.Header); err != nil || req.Flag&(FlagResponse|FlagOneway) != 0 {
+		return
+	}
+	frame, err := EncodeFrame(NewResponse(req, protocol.SystemError, PlaintextRefusedRemark))
+	if err != nil {
+		return
+	}
+	_, _ = conn.Write(frame)
 }
 
 // ReasonTLSHandshake is the peer-log reason of a failed TLS handshake.

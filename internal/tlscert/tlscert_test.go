@@ -79,8 +79,12 @@ func TestTLS_Enforcing(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, big, resp.Body)
 
-	_, err = echoCall(t, newClient(t, nil), addr, []byte("plain"))
-	require.Error(t, err, "plaintext against enforcing")
+	// A plaintext request is answered with why (it was only closed:
+	// clients said "connection closed").
+	resp, err = echoCall(t, newClient(t, nil), addr, []byte("plain"))
+	require.NoError(t, err, "plaintext against enforcing: an answer")
+	require.Equal(t, int16(protocol.SystemError), resp.Code)
+	require.Equal(t, remoting.PlaintextRefusedRemark, resp.Remark)
 	require.Eventually(t, func() bool {
 		return strings.Contains(logs.String(), "plaintext connection refused: this port enforces TLS")
 	}, 10*time.Second, 10*time.Millisecond)
