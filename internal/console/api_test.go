@@ -61,6 +61,7 @@ func TestAPI_Topics(t *testing.T) {
 	require.Contains(t, e.fails(t, 405, "GET", "/api/messages/consume", nil), "not allowed: POST")
 	req, err := http.NewRequest("PATCH", e.url+"/api/topics/orders", nil)
 	require.NoError(t, err)
+	asPage(req, e.url)
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	require.NoError(t, resp.Body.Close())
@@ -331,7 +332,8 @@ func TestAPI_BodyTimeout(t *testing.T) {
 	c, err := net.Dial("tcp", s.Addr())
 	require.NoError(t, err)
 	defer c.Close()
-	_, err = io.WriteString(c, "POST /api/topics HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{}")
+	_, err = io.WriteString(c, "POST /api/topics HTTP/1.1\r\nHost: "+s.Addr()+"\r\nOrigin: http://"+s.Addr()+
+		"\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{}")
 	require.NoError(t, err)
 	// NB: a hang's bound, not a measure: without BodyTimeout no answer came.
 	require.NoError(t, c.SetReadDeadline(time.Now().Add(time.Minute)))
@@ -343,7 +345,10 @@ func TestAPI_BodyTimeout(t *testing.T) {
 	require.Contains(t, string(body), "did not arrive within 200ms")
 
 	// A whole body still reaches the handler: its form is checked (400).
-	whole, err := http.Post("http://"+s.Addr()+"/api/topics", "application/json", strings.NewReader(`{"topic":""}`))
+	req, err := http.NewRequest("POST", "http://"+s.Addr()+"/api/topics", strings.NewReader(`{"topic":""}`))
+	require.NoError(t, err)
+	asPage(req, "http://"+s.Addr())
+	whole, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	b, err := io.ReadAll(whole.Body)
 	require.NoError(t, err)

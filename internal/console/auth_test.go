@@ -40,6 +40,7 @@ func (u *user) call(t *testing.T, method, path string, body any, csrf bool) (int
 	}
 	req, err := http.NewRequest(method, u.e.url+path, rd)
 	require.NoError(t, err)
+	asPage(req, u.e.url)
 	if csrf {
 		req.Header.Set(csrfHeader, u.csrf)
 	}

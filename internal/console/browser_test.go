@@ -249,6 +249,20 @@ func TestBrowser(t *testing.T) {
 		b.requireClean(t)
 	})
 
+	t.Run("delete topic", func(t *testing.T) {
+		// A bodiless write: the page sends it as JSON too, as the console
+		// requires of every write.
+		b.goTo(t, "topics", "topics")
+		b.run(t, chromedp.Evaluate[chromedp.Void](`window.confirm = () => true`),
+			chromedp.Click(chromedp.CSS(`button[data-delete="made-in-console"]`)))
+		b.poll(t, `document.getElementById("notice").textContent === "topic made-in-console deleted"`)
+		require.Eventually(t, func() bool {
+			l, err := e.admin.TopicList(ctx)
+			return err == nil && !slices.Contains(l, "made-in-console")
+		}, 10*time.Second, 10*time.Millisecond)
+		b.requireClean(t)
+	})
+
 	t.Run("lag chart", func(t *testing.T) {
 		held.hold()
 		for range 20 {

@@ -42,7 +42,11 @@
 //
 // # Access control
 //
-// Options.Wrap wraps the whole handler: it is where the login, session
-// and CSRF layer of ACL mode goes. Writes are registered through one
+// First, whatever the ACL (origin.go): a request whose Host is not one of
+// the console's names (DNS rebinding) is refused, and a write to the API
+// needs Content-Type application/json and an Origin (or Referer) on the
+// console's own Host (cross-site writes); each refusal is 403 naming why.
+// With ACL on, the login, session and CSRF layer (auth.go) comes next.
+// Options.Wrap wraps the whole handler. Writes are registered through one
 // method, so read-only mode (Options.ReadOnly) leaves them out entirely.
 package console

@@ -95,6 +95,7 @@ func (e *env) do(t testing.TB, method, path string, body, out any) int {
 	}
 	req, err := http.NewRequest(method, e.url+path, rd)
 	require.NoError(t, err)
+	asPage(req, e.url)
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
@@ -105,6 +106,15 @@ func (e *env) do(t testing.TB, method, path string, body, out any) int {
 		require.NoError(t, json.Unmarshal(data, out), string(data))
 	}
 	return resp.StatusCode
+}
+
+// asPage gives req the headers the console's own page sends with a
+// write: a JSON content type and the console's origin.
+func asPage(req *http.Request, origin string) {
+	if req.Method != http.MethodGet && req.Method != http.MethodHead {
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Origin", origin)
+	}
 }
 
 // apiError is the body of a failed API request.

@@ -12,10 +12,12 @@ import (
 
 // Security is the console's part of ACL: the rules file users log in
 // against (empty: no login) and the account the console signs its own
-// requests with.
+// requests with; and the Host headers it answers besides its own
+// (console.allowed_hosts).
 type Security struct {
 	ACLFile              string
 	AccessKey, SecretKey string
+	AllowedHosts         []string
 }
 
 // Launch starts the console of mqbroker or mqnamesrv on listen, asking
@@ -34,7 +36,8 @@ func Launch(listen string, byDefault bool, nameServers string, readOnly bool, se
 			ns = append(ns, a)
 		}
 	}
-	opts := Options{Listen: listen, NameServers: ns, ReadOnly: readOnly, AccessKey: sec.AccessKey, SecretKey: sec.SecretKey, Logger: logger}
+	opts := Options{Listen: listen, NameServers: ns, ReadOnly: readOnly, AccessKey: sec.AccessKey, SecretKey: sec.SecretKey,
+		AllowedHosts: sec.AllowedHosts, Logger: logger}
 	var w *acl.Watcher
 	if sec.ACLFile != "" {
 		var err error

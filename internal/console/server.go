@@ -44,6 +44,10 @@ type Options struct {
 	// AccessKey and SecretKey sign the console's own requests to the
 	// nameservers and brokers (an admin account when ACL is on).
 	AccessKey, SecretKey string
+	// AllowedHosts are Host headers answered besides the console's own
+	// address, localhost, 127.0.0.1 and [::1] on its port (see origin.go):
+	// each a host (any port) or host:port.
+	AllowedHosts []string
 	// Wrap, if set, wraps the whole handler (outside Auth).
 	Wrap   func(http.Handler) http.Handler
 	Logger *slog.Logger
@@ -52,13 +56,15 @@ type Options struct {
 // Server is a running console. Create it with New, then Start; Close
 // stops it.
 type Server struct {
-	opts  Options
-	admin *client.Admin
-	pull  *client.PullConsumer // reads messages by queue offset; started lazily
-	hist  *history
-	now   func() time.Time
-	http  *http.Server
-	ln    net.Listener
+	opts    Options
+	admin   *client.Admin
+	pull    *client.PullConsumer // reads messages by queue offset; started lazily
+	hist    *history
+	now     func() time.Time
+	http    *http.Server
+	ln      net.Listener
+	port    string     // the port ln listens on; set by Start
+	allowed []hostPort // Options.AllowedHosts
 
 	ctx    context.Context // cancelled by Close; bounds sampling
 	cancel context.CancelFunc
@@ -100,6 +106,10 @@ func New(opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	allowed, err := parseAllowed(opts.AllowedHosts)
+	if err != nil {
+		return nil, err
+	}
 	copts := []client.Option{client.WithNameServers(opts.NameServers...), client.WithCallTimeout(opts.CallTimeout),
 		client.WithLogger(opts.Logger)}
 	if opts.AccessKey != "" {
@@ -114,13 +124,15 @@ func New(opts Options) (*Server, error) {
 		_ = ad.Close()
 		return nil, fmt.Errorf("console: %w", err)
 	}
-	s := &Server{opts: opts, admin: ad, pull: pc, hist: newHistory(opts.History), now: time.Now, fresh: map[net.Conn]struct{}{}}
+	s := &Server{opts: opts, admin: ad, pull: pc, hist: newHistory(opts.History), now: time.Now, fresh: map[net.Conn]struct{}{},
+		allowed: allowed}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	var h http.Handler = s.routes()
 	if opts.Auth != nil {
 		h = s.guard(h)
 	}
-	h = s.bodyFirst(h) // NB: outside guard: a login's body too
+	h = s.bodyFirst(h)   // NB: outside guard: a login's body too
+	h = s.originGuard(h) // NB: first: a refused request's body is not waited for
 	if opts.Wrap != nil {
 		h = opts.Wrap(h)
 	}
@@ -146,6 +158,7 @@ func (s *Server) Start() error {
 		return fmt.Errorf("console: %w", err)
 	}
 	s.ln = ln
+	_, s.port, _ = net.SplitHostPort(ln.Addr().String())
 	s.wg.Add(2)
 	go func() {
 		defer s.wg.Done()

@@ -22,11 +22,13 @@
 
   async function api(method, path, body) {
     const opts = { method, headers: {} };
-    if (body !== undefined) {
+    if (body !== undefined) opts.body = JSON.stringify(body);
+    if (method !== "GET") {
+      // Every write is JSON, bodiless ones too: the console refuses others
+      // (a cross-site form cannot send this type without a preflight).
       opts.headers["Content-Type"] = "application/json";
-      opts.body = JSON.stringify(body);
+      opts.headers["X-CSRF-Token"] = csrf;
     }
-    if (method !== "GET") opts.headers["X-CSRF-Token"] = csrf;
     const resp = await fetch(path, opts);
     if (resp.status === 401 && path !== "/api/login") {
       login();
