@@ -188,7 +188,10 @@ func New(cfg conf.Broker, opts Options) (*Broker, error) {
 	}
 	b.hold = longpoll.New()
 	b.store.Subscribe(b.hold.Notify)
-	b.pop = pop.New()
+	if b.pop, err = pop.Open(filepath.Join(cfgDir, "pop"), opts.Logger); err != nil {
+		b.closeStores()
+		return nil, err
+	}
 	b.store.Subscribe(b.popArrivals.notify)
 	if err := b.createSystemTopics(); err != nil {
 		b.closeStores()
@@ -298,8 +301,13 @@ func (b *Broker) Start() error {
 	b.started.Store(true)
 	// Register before Start returns (and mqbroker announces it serves), as
 	// Java does: a client started right after finds the broker's routes,
-	// TBW102 included for auto-create.
-	b.registerAll()
+	// TBW102 included for auto-create. A broker every nameserver refuses
+	// for a reason a restart does not fix (credentials, TLS) stops here:
+	// it served, unfindable, saying only a warning.
+	if err := b.registerAll(); err != nil {
+		b.Close()
+		return fmt.Errorf("broker: %w", err)
+	}
 	b.wg.Add(5)
 	go b.notifyLoop()
 	go b.registerLoop()
@@ -366,7 +374,7 @@ func (b *Broker) Close() error {
 }
 
 func (b *Broker) closeStores() error {
-	return errors.Join(b.offsets.Close(), b.store.Close())
+	return errors.Join(b.pop.Close(), b.offsets.Close(), b.store.Close())
 }
 
 func (b *Broker) onConnect(c *remoting.Conn) {

@@ -6,10 +6,11 @@
 // + 1), then new ones; an ack removes an offset whose handle is current;
 // a change of invisible time gives the offset a new nonce and handle.
 //
-// The state is in memory only for now: after a restart a group starts
-// again at its committed offset (the lowest offset not acked, which the
-// broker commits to its offset table), so an un-acked message is
-// delivered again and an acked one below every un-acked one is not.
+// Open keeps the state in a crash-safe state file, saved every
+// PersistInterval while it changes and at Close: after a restart the
+// offsets in flight are in flight still (their handles valid) and acked
+// ones are not delivered again; a kill -9 loses at most the last interval
+// (those messages are delivered again: at least once).
 //
 // Receipt handles are opaque to clients and versioned: "1" followed by the
 // URL-safe base64 of the broker name, topic, queue, offset, nonce and the
@@ -137,6 +138,7 @@ type Table struct {
 	mu     sync.Mutex
 	queues map[key]*queueState // guarded by mu
 	nonce  uint64              // guarded by mu
+	p      *persister          // nil: in memory only (New)
 }
 
 // New returns an empty Table.
@@ -184,6 +186,9 @@ func (t *Table) Pop(broker, group, topic string, queue int32, start, end int64, 
 		q.inflight[q.next] = e
 		take(q.next, e)
 	}
+	if len(out) > 0 {
+		t.changed()
+	}
 	return out
 }
 
@@ -216,6 +221,7 @@ func (t *Table) Ack(group string, h Handle, now time.Time) error {
 		return err
 	}
 	delete(q.inflight, h.Offset)
+	t.changed()
 	return nil
 }
 
@@ -231,6 +237,7 @@ func (t *Table) Change(group string, h Handle, d time.Duration, now time.Time) (
 	t.nonce++
 	e.nonce, e.visibleAt = t.nonce, now.Add(d).UnixMilli()
 	h.Nonce, h.VisibleAt = e.nonce, e.visibleAt
+	t.changed()
 	return h, nil
 }
 

@@ -79,3 +79,32 @@ func TestTable_PopAckRedeliver(t *testing.T) {
 	require.ErrorIs(t, err, ErrInvalidHandle)
 	require.Equal(t, e[0].Handle, h)
 }
+
+// TestOpen_SurvivesRestart: a reopened table keeps what was in flight
+// (its handles valid), what was acked (not delivered again) and where new
+// offsets start.
+func TestOpen_SurvivesRestart(t *testing.T) {
+	path := t.TempDir() + "/pop"
+	now := time.Unix(1_800_000_000, 0)
+	tb, err := Open(path, nil)
+	require.NoError(t, err)
+	d := tb.Pop("b", "g", "T", 0, 0, 3, 10, time.Minute, now)
+	require.Len(t, d, 3)
+	require.NoError(t, tb.Ack("g", d[0].Handle, now))
+	require.NoError(t, tb.Close())
+	require.NoError(t, tb.Close(), "idempotent")
+
+	tb, err = Open(path, nil)
+	require.NoError(t, err)
+	defer tb.Close()
+	require.NoError(t, tb.Ack("g", d[1].Handle, now), "a handle from before the restart")
+	require.ErrorIs(t, tb.Ack("g", d[0].Handle, now), ErrInvalidHandle, "acked before the restart")
+	later := now.Add(2 * time.Minute)
+	again := tb.Pop("b", "g", "T", 0, 0, 4, 10, time.Minute, later)
+	require.Len(t, again, 2, "offset 2 again and the new offset 3")
+	got := map[int64]int32{}
+	for _, x := range again {
+		got[x.Offset] = x.Attempt
+	}
+	require.Equal(t, map[int64]int32{2: 2, 3: 1}, got)
+}

@@ -509,3 +509,53 @@ func TestPOP_ReceiveAckChange(t *testing.T) {
 		}
 	}
 }
+
+// TestPOP_StateSurvivesRestart: after a broker restart, a handle received
+// before it still acks, and acked messages are not delivered again.
+func TestPOP_StateSurvivesRestart(t *testing.T) {
+	dir := t.TempDir()
+	start := func() *broker.Broker {
+		cfg := conf.DefaultBroker()
+		cfg.Listen = "127.0.0.1:0"
+		cfg.Store.Dir = dir
+		cfg.Store.SegmentSize = 8 << 20
+		cfg.Store.MaxMessageSize = 1 << 20
+		cfg.Store.Preallocate = false
+		b, err := broker.New(cfg, broker.Options{Logger: quiet()})
+		require.NoError(t, err)
+		require.NoError(t, b.Start())
+		return b
+	}
+	b := start()
+	createTopic(t, b, "v5popr", 1, "", "", false)
+	c := dial(t, b.GRPCAddr(), false)
+	for i := range 2 {
+		sr, err := c.SendMessage(callCtx(t, "c6", "", ""), &v2.SendMessageRequest{Messages: []*v2.Message{msg("v5popr", "R"+itoa(i), "r")}})
+		require.NoError(t, err)
+		require.Equal(t, v2.Code_OK, sr.GetStatus().GetCode())
+	}
+	req := &v2.ReceiveMessageRequest{Group: &v2.Resource{Name: "popr"},
+		MessageQueue:      &v2.MessageQueue{Topic: &v2.Resource{Name: "v5popr"}},
+		BatchSize:         8,
+		InvisibleDuration: durationpb.New(time.Minute), LongPollingTimeout: durationpb.New(time.Second)}
+	st, got := receive(t, c, callCtx(t, "c6", "", ""), req)
+	require.Equal(t, v2.Code_OK, st.GetCode())
+	require.Len(t, got, 2)
+	ack := func(c v2.MessagingServiceClient, h string) v2.Code {
+		t.Helper()
+		r, err := c.AckMessage(callCtx(t, "c6", "", ""), &v2.AckMessageRequest{Group: &v2.Resource{Name: "popr"},
+			Topic: &v2.Resource{Name: "v5popr"}, Entries: []*v2.AckMessageEntry{{ReceiptHandle: h}}})
+		require.NoError(t, err)
+		return r.GetEntries()[0].GetStatus().GetCode()
+	}
+	require.Equal(t, v2.Code_OK, ack(c, got[0].GetSystemProperties().GetReceiptHandle()))
+	require.NoError(t, b.Close())
+
+	b = start()
+	t.Cleanup(func() { require.NoError(t, b.Close()) })
+	c = dial(t, b.GRPCAddr(), false)
+	require.Equal(t, v2.Code_OK, ack(c, got[1].GetSystemProperties().GetReceiptHandle()), "a handle from before the restart")
+	st, again := receive(t, c, callCtx(t, "c6", "", ""), req)
+	require.Equal(t, v2.Code_MESSAGE_NOT_FOUND, st.GetCode(), "nothing delivered again")
+	require.Empty(t, again)
+}
