@@ -57,6 +57,9 @@ type Options struct {
 	// Clock, in controller mode, is what the master's lease is measured on
 	// (default: time.Now, its monotonic reading). Tests step it.
 	Clock Clock
+	// PopClock is what POP invisible times are measured on (default
+	// time.Now). Tests step it.
+	PopClock func() time.Time
 }
 
 // Broker serves RocketMQ's broker protocol over a Store.

@@ -70,7 +70,8 @@ func (g grpcBackend) Pop(ctx context.Context, r v5.PopRequest) ([]v5.Popped, *v2
 		return nil, &v2.Status{Code: v2.Code_FORBIDDEN, Message: fmt.Sprintf("group %s may not consume (consumeEnable false)", r.Group)}
 	}
 	first := max(r.Queue, 0) % cfg.ReadQueueNums
-	now := time.Now()
+	now := b.popNow()
+	maxAttempts := b.retryMaxTimes(r.Group) + 1
 	var out []v5.Popped
 	for i := range cfg.ReadQueueNums {
 		if len(out) >= r.Max || ctx.Err() != nil {
@@ -97,11 +98,54 @@ func (g grpcBackend) Pop(ctx context.Context, r v5.PopRequest) ([]v5.Popped, *v2
 				_ = b.pop.Ack(r.Group, d.Handle, now)
 				continue
 			}
+			if d.Attempt > maxAttempts {
+				// NB: delivered max attempts times and never acked: to the
+				// group's dead-letter topic; left in flight (delivered
+				// again later) when that fails.
+				if err := b.popDeadLetter(ctx, r.Group, rec, d.Attempt-1); err != nil {
+					b.logger.Warn("broker: POP dead letter failed", "group", r.Group, "topic", r.Topic, "queue", q, "offset", d.Offset, "err", err)
+				} else {
+					_ = b.pop.Ack(r.Group, d.Handle, now)
+				}
+				continue
+			}
 			out = append(out, v5.Popped{Rec: rec, Attempt: d.Attempt, Handle: d.Handle.Encode()})
 		}
 		b.commitPop(r.Group, r.Topic, q)
 	}
 	return out, nil
+}
+
+// popNow is the POP clock (Options.PopClock, default time.Now).
+func (b *Broker) popNow() time.Time {
+	if b.opts.PopClock != nil {
+		return b.opts.PopClock()
+	}
+	return time.Now()
+}
+
+// popDeadLetter stores rec in group's dead-letter topic (%DLQ%group), as
+// a 4.x send-back past the group's retry count does, and waits for it.
+func (b *Broker) popDeadLetter(ctx context.Context, group string, rec message.Record, reconsumed int32) error {
+	m := rec.Message()
+	m.ReconsumeTimes, m.StoreHost = reconsumed, b.storeHost
+	if props, err := message.SetProperty(m.Properties, message.PropRetryTopic, m.Topic); err == nil {
+		m.Properties = props
+	}
+	if _, err := b.deadLetter(&m, group, reconsumed, nil, true); err != nil {
+		return err
+	}
+	done := make(chan store.PutResult, 1)
+	b.store.Submit([]store.PutRequest{{Msg: &m, Done: store.AnswerFunc(func(res store.PutResult) { done <- res })}})
+	select {
+	case res := <-done:
+		if !res.Stored() {
+			return fmt.Errorf("%s: %s", res.Status, res.Remark)
+		}
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // errGone is a queue offset whose message retention removed.
@@ -154,7 +198,7 @@ func (g grpcBackend) Ack(group, topicName, handle string) *v2.Status {
 	if st != nil {
 		return st
 	}
-	if err := g.b.pop.Ack(group, h, time.Now()); err != nil {
+	if err := g.b.pop.Ack(group, h, g.b.popNow()); err != nil {
 		return &v2.Status{Code: v2.Code_INVALID_RECEIPT_HANDLE, Message: err.Error()}
 	}
 	g.b.commitPop(group, topicName, h.Queue)
@@ -167,7 +211,7 @@ func (g grpcBackend) Change(group, topicName, handle string, d time.Duration) (s
 	if st != nil {
 		return handle, st
 	}
-	nh, err := g.b.pop.Change(group, h, d, time.Now())
+	nh, err := g.b.pop.Change(group, h, d, g.b.popNow())
 	if err != nil {
 		return handle, &v2.Status{Code: v2.Code_INVALID_RECEIPT_HANDLE, Message: err.Error()}
 	}

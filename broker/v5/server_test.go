@@ -3,9 +3,11 @@ package v5_test
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"os"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -59,6 +61,17 @@ const testACL = `accounts:
 // startBroker starts a broker on free loopback ports, its gRPC port too.
 func startBroker(t *testing.T, edit func(*conf.Broker)) *broker.Broker {
 	t.Helper()
+	return startBrokerEdit(t, edit, broker.Options{Logger: quiet()})
+}
+
+// startBrokerWith starts a broker with opts.
+func startBrokerWith(t *testing.T, opts broker.Options) *broker.Broker {
+	t.Helper()
+	return startBrokerEdit(t, nil, opts)
+}
+
+func startBrokerEdit(t *testing.T, edit func(*conf.Broker), opts broker.Options) *broker.Broker {
+	t.Helper()
 	cfg := conf.DefaultBroker()
 	cfg.Listen = "127.0.0.1:0"
 	cfg.Store.Dir = t.TempDir()
@@ -68,7 +81,7 @@ func startBroker(t *testing.T, edit func(*conf.Broker)) *broker.Broker {
 	if edit != nil {
 		edit(&cfg)
 	}
-	b, err := broker.New(cfg, broker.Options{Logger: quiet()})
+	b, err := broker.New(cfg, opts)
 	require.NoError(t, err)
 	require.NoError(t, b.Start())
 	t.Cleanup(func() { require.NoError(t, b.Close()) })
@@ -558,4 +571,48 @@ func TestPOP_StateSurvivesRestart(t *testing.T) {
 	st, again := receive(t, c, callCtx(t, "c6", "", ""), req)
 	require.Equal(t, v2.Code_MESSAGE_NOT_FOUND, st.GetCode(), "nothing delivered again")
 	require.Empty(t, again)
+}
+
+// TestPOP_RedeliveryAndDeadLetter: a message not acked within its
+// invisible time is delivered again with attempt 2; past the group's max
+// attempts (retryMaxTimes 1 + 1) it goes to %DLQ%group instead.
+func TestPOP_RedeliveryAndDeadLetter(t *testing.T) {
+	var skew atomic.Int64
+	b := startBrokerWith(t, broker.Options{Logger: quiet(), PopClock: func() time.Time {
+		return time.Now().Add(time.Duration(skew.Load()))
+	}})
+	createTopic(t, b, "v5dlq", 1, "", "", false)
+	gc := protocol.DefaultSubscriptionGroupConfig("dlqg")
+	gc.RetryMaxTimes = 1
+	body, err := json.Marshal(gc)
+	require.NoError(t, err)
+	rc := remoting.NewClient(remoting.ClientOptions{SerializeType: remoting.SerializeJSON})
+	defer rc.Close()
+	resp, err := rc.Invoke(callCtx(t, "", "", ""), b.Addr(), remoting.NewRequest(protocol.UpdateAndCreateSubscriptionGroup, nil, body))
+	require.NoError(t, err)
+	require.Equal(t, int16(protocol.Success), resp.Code, resp.Remark)
+
+	c := dial(t, b.GRPCAddr(), false)
+	sr, err := c.SendMessage(callCtx(t, "c7", "", ""), &v2.SendMessageRequest{Messages: []*v2.Message{msg("v5dlq", "DLQ1", "d")}})
+	require.NoError(t, err)
+	require.Equal(t, v2.Code_OK, sr.GetStatus().GetCode())
+	req := &v2.ReceiveMessageRequest{Group: &v2.Resource{Name: "dlqg"},
+		MessageQueue: &v2.MessageQueue{Topic: &v2.Resource{Name: "v5dlq"}}, BatchSize: 8,
+		InvisibleDuration: durationpb.New(10 * time.Second), LongPollingTimeout: durationpb.New(time.Second)}
+	for attempt := int32(1); attempt <= 2; attempt++ {
+		st, got := receive(t, c, callCtx(t, "c7", "", ""), req)
+		require.Equal(t, v2.Code_OK, st.GetCode(), "attempt %d: %s", attempt, st.GetMessage())
+		require.Len(t, got, 1)
+		require.Equal(t, attempt, got[0].GetSystemProperties().GetDeliveryAttempt())
+		require.Equal(t, "DLQ1", got[0].GetSystemProperties().GetMessageId())
+		skew.Add(int64(11 * time.Second))
+	}
+	st, got := receive(t, c, callCtx(t, "c7", "", ""), req)
+	require.Equal(t, v2.Code_MESSAGE_NOT_FOUND, st.GetCode(), "past its max attempts: dead-lettered")
+	require.Empty(t, got)
+	dead := readAll(t, b.Store(), "%DLQ%dlqg", 0)
+	require.Len(t, dead, 1)
+	id, _ := message.PropertyValue(string(dead[0].Properties), message.PropUniqKey)
+	require.Equal(t, "DLQ1", id)
+	require.Equal(t, int32(2), dead[0].ReconsumeTimes)
 }
