@@ -73,6 +73,9 @@ Flags override the config file, which overrides the environment
   --console-listen HOST:PORT  serve the web console there, or "off" (default 127.0.0.1:8080
                               with the embedded nameserver, off otherwise)
   --console-read-only         the console hides every write
+  --console-allowed-hosts "HOST;HOST:PORT"
+                              Host headers the console answers besides its own address
+                              and localhost (names a proxy or DNS gives it)
   --grpc-listen HOST:PORT     serve RocketMQ 5 clients (gRPC) there, or "off" (default: the
                               listen host, port 8081; TLS follows --tls-mode)
 ` + cli.ServerSecurityUsage + `  -h, --help                  show this help
@@ -112,6 +115,7 @@ func run(args []string, stdout, stderr io.Writer, ready chan<- [2]string) int {
 	ctlTLSInsecure := fs.Bool("controller-tls-insecure", false, "")
 	consoleListen := fs.String("console-listen", "", "")
 	consoleRO := fs.Bool("console-read-only", false, "")
+	consoleHosts := fs.String("console-allowed-hosts", "", "")
 	grpcListen := fs.String("grpc-listen", "", "")
 	sec := cli.AddServerSecurity(fs)
 	if code, ok := cli.Parse(fs, args, usage, stdout, stderr); !ok {
@@ -167,6 +171,8 @@ func run(args []string, stdout, stderr io.Writer, ready chan<- [2]string) int {
 			cfg.Console.Listen = *consoleListen
 		case "console-read-only":
 			cfg.Console.ReadOnly = *consoleRO
+		case "console-allowed-hosts":
+			cfg.Console.AllowedHosts = *consoleHosts
 		case "grpc-listen":
 			cfg.GRPC.Listen = *grpcListen
 		}
@@ -240,7 +246,8 @@ func run(args []string, stdout, stderr io.Writer, ready chan<- [2]string) int {
 		logger.Info("mqbroker: metrics", "url", "http://"+a+"/metrics")
 	}
 	con, err := console.Launch(consoleAddr, cfg.Console.Listen == "", cfg.NamesrvAddr, cfg.Console.ReadOnly,
-		console.Security{ACLFile: cfg.ACL.File, AccessKey: cfg.ACL.AccessKey, SecretKey: cfg.ACL.SecretKey}, logger, stdout)
+		console.Security{ACLFile: cfg.ACL.File, AccessKey: cfg.ACL.AccessKey, SecretKey: cfg.ACL.SecretKey,
+			AllowedHosts: cfg.Console.AllowedHostList()}, logger, stdout)
 	if err != nil {
 		b.Close()
 		closeNS()

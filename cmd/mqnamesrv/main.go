@@ -56,6 +56,9 @@ defaults.
                               mqbroker --controller)
 ` + controller.FlagsUsage + `  --console-listen HOST:PORT  serve the web console there (off by default)
   --console-read-only         the console hides every write
+  --console-allowed-hosts "HOST;HOST:PORT"
+                              Host headers the console answers besides its own address
+                              and localhost (names a proxy or DNS gives it)
 ` + cli.ServerSecurityUsage + `  -h, --help                  show this help
 
 Exit status: 0 after a clean shutdown, 1 for an invalid config file or
@@ -77,6 +80,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	cf := controller.AddFlags(fs)
 	consoleListen := fs.String("console-listen", "", "")
 	consoleRO := fs.Bool("console-read-only", false, "")
+	consoleHosts := fs.String("console-allowed-hosts", "", "")
 	sec := cli.AddServerSecurity(fs)
 	if code, ok := cli.Parse(fs, args, usage, stdout, stderr); !ok {
 		return code
@@ -99,6 +103,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			cfg.Console.Listen = *consoleListen
 		case "console-read-only":
 			cfg.Console.ReadOnly = *consoleRO
+		case "console-allowed-hosts":
+			cfg.Console.AllowedHosts = *consoleHosts
 		}
 	})
 	cf.Apply(fs, &cfg.Controller)
@@ -137,7 +143,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	con, err := console.Launch(cfg.ConsoleAddr(), false, ns.Addr(), cfg.Console.ReadOnly,
-		console.Security{ACLFile: cfg.ACL.File}, logger, stdout)
+		console.Security{ACLFile: cfg.ACL.File, AllowedHosts: cfg.Console.AllowedHostList()}, logger, stdout)
 	if err != nil {
 		if node != nil {
 			_ = node.Close()

@@ -196,8 +196,9 @@ func requireOneLineError(t *testing.T, stderr, want string) {
 	require.Contains(t, lines[0], want)
 }
 
-// TestMQNamesrv_BadSecurityFlags: a broken ACL file, a missing one and an
-// unknown TLS mode stop mqnamesrv at once with a one-line reason.
+// TestMQNamesrv_BadSecurityFlags: a broken ACL file, a missing one, an
+// unknown TLS mode and a client CA on a permissive port stop mqnamesrv at
+// once with a one-line reason.
 func TestMQNamesrv_BadSecurityFlags(t *testing.T) {
 	broken := filepath.Join(t.TempDir(), "plain_acl.yml")
 	require.NoError(t, os.WriteFile(broken, []byte("accounts:\n  - accessKey: alice1\n    secretKey: 12345678\n    topicPerms: [\"orders=WRITE\"]\n"), 0o600))
@@ -210,6 +211,7 @@ func TestMQNamesrv_BadSecurityFlags(t *testing.T) {
 		{[]string{"--acl", filepath.Join(t.TempDir(), "missing.yml")}, exitError, "read ACL file"},
 		{[]string{"--tls-mode", "sometimes"}, exitUsage, "tls.mode"},
 		{[]string{"--tls-mode", "enforcing", "--tls-cert", "c.pem"}, exitUsage, "give tls.cert and tls.key together"},
+		{[]string{"--tls-mode", "permissive", "--tls-client-ca", "ca.pem"}, exitUsage, "use tls.mode enforcing with the client CA"},
 	} {
 		var out, errb strings.Builder
 		require.Equal(t, tc.code, run(append([]string{"--listen", "127.0.0.1:0"}, tc.args...), &out, &errb), errb.String())
