@@ -176,13 +176,21 @@ func TestACL_RevokeWhileSending(t *testing.T) {
 }
 
 // TestACL_UnsignedRegistration: a broker without credentials is refused by
-// an ACL nameserver, so its topics get no route there.
+// an ACL nameserver, so its topics get no route there; refused by every
+// nameserver for that, it does not start, and says what to set (it served,
+// unfindable, after a warning).
 func TestACL_UnsignedRegistration(t *testing.T) {
 	cl := startACLCluster(t)
 	bc := testConfig(t.TempDir())
 	bc.NamesrvAddr = cl.ns.Addr()
 	bc.BrokerName = "broker-unsigned"
-	startBroker(t, bc, Options{})
+	b, err := New(bc, Options{Logger: quiet()})
+	require.NoError(t, err)
+	err = b.Start()
+	require.ErrorContains(t, err, "every nameserver refused the registration")
+	require.ErrorContains(t, err, "carries no AccessKey")
+	require.ErrorContains(t, err, "--access-key/--secret-key")
+	require.NoError(t, b.Close())
 	root := signedClient(t, remoting.SerializeJSON, "rootroot", "root-secret-1")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

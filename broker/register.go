@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"fmt"
 	"hash/crc32"
 	"strings"
 	"sync"
@@ -59,16 +60,16 @@ func (b *Broker) registerWait() time.Duration {
 // nameserver (spec 5.2). Registrations are serialised, so an older table
 // never lands after a newer one, and none starts once the broker is
 // closing (it would follow the unregistration).
-func (b *Broker) registerAll() {
+func (b *Broker) registerAll() error {
 	addrs := b.namesrvAddrs()
 	if len(addrs) == 0 {
-		return
+		return nil
 	}
 	b.regMu.Lock()
 	defer b.regMu.Unlock()
 	select {
 	case <-b.quit:
-		return
+		return nil
 	default:
 	}
 	cfgs, version := b.topics.All()
@@ -82,7 +83,7 @@ func (b *Broker) registerAll() {
 	})
 	if err != nil {
 		b.logger.Error("broker: encode registration", "err", err)
-		return
+		return nil
 	}
 	h := protocol.RegisterBrokerRequestHeader{
 		BrokerName: b.cfg.BrokerName, BrokerAddr: b.addr, ClusterName: b.cfg.ClusterName,
@@ -90,7 +91,8 @@ func (b *Broker) registerAll() {
 		GrpcAddr: b.grpcAddr,
 	}
 	var wg sync.WaitGroup
-	for _, a := range addrs {
+	refusals := make([]string, len(addrs)) // "": accepted, or failed for a reason that may pass
+	for i, a := range addrs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -99,15 +101,45 @@ func (b *Broker) registerAll() {
 			resp, err := b.nsc.Invoke(ctx, a, remoting.NewRequest(protocol.RegisterBroker, protocol.Ext(&h), body))
 			switch {
 			case err != nil:
-				b.logger.Warn("broker: register with nameserver failed", "namesrv", a, "err", err)
+				b.logger.Error("broker: register with nameserver failed: clients cannot find this broker through it",
+					"namesrv", a, "err", err)
 			case resp.Code != protocol.Success:
-				b.logger.Warn("broker: nameserver refused registration", "namesrv", a, "code", resp.Code, "remark", resp.Remark)
+				why := registrationFix(resp)
+				b.logger.Error("broker: nameserver refused the registration: clients cannot find this broker through it",
+					"namesrv", a, "code", resp.Code, "remark", resp.Remark, "fix", why)
+				if permanentRefusal(resp.Code, resp.Remark) {
+					refusals[i] = fmt.Sprintf("nameserver %s: %s (%s)", a, resp.Remark, why)
+				}
 			default:
 				b.learnMaster(resp)
 			}
 		}()
 	}
 	wg.Wait()
+	for _, r := range refusals {
+		if r == "" {
+			return nil
+		}
+	}
+	return fmt.Errorf("every nameserver refused the registration, for reasons a restart does not fix: %s", strings.Join(refusals, "; "))
+}
+
+// permanentRefusal reports whether a nameserver's refusal will be the same
+// at the next registration: missing or wrong credentials, or TLS that the
+// broker does not use towards it.
+func permanentRefusal(code int16, remark string) bool {
+	return code == protocol.NoPermission || (code == protocol.SystemError && remark == remoting.PlaintextRefusedRemark)
+}
+
+// registrationFix says what makes a nameserver take the registration.
+func registrationFix(resp *remoting.Command) string {
+	switch {
+	case resp.Code == protocol.NoPermission:
+		return "sign with an admin account of the nameserver's ACL: --access-key/--secret-key (acl.access_key, acl.secret_key)"
+	case resp.Code == protocol.SystemError && resp.Remark == remoting.PlaintextRefusedRemark:
+		return "the nameserver enforces TLS: --namesrv-tls, with --namesrv-tls-ca FILE or --namesrv-tls-insecure (namesrv_tls.*)"
+	}
+	return "see the remark"
 }
 
 // unregisterAll tells every nameserver the broker is leaving (best effort).

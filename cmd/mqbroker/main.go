@@ -65,6 +65,15 @@ Flags override the config file, which overrides the environment
   --ha-advertise IP:PORT      HA address slaves are told (default: from --ha-listen)
   --controller "IP:PORT;..."  controller mode: the role is elected by these controllers
                               (their remoting addresses); --role is then ignored
+  --namesrv-tls               dial the nameservers with TLS (key namesrv_tls.enabled)
+  --namesrv-tls-ca FILE       PEM CAs to verify the nameservers with (implies --namesrv-tls;
+                              default the system pool)
+  --namesrv-tls-insecure      TLS to the nameservers without verifying them (self-signed
+                              setups; implies --namesrv-tls)
+  --access-key KEY, --secret-key SECRET
+                              the broker's own ACL account, an admin account of the
+                              nameservers' (and controllers') ACL (keys acl.access_key,
+                              acl.secret_key)
   --controller-tls            dial the controllers with TLS (key controller_tls.enabled)
   --controller-tls-ca FILE    PEM CAs to verify the controllers with (implies --controller-tls;
                               default the system pool)
@@ -113,6 +122,11 @@ func run(args []string, stdout, stderr io.Writer, ready chan<- [2]string) int {
 	ctlTLS := fs.Bool("controller-tls", false, "")
 	ctlTLSCA := fs.String("controller-tls-ca", "", "")
 	ctlTLSInsecure := fs.Bool("controller-tls-insecure", false, "")
+	nsTLS := fs.Bool("namesrv-tls", false, "")
+	nsTLSCA := fs.String("namesrv-tls-ca", "", "")
+	nsTLSInsecure := fs.Bool("namesrv-tls-insecure", false, "")
+	accessKey := fs.String("access-key", "", "")
+	secretKey := fs.String("secret-key", "", "")
 	consoleListen := fs.String("console-listen", "", "")
 	consoleRO := fs.Bool("console-read-only", false, "")
 	consoleHosts := fs.String("console-allowed-hosts", "", "")
@@ -159,6 +173,18 @@ func run(args []string, stdout, stderr io.Writer, ready chan<- [2]string) int {
 			cfg.HA.Advertise = *haAdvertise
 		case "controller":
 			cfg.Controller = *ctl
+		case "namesrv-tls":
+			cfg.NamesrvTLS.Enabled = *nsTLS
+		case "namesrv-tls-ca":
+			cfg.NamesrvTLS.CAFile = *nsTLSCA
+			cfg.NamesrvTLS.Enabled = true
+		case "namesrv-tls-insecure":
+			cfg.NamesrvTLS.Insecure = *nsTLSInsecure
+			cfg.NamesrvTLS.Enabled = cfg.NamesrvTLS.Enabled || *nsTLSInsecure
+		case "access-key":
+			cfg.ACL.AccessKey = *accessKey
+		case "secret-key":
+			cfg.ACL.SecretKey = *secretKey
 		case "controller-tls":
 			cfg.ControllerTLS.Enabled = *ctlTLS
 		case "controller-tls-ca":

@@ -220,8 +220,9 @@ func TestMQBroker_SecureQuickstart(t *testing.T) {
 
 	plain := remoting.NewClient(remoting.ClientOptions{SerializeType: remoting.SerializeJSON, DialTimeout: 3 * time.Second})
 	defer plain.Close()
-	_, err = plain.Invoke(ctx, addr, remoting.NewRequest(protocol.GetRouteInfoByTopic, map[string]string{"topic": "TBW102"}, nil))
-	require.Error(t, err, "plaintext to an enforcing broker")
+	resp, err = plain.Invoke(ctx, addr, remoting.NewRequest(protocol.GetRouteInfoByTopic, map[string]string{"topic": "TBW102"}, nil))
+	require.NoError(t, err)
+	require.Equal(t, remoting.PlaintextRefusedRemark, resp.Remark, "plaintext to an enforcing broker: refused, saying why")
 	_, err = os.Stat(filepath.Join(dir, "tls", "self-signed.crt"))
 	require.NoError(t, err)
 
@@ -290,4 +291,37 @@ func TestMQBroker_SelfSignedTrustAnchor(t *testing.T) {
 		require.NoError(t, err, "%s verified against the store's self-signed.crt", a)
 		require.NoError(t, conn.Close())
 	}
+}
+
+// TestMQBroker_SecureNamesrvFromFlags: a broker joins a nameserver that
+// enforces TLS and ACL with flags alone (--namesrv-tls-insecure,
+// --access-key, --secret-key; they had no flags); without them it does not
+// start and says which flags it needs (it logged a warning and served,
+// unfindable).
+func TestMQBroker_SecureNamesrvFromFlags(t *testing.T) {
+	cfg := conf.DefaultNameserver()
+	cfg.Listen = "127.0.0.1:0"
+	cfg.TLS.Mode = conf.TLSEnforcing
+	cfg.ACL.File = testutil.WriteACL(t, testutil.ACLRules)
+	ns, err := nameserver.New(cfg, slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	require.NoError(t, ns.Start())
+	defer ns.Close()
+	base := []string{"-n", ns.Addr(), "--listen", "127.0.0.1:0", "--console-listen", "off", "--grpc-listen", "off"}
+
+	var out, errb strings.Builder
+	require.Equal(t, exitError, run(append(base, "--store-dir", t.TempDir()), &out, &errb, nil))
+	require.Contains(t, errb.String(), "--namesrv-tls", "plaintext towards an enforcing nameserver: the flag to use")
+
+	errb.Reset()
+	require.Equal(t, exitError, run(append(base, "--store-dir", t.TempDir(), "--namesrv-tls-insecure"), &out, &errb, nil))
+	require.Contains(t, errb.String(), "--access-key/--secret-key", "unsigned: the flags to use")
+
+	cmd := exec.Command(buildBinary(t), append(base, "--store-dir", t.TempDir(), "--namesrv-tls-insecure",
+		"--access-key", "rootroot", "--secret-key", "root-secret-1")...)
+	serving(t, cmd)
+	rc := remoting.NewClient(remoting.ClientOptions{SerializeType: remoting.SerializeJSON, Sign: sig.Signer("rootroot", "root-secret-1", ""),
+		TLS: &tls.Config{InsecureSkipVerify: true}}) //nolint:gosec // the nameserver's self-signed certificate
+	defer rc.Close()
+	require.NotEmpty(t, templateRoute(t, rc, ns.Addr()).BrokerDatas, "registered, signed, over TLS")
 }
