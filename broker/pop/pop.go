@@ -109,6 +109,11 @@ func DecodeHandle(s string) (Handle, error) {
 	return h, nil
 }
 
+// MaxInflight bounds the offsets of one group's queue in flight: a
+// consumer that receives and never acks stops getting new messages of the
+// queue (those in flight are delivered again as their time runs out).
+const MaxInflight = 1 << 16
+
 type key struct {
 	group, topic string
 	queue        int32
@@ -181,7 +186,7 @@ func (t *Table) Pop(broker, group, topic string, queue int32, start, end int64, 
 			take(off, e)
 		}
 	}
-	for ; len(out) < n && q.next < end; q.next++ {
+	for ; len(out) < n && q.next < end && len(q.inflight) < MaxInflight; q.next++ {
 		e := &entry{attempt: 1}
 		q.inflight[q.next] = e
 		take(q.next, e)

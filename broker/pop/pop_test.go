@@ -108,3 +108,13 @@ func TestOpen_SurvivesRestart(t *testing.T) {
 	}
 	require.Equal(t, map[int64]int32{2: 2, 3: 1}, got)
 }
+
+func TestTable_InflightBound(t *testing.T) {
+	tb := New()
+	now := time.Unix(1_800_000_000, 0)
+	got := 0
+	for range 3 {
+		got += len(tb.Pop("b", "g", "T", 0, 0, 1<<20, MaxInflight, time.Minute, now))
+	}
+	require.Equal(t, MaxInflight, got, "no new offsets past the bound")
+}
