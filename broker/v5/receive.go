@@ -151,6 +151,9 @@ func (s *Server) ReceiveMessage(req *v2.ReceiveMessageRequest, stream v2.Messagi
 		select {
 		case <-arrived:
 		case <-t.C:
+		case <-s.quit: // NB: a closing server answers its long polls now
+			t.Stop()
+			return answer(status(v2.Code_MESSAGE_NOT_FOUND, "no new message (the broker is closing)"))
 		case <-ctx.Done():
 			t.Stop()
 			return nil
