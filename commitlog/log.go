@@ -256,15 +256,18 @@ func Open(dir string, opts Options) (*Log, error) {
 		l.closeSegments()
 		return nil, err
 	}
+	if l.active != nil {
+		l.precreate(l.active.base + Offset(opts.SegmentSize))
+	}
 	// NB: the recovered end is on disk: a crash before the flusher's first
 	// checkpoint then recovers from here, not by a scan of the whole log.
+	// After the next segment's precreation has begun: a restart on a full
+	// disk deleted the empty one the last process had made, and the disk
+	// must be as full again when the store first checks it.
 	if err := l.saveCheckpoint(); err != nil {
 		l.opts.Logger.Warn("commitlog: save checkpoint", "err", err) // NB: as the flusher's: the next one may do
 	}
 	l.lastCheckpoint = time.Now()
-	if l.active != nil {
-		l.precreate(l.active.base + Offset(opts.SegmentSize))
-	}
 	l.wg.Add(1)
 	go l.flushLoop()
 	if opts.WarmAhead > 0 && !opts.NoPreallocate {
