@@ -112,6 +112,27 @@ func (f *fakeCtl) serve(_ context.Context, w remoting.ResponseWriter, req *remot
 		resp.ExtFields["isLeader"] = map[bool]string{true: "true", false: "false"}[f.leader]
 	case protocol.ControllerGetReplicaInfo:
 		resp = withSet(roleResp(controller.NoMaster))
+	case protocol.ControllerGetSyncStateData:
+		// NB: the members, for a master that checks a replication peer's
+		// id against its address (CheckSlave).
+		var names []string
+		_ = remoting.DecodeBody(req.SerializeType, req.Body, &names)
+		info := protocol.BrokerReplicasInfo{ReplicasInfoTable: map[string]protocol.ReplicasInfo{}}
+		for _, name := range names {
+			ri := protocol.ReplicasInfo{MasterBrokerID: f.role.MasterID, MasterEpoch: f.role.MasterEpoch,
+				SyncStateSetEpoch: f.role.SyncStateSetEpoch}
+			for id, m := range f.members {
+				r := protocol.ReplicaIdentity{BrokerName: name, BrokerID: id, BrokerAddress: m[0], Alive: true}
+				if slices.Contains(f.role.SyncStateSet, id) {
+					ri.InSyncReplicas = append(ri.InSyncReplicas, r)
+				} else {
+					ri.NotInSyncReplicas = append(ri.NotInSyncReplicas, r)
+				}
+			}
+			info.ReplicasInfoTable[name] = ri
+		}
+		resp = remoting.NewResponse(req, protocol.Success, "")
+		resp.Body, _ = remoting.EncodeBody(req.SerializeType, info)
 	case protocol.ControllerAlterSyncStateSet:
 		set, err := controller.DecodeSyncStateSet(req.SerializeType, req.Body)
 		if err != nil {
@@ -240,6 +261,7 @@ func TestSyncStateSet_PendingChangeNeedsBothSets(t *testing.T) {
 
 	// Broker 2 follows and catches up: the master asks to add it and
 	// hears nothing back.
+	f.set(func(f *fakeCtl) { f.members[2] = [2]string{"127.0.0.1:1", ""} }) // NB: a member at the peer's address
 	s := ha.NewSlave(&memReplica{}, ha.SlaveOptions{Master: func() string { return b.repl.haAddr },
 		Hello: func() (int64, int32) { return 2, 1 }, RetryInterval: 10 * time.Millisecond, Logger: quiet()})
 	s.Start()
