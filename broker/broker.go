@@ -304,14 +304,20 @@ func (b *Broker) Start() error {
 	b.started.Store(true)
 	// Register before Start returns (and mqbroker announces it serves), as
 	// Java does: a client started right after finds the broker's routes,
-	// TBW102 included for auto-create.
-	b.registerAll()
+	// TBW102 included for auto-create. A broker every nameserver refuses
+	// for a reason a restart does not fix (credentials, TLS) stops here:
+	// it served, unfindable, saying only a warning.
+	regErr := b.registerAll()
 	b.wg.Add(5)
 	go b.notifyLoop()
 	go b.registerLoop()
 	go b.housekeepingLoop()
 	go b.sched.loop()
 	go b.tx.checkLoop(b.opts.TransactionCheckInterval, b.opts.TransactionTimeout)
+	if regErr != nil {
+		b.Close() // NB: after the loops started: Close stops them
+		return fmt.Errorf("broker: %w", regErr)
+	}
 	id, role := any(b.cfg.BrokerID), b.cfg.Role
 	if b.ctl != nil {
 		// NB: not the config's id and role, which controller mode ignores.

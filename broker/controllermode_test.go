@@ -3,9 +3,9 @@ package broker
 import (
 	"net"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"sync/atomic"
-	"strconv"
 	"testing"
 	"time"
 
