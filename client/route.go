@@ -223,32 +223,28 @@ func (c *routeCache) readAddr(name string) (addr string, slave, ok bool) {
 	c.mu.RLock()
 	as, up := c.readers[name], c.masterUp[name]
 	master, known := c.brokers[name]
+	noted, wasSlave := c.slaved[name]
 	c.mu.RUnlock()
 	switch {
 	case len(as) == 0:
 		return master, false, known
 	case up:
-		c.noteMaster(name)
+		if wasSlave { // NB: the write lock only when reads move back, not per pull
+			c.mu.Lock()
+			delete(c.slaved, name)
+			c.mu.Unlock()
+		}
 		return as[0], false, true // NB: ids sorted: the master's first
 	}
-	c.noteSlave(name, as[0])
-	return as[0], true, true
-}
-
-func (c *routeCache) noteSlave(name, addr string) {
-	c.mu.Lock()
-	moved := c.slaved[name] != addr
-	c.slaved[name] = addr
-	c.mu.Unlock()
-	if moved && c.onSlave != nil {
-		c.onSlave(name, addr)
+	if noted != as[0] {
+		c.mu.Lock()
+		c.slaved[name] = as[0]
+		c.mu.Unlock()
+		if c.onSlave != nil {
+			c.onSlave(name, as[0])
+		}
 	}
-}
-
-func (c *routeCache) noteMaster(name string) {
-	c.mu.Lock()
-	delete(c.slaved, name)
-	c.mu.Unlock()
+	return as[0], true, true
 }
 
 // addrsOf returns the addresses (masters, and slaves when all is set) of the

@@ -119,12 +119,8 @@ func run(args []string, stdout, stderr io.Writer, ready chan<- [2]string) int {
 	haListen := fs.String("ha-listen", "", "")
 	haAdvertise := fs.String("ha-advertise", "", "")
 	ctl := fs.String("controller", "", "")
-	ctlTLS := fs.Bool("controller-tls", false, "")
-	ctlTLSCA := fs.String("controller-tls-ca", "", "")
-	ctlTLSInsecure := fs.Bool("controller-tls-insecure", false, "")
-	nsTLS := fs.Bool("namesrv-tls", false, "")
-	nsTLSCA := fs.String("namesrv-tls-ca", "", "")
-	nsTLSInsecure := fs.Bool("namesrv-tls-insecure", false, "")
+	ctlTLS := addDialTLS(fs, "controller-tls")
+	nsTLS := addDialTLS(fs, "namesrv-tls")
 	accessKey := fs.String("access-key", "", "")
 	secretKey := fs.String("secret-key", "", "")
 	consoleListen := fs.String("console-listen", "", "")
@@ -173,26 +169,10 @@ func run(args []string, stdout, stderr io.Writer, ready chan<- [2]string) int {
 			cfg.HA.Advertise = *haAdvertise
 		case "controller":
 			cfg.Controller = *ctl
-		case "namesrv-tls":
-			cfg.NamesrvTLS.Enabled = *nsTLS
-		case "namesrv-tls-ca":
-			cfg.NamesrvTLS.CAFile = *nsTLSCA
-			cfg.NamesrvTLS.Enabled = true
-		case "namesrv-tls-insecure":
-			cfg.NamesrvTLS.Insecure = *nsTLSInsecure
-			cfg.NamesrvTLS.Enabled = cfg.NamesrvTLS.Enabled || *nsTLSInsecure
 		case "access-key":
 			cfg.ACL.AccessKey = *accessKey
 		case "secret-key":
 			cfg.ACL.SecretKey = *secretKey
-		case "controller-tls":
-			cfg.ControllerTLS.Enabled = *ctlTLS
-		case "controller-tls-ca":
-			cfg.ControllerTLS.CAFile = *ctlTLSCA
-			cfg.ControllerTLS.Enabled = true
-		case "controller-tls-insecure":
-			cfg.ControllerTLS.Insecure = *ctlTLSInsecure
-			cfg.ControllerTLS.Enabled = cfg.ControllerTLS.Enabled || *ctlTLSInsecure
 		case "console-listen":
 			cfg.Console.Listen = *consoleListen
 		case "console-read-only":
@@ -201,6 +181,8 @@ func run(args []string, stdout, stderr io.Writer, ready chan<- [2]string) int {
 			cfg.Console.AllowedHosts = *consoleHosts
 		case "grpc-listen":
 			cfg.GRPC.Listen = *grpcListen
+		default:
+			_ = nsTLS.apply(f.Name, &cfg.NamesrvTLS) || ctlTLS.apply(f.Name, &cfg.ControllerTLS)
 		}
 	})
 	sec.Apply(&cfg.ACL.File, &cfg.TLS, &cfg.Pprof)
@@ -330,4 +312,34 @@ func servingLine(cfg conf.Broker, addr string) string {
 	}
 	return fmt.Sprintf("Sluice broker %s serving on %s (nameserver %s, store %s, flush %s, %s)",
 		cfg.BrokerName, addr, cfg.NamesrvAddr, cfg.Store.Dir, cfg.Store.Flush, role)
+}
+
+// dialTLS is the flags of a TLS connection the broker dials (towards its
+// nameservers, its controllers): --NAME, --NAME-ca FILE (implies --NAME)
+// and --NAME-insecure (implies --NAME).
+type dialTLS struct {
+	name       string
+	on, unsafe *bool
+	ca         *string
+}
+
+func addDialTLS(fs *flag.FlagSet, name string) *dialTLS {
+	return &dialTLS{name: name, on: fs.Bool(name, false, ""), ca: fs.String(name+"-ca", "", ""),
+		unsafe: fs.Bool(name+"-insecure", false, "")}
+}
+
+// apply sets t from the flag named flagName if it is one of d's.
+func (d *dialTLS) apply(flagName string, t *conf.ClientTLS) bool {
+	switch flagName {
+	case d.name:
+		t.Enabled = *d.on
+	case d.name + "-ca":
+		t.CAFile, t.Enabled = *d.ca, true
+	case d.name + "-insecure":
+		t.Insecure = *d.unsafe
+		t.Enabled = t.Enabled || *d.unsafe
+	default:
+		return false
+	}
+	return true
 }

@@ -94,19 +94,9 @@ func (r *Rules) Check(req Request) *Refusal {
 			"ACL: %s (code %d) carries no AccessKey: this server takes signed requests only; give the client an access key and secret key",
 			protocol.CodeName(req.Code), req.Code)}
 	}
-	acc := r.accounts[key]
-	if acc == nil {
-		// NB: the key is the peer's; a long one is cut in the remark and
-		// the log.
-		return &Refusal{Reason: ReasonUnknownKey, Key: key, Remark: fmt.Sprintf("ACL: access key %q is not an account of this server", shorten(key))}
-	}
-	if len(r.global) > 0 && !matchAny(r.global, req.Remote) {
-		return &Refusal{Reason: ReasonAddress, Key: key, Remark: fmt.Sprintf(
-			"ACL: access key %q: address %s is not in globalWhiteRemoteAddresses", key, req.Remote)}
-	}
-	if acc.white.Set() && !acc.white.Match(req.Remote) {
-		return &Refusal{Reason: ReasonAddress, Key: key, Remark: fmt.Sprintf(
-			"ACL: access key %q: address %s is not in the account's whiteRemoteAddress", key, req.Remote)}
+	acc, refused := r.accountAt(key, req.Remote)
+	if refused != nil {
+		return refused
 	}
 	if req.Ext[sig.FieldSignature] == "" {
 		return &Refusal{Reason: ReasonSignature, Key: key, Remark: fmt.Sprintf(
@@ -120,17 +110,44 @@ func (r *Rules) Check(req Request) *Refusal {
 		return &Refusal{Reason: ReasonAdmin, Key: key, Remark: fmt.Sprintf(
 			"ACL: access key %q may not %s (code %d): it needs an admin account", key, protocol.CodeName(req.Code), req.Code)}
 	}
-	if acc.admin && acc.perms == nil {
+	return acc.permits(key, Resources(req), protocol.CodeName(req.Code))
+}
+
+// accountAt returns key's account if it may be used from remote: the key
+// is an account's and remote is in the global and the account's whitelists.
+// The signature is the caller's to check.
+func (r *Rules) accountAt(key string, remote netip.Addr) (*account, *Refusal) {
+	acc := r.accounts[key]
+	if acc == nil {
+		// NB: the key is the peer's; a long one is cut in the remark and
+		// the log.
+		return nil, &Refusal{Reason: ReasonUnknownKey, Key: key, Remark: fmt.Sprintf("ACL: access key %q is not an account of this server", shorten(key))}
+	}
+	if len(r.global) > 0 && !matchAny(r.global, remote) {
+		return nil, &Refusal{Reason: ReasonAddress, Key: key, Remark: fmt.Sprintf(
+			"ACL: access key %q: address %s is not in globalWhiteRemoteAddresses", key, remote)}
+	}
+	if acc.white.Set() && !acc.white.Match(remote) {
+		return nil, &Refusal{Reason: ReasonAddress, Key: key, Remark: fmt.Sprintf(
+			"ACL: access key %q: address %s is not in the account's whiteRemoteAddress", key, remote)}
+	}
+	return acc, nil
+}
+
+// permits refuses the first of ress the account lacks the permission for
+// (what names the request), or returns nil.
+func (a *account) permits(key string, ress []Resource, what string) *Refusal {
+	if a.admin && a.perms == nil {
 		return nil
 	}
-	for _, res := range Resources(req) {
-		if !acc.allows(res) {
+	for _, res := range ress {
+		if !a.allows(res) {
 			kind, name := "topic", res.Name
 			if g, ok := strings.CutPrefix(res.Name, RetryPrefix); ok {
 				kind, name = "group", g
 			}
 			return &Refusal{Reason: ReasonPermission, Key: key, Remark: fmt.Sprintf(
-				"ACL: access key %q has no %s permission on %s %q (needed by %s)", key, res.Need, kind, name, protocol.CodeName(req.Code))}
+				"ACL: access key %q has no %s permission on %s %q (needed by %s)", key, res.Need, kind, name, what)}
 		}
 	}
 	return nil

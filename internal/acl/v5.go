@@ -62,17 +62,9 @@ func (r *Rules) CheckV5(req V5Request) *Refusal {
 	if err != nil && key == "" {
 		return &Refusal{Reason: ReasonNoCredentials, Remark: "ACL: " + err.Error()}
 	}
-	acc := r.accounts[key]
-	if acc == nil {
-		return &Refusal{Reason: ReasonUnknownKey, Key: key, Remark: fmt.Sprintf("ACL: access key %q is not an account of this server", shorten(key))}
-	}
-	if len(r.global) > 0 && !matchAny(r.global, req.Remote) {
-		return &Refusal{Reason: ReasonAddress, Key: key, Remark: fmt.Sprintf(
-			"ACL: access key %q: address %s is not in globalWhiteRemoteAddresses", key, req.Remote)}
-	}
-	if acc.white.Set() && !acc.white.Match(req.Remote) {
-		return &Refusal{Reason: ReasonAddress, Key: key, Remark: fmt.Sprintf(
-			"ACL: access key %q: address %s is not in the account's whiteRemoteAddress", key, req.Remote)}
+	acc, refused := r.accountAt(key, req.Remote)
+	if refused != nil {
+		return refused
 	}
 	if err != nil {
 		return &Refusal{Reason: ReasonSignature, Key: key, Remark: fmt.Sprintf("ACL: access key %q: %v", key, err)}
@@ -87,20 +79,7 @@ func (r *Rules) CheckV5(req V5Request) *Refusal {
 		return &Refusal{Reason: ReasonSignature, Key: key, Remark: fmt.Sprintf(
 			"ACL: access key %q: the signature does not match (a wrong secret key?)", key)}
 	}
-	if acc.admin && acc.perms == nil {
-		return nil
-	}
-	for _, res := range req.Resources {
-		if !acc.allows(res) {
-			kind, name := "topic", res.Name
-			if g, ok := strings.CutPrefix(res.Name, RetryPrefix); ok {
-				kind, name = "group", g
-			}
-			return &Refusal{Reason: ReasonPermission, Key: key, Remark: fmt.Sprintf(
-				"ACL: access key %q has no %s permission on %s %q (needed by %s)", key, res.Need, kind, name, req.What)}
-		}
-	}
-	return nil
+	return acc.permits(key, req.Resources, req.What)
 }
 
 // SignV5 returns the authorization header a RocketMQ 5 client sends for
