@@ -642,19 +642,24 @@ func (s *Store) SetDedupFeed(on bool) {
 
 // feedDedup adds a dispatched record's key to the window, unless it has
 // it: how the window learns of records this process did not put (open's
-// rebuild, a slave's dispatcher). The records that count are
-// those a send stores: with a UNIQ_KEY, not transactional (half messages
-// are plain records of the half topic; commits are not), not in a retry or
-// dead-letter topic, and not a delayed message moved to its real topic
-// (its topic is its REAL_TOPIC). REQUIRES: the dispatching goroutine.
+// rebuild, a slave's dispatcher). REQUIRES: the dispatching goroutine.
 func (s *Store) feedDedup(di *message.DispatchInfo) {
-	if len(di.UniqKey) == 0 || message.TxType(di.SysFlag) != message.TxNot ||
-		bytes.HasPrefix(di.Topic, retryTopicPrefixBytes) || bytes.HasPrefix(di.Topic, dlqTopicPrefixBytes) ||
-		bytes.Equal(di.Topic, di.RealTopic) {
+	if !sentRecord(di) {
 		return
 	}
 	s.dedup.add(dedupEntry{key: dedupKeyOfBytes(di.Topic, di.UniqKey), pos: di.PhysicalOffset,
 		queueOffset: di.QueueOffset, ts: di.StoreTimestamp, size: di.Size, queueID: di.QueueID})
+}
+
+// sentRecord reports whether a record counts for the window: one a send
+// stores, with a UNIQ_KEY, not transactional (half messages are plain
+// records of the half topic; commits are not), not in a retry or
+// dead-letter topic, and not a delayed message moved to its real topic
+// (its topic is its REAL_TOPIC).
+func sentRecord(di *message.DispatchInfo) bool {
+	return len(di.UniqKey) > 0 && message.TxType(di.SysFlag) == message.TxNot &&
+		!bytes.HasPrefix(di.Topic, retryTopicPrefixBytes) && !bytes.HasPrefix(di.Topic, dlqTopicPrefixBytes) &&
+		!bytes.Equal(di.Topic, di.RealTopic)
 }
 
 // rebuildDedupLoop rebuilds the window beside the serving store: a
@@ -703,9 +708,8 @@ func (s *Store) storedDup(d *dedupState, now int64) (dedupEntry, bool) {
 			continue // NB: a stale index entry
 		}
 		di, err := message.ReadDispatchInfo(rec)
-		if err != nil || string(di.Topic) != d.topic || string(di.UniqKey) != d.raw || di.StoreTimestamp < since ||
-			message.TxType(di.SysFlag) != message.TxNot || bytes.Equal(di.Topic, di.RealTopic) {
-			continue // NB: another key of the same hash, or a record feedDedup skips
+		if err != nil || string(di.Topic) != d.topic || string(di.UniqKey) != d.raw || di.StoreTimestamp < since || !sentRecord(&di) {
+			continue // NB: another key of the same hash, or a record the window does not count
 		}
 		return dedupEntry{key: d.key, pos: di.PhysicalOffset, queueOffset: di.QueueOffset, ts: di.StoreTimestamp,
 			size: di.Size, queueID: di.QueueID}, true

@@ -378,9 +378,7 @@ func (s *Store) DispatchLag() int64 { return int64(s.log.Next()) - s.dispatched.
 // checkpoints the indexes, and closes everything. It is idempotent.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
-		s.putMu.Lock()
-		s.putClosed = true
-		s.putMu.Unlock()
+		s.StopPuts()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		err := s.log.Sync(ctx)
 		cancel()
