@@ -357,13 +357,7 @@ func (b *Broker) controllerLoop() {
 		}
 		if !b.ctl.registered.Load() {
 			registered, err := b.registerController()
-			if err != nil && err.Error() != failing {
-				b.logger.Warn("broker: controller", "err", err)
-			}
-			failing = ""
-			if err != nil {
-				failing = err.Error()
-			}
+			failing = b.warnChanged(failing, err)
 			b.ctl.registered.Store(registered)
 		}
 		b.checkLease()
@@ -391,15 +385,21 @@ func (b *Broker) beatLoop(addr string) {
 		if !b.ctl.registered.Load() {
 			continue
 		}
-		err := b.beat(addr)
-		if err != nil && err.Error() != failing {
-			b.logger.Warn("broker: controller", "err", err)
-		}
-		failing = ""
-		if err != nil {
-			failing = err.Error()
-		}
+		failing = b.warnChanged(failing, b.beat(addr))
 	}
+}
+
+// warnChanged logs err unless it is the one last logged (failing), and
+// returns what is failing now ("" for none): a controller that stays
+// down is said once, not every beat.
+func (b *Broker) warnChanged(failing string, err error) string {
+	if err == nil {
+		return ""
+	}
+	if err.Error() != failing {
+		b.logger.Warn("broker: controller", "err", err)
+	}
+	return err.Error()
 }
 
 func (b *Broker) ctlContext() (context.Context, context.CancelFunc) {
