@@ -57,6 +57,8 @@
 //	| dedup table unmap      | store dedupWindow (not waited)| the old table, once moved         | munmap returns      |
 //	| dedup preparer         | store dedupWindow (close      | the window filling: its next      | handed over (freed  |
 //	|                        | waits; one at a time)         | chunk or table is due             | if closed meanwhile)|
+//	| rebuildDedupLoop       | store.Store (Open / Close)    | once after Open: the window's     | rebuilt, Store.Close|
+//	|                        |                               | last minutes of log               |                     |
 //	| expireLoop             | longpoll.Hold                 | earliest deadline                 | Hold.Close          |
 //	| woken pull (workpool)  | longpoll.Hold                 | arrival or deadline               | reply written       |
 //	| persistLoop (offsets)  | offset.Table                  | 5 s ticker                        | Table.Close         |
@@ -73,9 +75,18 @@
 //	| ha sampleLoop          | ha.Master                     | 10 ms ticker (lag in seconds)     | Master.Close        |
 //	| ha slave run + reporter| ha.Slave                      | a frame, 5 s report ticker, retry | Slave.Close         |
 //	| metaSyncLoop (slave)   | Broker                        | 10 s timer (MetaSyncInterval)     | Close               |
-//	| controllerLoop         | Broker (controller mode)      | 300 ms heartbeat, role notice     | Close               |
+//	| controllerLoop         | Broker (controller mode)      | 300 ms tick (register, lease,     | Close               |
+//	|                        |                               | set), role notice, set re-read    |                     |
+//	| beatLoop               | Broker (controller mode; one  | 300 ms heartbeat to its controller| Close               |
+//	|                        | per controller)               | (a hung one holds up only its own)|                     |
+//	| confirmLoop            | Broker (controller mode)      | 1 s ticker (confirmed offset)     | Close               |
+//	| fence                  | the gate's OnLeaseLost (not   | the lease ran out                 | the master stopped  |
+//	|                        | waited; takes ctlMode.mu)     |                                   |                     |
 //	| haAcceptLoop           | Broker (controller mode)      | a slave's connection              | Close (HA listener) |
 //	| registration fan-out   | registerAll (waits)           | one per nameserver                | its call returns    |
+//	| gRPC server (v5)       | broker/v5 Server (Close waits)| a v5 client's connection; per     | Close (GracefulStop,|
+//	|                        |                               | stream, grpc's own goroutines     | bounded)            |
+//	| POP persistLoop        | pop.Table                     | 1 s ticker while state changes    | Table.Close         |
 //	| consumer status fan-out| handleGetConsumerStatus waits | one per group member              | its call returns    |
 //
 // Close order: answer parked pulls, stop the loops, unregister from the

@@ -62,8 +62,9 @@
 //
 // After each fsync the flusher may save a checkpoint (at most every
 // CheckpointInterval): the durable offset and the position of the record that
-// ends there. An abort file exists while the log is open and is removed by a
-// clean Close.
+// ends there (the last record of the last Append, which may write several).
+// Open saves one of the recovered end too. An abort file exists while the log
+// is open and is removed by a clean Close.
 //
 // Segments are fsynced through their File (Options.OpenFile), the
 // checkpoint and the directory through Options.SyncFile: the owner may make
@@ -73,8 +74,11 @@
 // # Recovery
 //
 // Open scans only what the checkpoint does not cover: from the checkpointed
-// offset (after checking that the record ending there is intact) to the end of
-// the last segment, or every segment when there is no usable checkpoint. Each
+// offset (after checking that the record ending there is intact, or, for a
+// checkpoint of an earlier version that names the first record of a batch,
+// every record from there to the offset) to the end of the last segment, or
+// every segment when there is no usable checkpoint (RecoveryInfo's
+// CheckpointProblem says why). Each
 // record must pass, in order: TOTALSIZE 0 means the end of written data; the
 // magic is RecordMagic or BlankMagic; a blank's TOTALSIZE equals the bytes left
 // in its segment; a record's TOTALSIZE is at least MinRecord, at most

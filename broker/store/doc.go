@@ -47,10 +47,13 @@
 // batch member's key) is there is answered PutOK with the first copy's
 // ids and Duplicates, and not appended. The put path looks keys up and
 // records them under putMu, before and after its appends (dedup_put.go),
-// so concurrent sends of one key store one copy. Open rebuilds the window
-// by scanning the log from the first record of the last window (found
-// through the consume queues); SetDedupFeed makes the dispatcher add every
-// record it indexes, for a store whose log is written by replication.
+// so concurrent sends of one key store one copy. After Open, a goroutine
+// rebuilds the window by scanning the log from the first record of the
+// last window (found through the consume queues), beside the serving
+// store; until it is done a key the window lacks is looked up in the key
+// index (storedDup), which Open caught up with the log. SetDedupFeed makes
+// the dispatcher add every record it indexes, for a store whose log is
+// written by replication.
 // Internal puts (Put, PutBatch) are neither checked nor recorded. The
 // window's tables live outside the Go heap (offheap.go) and Close frees
 // them; while the window fills, a preparer goroutine makes its next chunk
@@ -95,7 +98,11 @@
 //     end of the log, before any Put is accepted: re-dispatching an entry
 //     that exists is verified and skipped.
 //  6. Build the queue offset table from the consume queues.
-//  7. Rebuild the duplicate window (when on) from the log's last window.
+//  7. Start rebuilding the duplicate window (when on) from the log's last
+//     window, beside serving (rebuildDedupLoop); the key index answers for
+//     it meanwhile.
+//
+// Open logs one "store: opened" line with each stage's time (OpenStages).
 //
 // A checkpoint records a dispatch position only after the index files it
 // covers were fsynced.
