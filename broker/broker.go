@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -39,8 +40,9 @@ type Options struct {
 	HousekeepingInterval time.Duration
 	ClientExpiry         time.Duration
 	// TransactionCheckInterval is how often undecided half messages are
-	// checked (default 60 s); TransactionTimeout how old one must be before
-	// its producer is asked (default 6 s).
+	// checked; TransactionTimeout how old one must be before its producer
+	// is asked (default: the config's transaction_check_interval and
+	// transaction_timeout, or 60 s and 6 s).
 	TransactionCheckInterval time.Duration
 	TransactionTimeout       time.Duration
 	// MetaSyncInterval is how often a slave copies its master's topics,
@@ -129,10 +131,10 @@ func New(cfg conf.Broker, opts Options) (*Broker, error) {
 		opts.ClientExpiry = 120 * time.Second
 	}
 	if opts.TransactionCheckInterval <= 0 {
-		opts.TransactionCheckInterval = 60 * time.Second
+		opts.TransactionCheckInterval = cmp.Or(cfg.TransactionCheckInterval, 60*time.Second)
 	}
 	if opts.TransactionTimeout <= 0 {
-		opts.TransactionTimeout = 6 * time.Second
+		opts.TransactionTimeout = cmp.Or(cfg.TransactionTimeout, 6*time.Second)
 	}
 	if opts.MetaSyncInterval <= 0 {
 		opts.MetaSyncInterval = 10 * time.Second

@@ -79,6 +79,12 @@ type Broker struct {
 	// producer asks for (its DefaultTopicQueueNums, 4 in RocketMQ's clients
 	// and Sluice's), as RocketMQ's broker does.
 	DefaultTopicQueueNums int32 `mapstructure:"default_topic_queue_nums"`
+	// TransactionCheckInterval is how often the broker asks producers about
+	// half messages left undecided (RocketMQ's transactionCheckInterval;
+	// 100ms..1h), TransactionTimeout how old one must be before it is asked
+	// about (transactionTimeOut; 100ms..1h).
+	TransactionCheckInterval time.Duration `mapstructure:"transaction_check_interval"`
+	TransactionTimeout       time.Duration `mapstructure:"transaction_timeout"`
 	// Store configures the message store (commitlog and consume queues).
 	Store Store `mapstructure:"store"`
 	// Remoting configures the broker's remoting server.
@@ -305,6 +311,8 @@ func DefaultBroker() Broker {
 			ConsumeQueueEntries: 300_000,
 			SendQueueSize:       10_000,
 		},
+		TransactionCheckInterval: 60 * time.Second,
+		TransactionTimeout:       6 * time.Second,
 		HA: HA{SyncTimeout: 5 * time.Second, MaxLag: 256 << 20, MaxCatchupLag: 15 * time.Second,
 			AllAckInSyncStateSet: true, MinInSyncReplicas: 1},
 		Remoting:        defaultRemoting(),

@@ -198,6 +198,8 @@ func (b Broker) Validate() error {
 			"must be < embedded_namesrv.broker_expiry ("+b.EmbeddedNamesrv.BrokerExpiry.String()+")")
 	}
 	c.intRange("default_topic_queue_nums", int64(b.DefaultTopicQueueNums), 1, 1024)
+	c.durRange("transaction_check_interval", b.TransactionCheckInterval, 100*time.Millisecond, time.Hour)
+	c.durRange("transaction_timeout", b.TransactionTimeout, 100*time.Millisecond, time.Hour)
 	b.Store.validate(&c, "store.")
 	frameOK := c.remoting("remoting.", b.Remoting)
 	if room := int64(b.Store.MaxMessageSize) + frameHeaderRoom; frameOK && int64(b.Remoting.MaxFrameSize) < room {

@@ -75,6 +75,8 @@ func TestBroker_Validate(t *testing.T) {
 			func(b *Broker) { b.RegisterInterval = 2 * time.Minute }},
 		{"queue nums low", "default_topic_queue_nums", "must be >= 1", func(b *Broker) { b.DefaultTopicQueueNums = 0 }},
 		{"queue nums high", "default_topic_queue_nums", "must be <= 1024", func(b *Broker) { b.DefaultTopicQueueNums = 1025 }},
+		{"tx check interval", "transaction_check_interval", "must be >= 100ms", func(b *Broker) { b.TransactionCheckInterval = 0 }},
+		{"tx timeout", "transaction_timeout", "must be <= 1h", func(b *Broker) { b.TransactionTimeout = 2 * time.Hour }},
 		{"store dir", "store.dir", "must not be empty", func(b *Broker) { b.Store.Dir = "" }},
 		{"segment small", "store.segment_size", "= 1000: must be >= 65536 (64 KiB)", func(b *Broker) {
 			b.Store.SegmentSize, b.Store.MaxMessageSize = 1000, 1
