@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -22,6 +23,13 @@ type inflightSnap struct {
 	VisibleAt int64  `msgpack:"v"`
 	Attempt   int32  `msgpack:"a"`
 	Nonce     uint64 `msgpack:"n"`
+	Group     string `msgpack:"g,omitempty"` // version 2
+}
+
+// waitingSnap is a message group's offsets waiting (FIFO), lowest first.
+type waitingSnap struct {
+	Group   string  `msgpack:"g"`
+	Offsets []int64 `msgpack:"o"`
 }
 
 type queueSnap struct {
@@ -30,7 +38,13 @@ type queueSnap struct {
 	Queue    int32          `msgpack:"q"`
 	Next     int64          `msgpack:"x"`
 	Inflight []inflightSnap `msgpack:"f"`
+	Waiting  []waitingSnap  `msgpack:"w,omitempty"` // version 2
 }
+
+// snapshotVersion is the version Persist writes: 2 adds the FIFO state
+// (each in-flight offset's message group, the waiting offsets). Open
+// reads 1 too (no FIFO state).
+const snapshotVersion = 2
 
 type snapshot struct {
 	Version int         `msgpack:"ver"`
@@ -61,21 +75,64 @@ func Open(path string, log *slog.Logger) (*Table, error) {
 	case errors.Is(err, fs.ErrNotExist):
 	case err != nil:
 		return nil, fmt.Errorf("pop: %w", err)
-	case s.Version != 1:
-		return nil, fmt.Errorf("pop: %s: version %d, want 1", path, s.Version)
+	case s.Version != 1 && s.Version != snapshotVersion:
+		return nil, fmt.Errorf("pop: %s: version %d, want 1 or %d", path, s.Version, snapshotVersion)
 	default:
 		t.nonce = s.Nonce
 		for _, q := range s.Queues {
-			st := &queueState{next: q.Next, inflight: make(map[int64]*entry, len(q.Inflight))}
-			for _, e := range q.Inflight {
-				st.inflight[e.Offset] = &entry{visibleAt: e.VisibleAt, attempt: e.Attempt, nonce: e.Nonce}
-			}
-			t.queues[key{q.Group, q.Topic, q.Queue}] = st
+			t.queues[key{q.Group, q.Topic, q.Queue}] = q.state()
 		}
 	}
 	t.p = &persister{path: path, log: log, quit: make(chan struct{}), done: make(chan struct{})}
 	go t.persistLoop()
 	return t, nil
+}
+
+// state rebuilds a queue's state: a message group's offset in flight is
+// its lowest one (one only, unless the group was not always orderly).
+func (q *queueSnap) state() *queueState {
+	st := &queueState{next: q.Next, inflight: make(map[int64]*entry, len(q.Inflight))}
+	for _, e := range q.Inflight {
+		st.inflight[e.Offset] = &entry{visibleAt: e.VisibleAt, attempt: e.Attempt, nonce: e.Nonce, group: e.Group}
+		if e.Group == "" {
+			continue
+		}
+		if st.busy == nil {
+			st.busy = map[string]int64{}
+		}
+		if b, ok := st.busy[e.Group]; !ok || e.Offset < b {
+			st.busy[e.Group] = e.Offset
+		}
+	}
+	for _, w := range q.Waiting {
+		if len(w.Offsets) == 0 {
+			continue
+		}
+		if st.waiting == nil {
+			st.waiting = map[string][]int64{}
+		}
+		st.waiting[w.Group] = append(st.waiting[w.Group], w.Offsets...)
+		st.nWaiting += len(w.Offsets)
+	}
+	for g, w := range st.waiting {
+		slices.Sort(w)
+		if _, ok := st.busy[g]; !ok {
+			// NB: nothing of the group in flight (a damaged file): its
+			// first waiting offset goes, lest the group wait forever.
+			st.nWaiting--
+			st.inflight[w[0]] = &entry{group: g}
+			if st.busy == nil {
+				st.busy = map[string]int64{}
+			}
+			st.busy[g] = w[0]
+			if len(w) == 1 {
+				delete(st.waiting, g)
+			} else {
+				st.waiting[g] = w[1:]
+			}
+		}
+	}
+	return st
 }
 
 // Persist saves the table if it changed since it was last saved.
@@ -88,12 +145,16 @@ func (t *Table) Persist() error {
 		t.mu.Unlock()
 		return nil
 	}
-	s := snapshot{Version: 1, Nonce: t.nonce, Queues: make([]queueSnap, 0, len(t.queues))}
+	s := snapshot{Version: snapshotVersion, Nonce: t.nonce, Queues: make([]queueSnap, 0, len(t.queues))}
 	for k, q := range t.queues {
 		qs := queueSnap{Group: k.group, Topic: k.topic, Queue: k.queue, Next: q.next,
 			Inflight: make([]inflightSnap, 0, len(q.inflight))}
 		for off, e := range q.inflight {
-			qs.Inflight = append(qs.Inflight, inflightSnap{Offset: off, VisibleAt: e.visibleAt, Attempt: e.attempt, Nonce: e.nonce})
+			qs.Inflight = append(qs.Inflight, inflightSnap{Offset: off, VisibleAt: e.visibleAt, Attempt: e.attempt, Nonce: e.nonce,
+				Group: e.group})
+		}
+		for g, w := range q.waiting {
+			qs.Waiting = append(qs.Waiting, waitingSnap{Group: g, Offsets: slices.Clone(w)})
 		}
 		s.Queues = append(s.Queues, qs)
 	}

@@ -12,6 +12,19 @@
 // ones are not delivered again; a kill -9 loses at most the last interval
 // (those messages are delivered again: at least once).
 //
+// FIFO (PopOrderly, for a group with consumeMessageOrderly): a message
+// group's next offset is delivered only once the one before it is acked
+// (or dead-lettered, which acks it); the offsets behind wait in the table
+// and are delivered, in order, one at a time. Only the message group
+// waits: other groups of the same queue keep flowing (RocketMQ blocks the
+// whole queue, rocketmq#6828). A message with no message group is its own
+// group (it never waits, nothing waits for it). An offset redelivered
+// after its invisible time keeps its successors waiting, so order holds
+// across redeliveries; a head never acked is dead-lettered after the
+// group's max attempts, which releases the next, so no offset waits
+// forever. Waiting offsets count against MaxInflight and the committed
+// offset, and are saved with the rest.
+//
 // Receipt handles are opaque to clients and versioned: "1" followed by the
 // URL-safe base64 of the broker name, topic, queue, offset, nonce and the
 // time the message becomes visible again.
@@ -109,9 +122,10 @@ func DecodeHandle(s string) (Handle, error) {
 	return h, nil
 }
 
-// MaxInflight bounds the offsets of one group's queue in flight: a
-// consumer that receives and never acks stops getting new messages of the
-// queue (those in flight are delivered again as their time runs out).
+// MaxInflight bounds the offsets of one group's queue in flight or
+// waiting (FIFO): a consumer that receives and never acks stops getting
+// new messages of the queue (those in flight are delivered again as their
+// time runs out, and dead-lettered past the group's max attempts).
 const MaxInflight = 1 << 16
 
 type key struct {
@@ -120,14 +134,54 @@ type key struct {
 }
 
 type entry struct {
-	visibleAt int64 // Unix ms
-	attempt   int32
+	visibleAt int64 // Unix ms; 0 for an offset released to be delivered
+	attempt   int32 // deliveries so far; 0 before the first
 	nonce     uint64
+	group     string // its message group when popped FIFO; "" none
 }
 
 type queueState struct {
 	next     int64            // the next offset never delivered
-	inflight map[int64]*entry // delivered, not acked
+	inflight map[int64]*entry // delivered (or released to be), not acked
+	// FIFO: busy is, per message group, its one offset in flight; waiting
+	// the group's offsets behind it, lowest first (nWaiting in all).
+	busy     map[string]int64
+	waiting  map[string][]int64
+	nWaiting int
+}
+
+// done removes an acked offset; when it was its message group's offset in
+// flight, the group's next waiting offset takes its place, visible now
+// (the next pop delivers it with attempt 1).
+func (q *queueState) done(off int64, e *entry) {
+	delete(q.inflight, off)
+	if b, ok := q.busy[e.group]; e.group == "" || !ok || b != off {
+		return
+	}
+	delete(q.busy, e.group)
+	w := q.waiting[e.group]
+	if len(w) == 0 {
+		return
+	}
+	if len(w) == 1 {
+		delete(q.waiting, e.group)
+	} else {
+		q.waiting[e.group] = w[1:]
+	}
+	q.nWaiting--
+	q.inflight[w[0]] = &entry{group: e.group}
+	q.busy[e.group] = w[0]
+}
+
+// releaseAll makes every waiting offset deliverable (a group no longer
+// orderly). REQUIRES: t.mu held.
+func (q *queueState) releaseAll() {
+	for g, w := range q.waiting {
+		for _, off := range w {
+			q.inflight[off] = &entry{group: g}
+		}
+	}
+	q.waiting, q.busy, q.nWaiting = nil, nil, 0
 }
 
 // Delivery is one offset to deliver.
@@ -152,8 +206,38 @@ func New() *Table { return &Table{queues: map[key]*queueState{}} }
 // Pop takes up to n offsets of group's topic queue for broker: in-flight
 // ones whose invisible time is over first (delivered again), then new ones
 // below end. start is where a group new to the queue begins (and where one
-// behind the queue's first offset resumes).
+// behind the queue's first offset resumes). Offsets waiting from FIFO pops
+// are delivered too (the group is no longer orderly).
 func (t *Table) Pop(broker, group, topic string, queue int32, start, end int64, n int, invisible time.Duration, now time.Time) []Delivery {
+	return t.pop(broker, group, topic, queue, start, end, n, invisible, now, nil)
+}
+
+// PopOrderly is Pop for an orderly group: FIFO per message group (see the
+// package doc). groupOf names the message group of a new offset ("": none)
+// and answers false for one it cannot tell (not read yet): no new offset
+// is taken from there on. It is called with the table's lock held and must
+// not call the table.
+func (t *Table) PopOrderly(broker, group, topic string, queue int32, start, end int64, n int, invisible time.Duration, now time.Time,
+	groupOf func(off int64) (string, bool)) []Delivery {
+	if groupOf == nil {
+		groupOf = func(int64) (string, bool) { return "", true }
+	}
+	return t.pop(broker, group, topic, queue, start, end, n, invisible, now, groupOf)
+}
+
+// Next is where group's next new offset of the queue is: what PopOrderly
+// asks groupOf about first.
+func (t *Table) Next(group, topic string, queue int32, start int64) int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if q := t.queues[key{group, topic, queue}]; q != nil {
+		return max(q.next, start)
+	}
+	return start
+}
+
+func (t *Table) pop(broker, group, topic string, queue int32, start, end int64, n int, invisible time.Duration, now time.Time,
+	groupOf func(off int64) (string, bool)) []Delivery {
 	if n <= 0 {
 		return nil
 	}
@@ -167,6 +251,11 @@ func (t *Table) Pop(broker, group, topic string, queue int32, start, end int64, 
 	}
 	if q.next < start {
 		q.next = start
+	}
+	changed := false
+	if groupOf == nil && q.nWaiting > 0 {
+		q.releaseAll()
+		changed = true
 	}
 	nowMs := now.UnixMilli()
 	visibleAt := now.Add(invisible).UnixMilli()
@@ -186,12 +275,34 @@ func (t *Table) Pop(broker, group, topic string, queue int32, start, end int64, 
 			take(off, e)
 		}
 	}
-	for ; len(out) < n && q.next < end && len(q.inflight) < MaxInflight; q.next++ {
-		e := &entry{attempt: 1}
+	for ; len(out) < n && q.next < end && len(q.inflight)+q.nWaiting < MaxInflight; q.next++ {
+		var g string
+		if groupOf != nil {
+			var ok bool
+			if g, ok = groupOf(q.next); !ok {
+				break
+			}
+			if _, blocked := q.busy[g]; g != "" && blocked {
+				if q.waiting == nil {
+					q.waiting = map[string][]int64{}
+				}
+				q.waiting[g] = append(q.waiting[g], q.next)
+				q.nWaiting++
+				changed = true
+				continue
+			}
+			if g != "" {
+				if q.busy == nil {
+					q.busy = map[string]int64{}
+				}
+				q.busy[g] = q.next
+			}
+		}
+		e := &entry{attempt: 1, group: g}
 		q.inflight[q.next] = e
 		take(q.next, e)
 	}
-	if len(out) > 0 {
+	if changed || len(out) > 0 {
 		t.changed()
 	}
 	return out
@@ -221,11 +332,11 @@ func (t *Table) current(group string, h Handle, now time.Time) (*queueState, *en
 func (t *Table) Ack(group string, h Handle, now time.Time) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	q, _, err := t.current(group, h, now)
+	q, e, err := t.current(group, h, now)
 	if err != nil {
 		return err
 	}
-	delete(q.inflight, h.Offset)
+	q.done(h.Offset, e)
 	t.changed()
 	return nil
 }
@@ -259,6 +370,9 @@ func (t *Table) Committed(group, topic string, queue int32) (int64, bool) {
 	low := q.next
 	for off := range q.inflight {
 		low = min(low, off)
+	}
+	for _, w := range q.waiting {
+		low = min(low, w[0])
 	}
 	return low, true
 }

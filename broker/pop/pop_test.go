@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/sluicemq/sluice/internal/statefile"
 )
 
 func TestHandle_RoundTrip(t *testing.T) {
@@ -117,4 +119,172 @@ func TestTable_InflightBound(t *testing.T) {
 		got += len(tb.Pop("b", "g", "T", 0, 0, 1<<20, MaxInflight, time.Minute, now))
 	}
 	require.Equal(t, MaxInflight, got, "no new offsets past the bound")
+}
+
+// groupsOf is a queue's message groups by offset, as PopOrderly asks.
+func groupsOf(gs ...string) func(int64) (string, bool) {
+	return func(off int64) (string, bool) {
+		if off < 0 || off >= int64(len(gs)) {
+			return "", false
+		}
+		return gs[off], true
+	}
+}
+
+func offsets(ds []Delivery) map[int64]int32 {
+	m := map[int64]int32{}
+	for _, d := range ds {
+		m[d.Offset] = d.Attempt
+	}
+	return m
+}
+
+// TestTable_FIFOPerMessageGroup: in an orderly pop a message group's next
+// offset waits until the one before it is acked, also across a
+// redelivery after the invisible time; other groups of the queue, and
+// messages with no group, are not held back; the committed offset stays
+// at the lowest offset not acked, waiting ones included.
+func TestTable_FIFOPerMessageGroup(t *testing.T) {
+	tb := New()
+	now := time.Unix(1_800_000_000, 0)
+	gs := groupsOf("A", "B", "A", "", "B", "A", "")
+	pop := func(at time.Time) map[int64]int32 {
+		return offsets(tb.PopOrderly("b", "g", "T", 0, 0, 7, 10, 10*time.Second, at, gs))
+	}
+	first := tb.PopOrderly("b", "g", "T", 0, 0, 7, 10, 10*time.Second, now, gs)
+	require.Equal(t, map[int64]int32{0: 1, 1: 1, 3: 1, 6: 1}, offsets(first), "the head of A and B, and those with no group")
+	require.Empty(t, pop(now), "2, 4 and 5 wait behind 0 and 1")
+
+	byOff := map[int64]Handle{}
+	for _, d := range first {
+		byOff[d.Offset] = d.Handle
+	}
+	require.NoError(t, tb.Ack("g", byOff[1], now))
+	require.NoError(t, tb.Ack("g", byOff[3], now))
+	got := tb.PopOrderly("b", "g", "T", 0, 0, 7, 10, 10*time.Second, now, gs)
+	require.Equal(t, map[int64]int32{4: 1}, offsets(got), "B flows while A's head is not acked")
+	off, _ := tb.Committed("g", "T", 0)
+	require.Equal(t, int64(0), off)
+
+	// A's head is not acked in time: it comes again, 2 still waits.
+	later := now.Add(11 * time.Second)
+	again := tb.PopOrderly("b", "g", "T", 0, 0, 7, 10, 10*time.Second, later, gs)
+	require.Equal(t, map[int64]int32{0: 2, 4: 2, 6: 2}, offsets(again), "redelivered in place; 2 and 5 still wait")
+	for _, d := range again {
+		byOff[d.Offset] = d.Handle
+	}
+	require.NoError(t, tb.Ack("g", byOff[0], later))
+	next := tb.PopOrderly("b", "g", "T", 0, 0, 7, 10, 10*time.Second, later, gs)
+	require.Len(t, next, 1)
+	require.Equal(t, int64(2), next[0].Offset, "A's next, once its head is acked")
+	require.Equal(t, int32(1), next[0].Attempt)
+	require.Empty(t, pop(later), "5 waits behind 2")
+	off, _ = tb.Committed("g", "T", 0)
+	require.Equal(t, int64(2), off)
+	require.NoError(t, tb.Ack("g", next[0].Handle, later))
+	last := tb.PopOrderly("b", "g", "T", 0, 0, 7, 10, 10*time.Second, later, gs)
+	require.Equal(t, map[int64]int32{5: 1}, offsets(last))
+}
+
+// TestTable_FIFOUnknownGroupStops: an offset whose group the caller cannot
+// tell yet is not taken (nor any after it).
+func TestTable_FIFOUnknownGroupStops(t *testing.T) {
+	tb := New()
+	now := time.Unix(1_800_000_000, 0)
+	d := tb.PopOrderly("b", "g", "T", 0, 0, 10, 10, time.Minute, now, groupsOf("A", "B"))
+	require.Equal(t, map[int64]int32{0: 1, 1: 1}, offsets(d))
+	require.Equal(t, int64(2), tb.Next("g", "T", 0, 0))
+	require.Equal(t, int64(5), tb.Next("g", "T", 0, 5), "a start past it")
+	require.Equal(t, int64(3), tb.Next("other", "T", 0, 3), "a group new to the queue")
+}
+
+// TestTable_FIFOBound: offsets waiting count against MaxInflight, so a
+// message group whose head is never acked holds the queue's new offsets
+// back once the bound is reached (not the state's size); an ack lets the
+// next through.
+func TestTable_FIFOBound(t *testing.T) {
+	tb := New()
+	now := time.Unix(1_800_000_000, 0)
+	allA := func(off int64) (string, bool) {
+		if off >= MaxInflight+10 {
+			return "B", true
+		}
+		return "A", true
+	}
+	d := tb.PopOrderly("b", "g", "T", 0, 0, 1<<20, 1, time.Minute, now, allA)
+	require.Len(t, d, 1)
+	require.Empty(t, tb.PopOrderly("b", "g", "T", 0, 0, 1<<20, 1, time.Minute, now, allA))
+	require.Equal(t, int64(MaxInflight), tb.Next("g", "T", 0, 0), "the bound, not the end, stopped the walk")
+	require.NoError(t, tb.Ack("g", d[0].Handle, now))
+	d = tb.PopOrderly("b", "g", "T", 0, 0, 1<<20, 1, time.Minute, now, allA)
+	require.Equal(t, map[int64]int32{1: 1}, offsets(d))
+}
+
+// TestTable_FIFONoLongerOrderly: a plain pop (the group is no longer
+// orderly) delivers the offsets that were waiting.
+func TestTable_FIFONoLongerOrderly(t *testing.T) {
+	tb := New()
+	now := time.Unix(1_800_000_000, 0)
+	require.Len(t, tb.PopOrderly("b", "g", "T", 0, 0, 3, 10, time.Minute, now, groupsOf("A", "A", "A")), 1)
+	d := tb.Pop("b", "g", "T", 0, 0, 3, 10, time.Minute, now)
+	require.Equal(t, map[int64]int32{1: 1, 2: 1}, offsets(d))
+}
+
+// TestOpen_FIFOSurvivesRestart: the waiting offsets and each in-flight
+// offset's message group are saved: after a restart the group still
+// waits for its head, and its ack releases the next.
+func TestOpen_FIFOSurvivesRestart(t *testing.T) {
+	path := t.TempDir() + "/pop"
+	now := time.Unix(1_800_000_000, 0)
+	gs := groupsOf("A", "A", "B", "A")
+	tb, err := Open(path, nil)
+	require.NoError(t, err)
+	d := tb.PopOrderly("b", "g", "T", 0, 0, 4, 10, time.Minute, now, gs)
+	require.Equal(t, map[int64]int32{0: 1, 2: 1}, offsets(d))
+	require.NoError(t, tb.Close())
+
+	tb, err = Open(path, nil)
+	require.NoError(t, err)
+	defer tb.Close()
+	require.Empty(t, tb.PopOrderly("b", "g", "T", 0, 0, 4, 10, time.Minute, now, gs), "1 and 3 still wait")
+	off, _ := tb.Committed("g", "T", 0)
+	require.Equal(t, int64(0), off)
+	require.NoError(t, tb.Ack("g", d[0].Handle, now))
+	require.Equal(t, map[int64]int32{1: 1}, offsets(tb.PopOrderly("b", "g", "T", 0, 0, 4, 10, time.Minute, now, gs)))
+}
+
+// TestOpen_LoadsVersion1: a state file saved before FIFO (version 1) loads.
+func TestOpen_LoadsVersion1(t *testing.T) {
+	path := t.TempDir() + "/pop"
+	type inflightV1 struct {
+		Offset    int64  `msgpack:"o"`
+		VisibleAt int64  `msgpack:"v"`
+		Attempt   int32  `msgpack:"a"`
+		Nonce     uint64 `msgpack:"n"`
+	}
+	type queueV1 struct {
+		Group    string       `msgpack:"g"`
+		Topic    string       `msgpack:"t"`
+		Queue    int32        `msgpack:"q"`
+		Next     int64        `msgpack:"x"`
+		Inflight []inflightV1 `msgpack:"f"`
+	}
+	type snapV1 struct {
+		Version int       `msgpack:"ver"`
+		Nonce   uint64    `msgpack:"nonce"`
+		Queues  []queueV1 `msgpack:"queues"`
+	}
+	now := time.Unix(1_800_000_000, 0)
+	vis := now.Add(time.Minute).UnixMilli()
+	require.NoError(t, statefile.Save(path, snapV1{Version: 1, Nonce: 7, Queues: []queueV1{{Group: "g", Topic: "T", Queue: 0,
+		Next: 5, Inflight: []inflightV1{{Offset: 3, VisibleAt: vis, Attempt: 1, Nonce: 7}}}}}))
+	tb, err := Open(path, nil)
+	require.NoError(t, err)
+	defer tb.Close()
+	require.NoError(t, tb.Ack("g", Handle{Broker: "b", Topic: "T", Queue: 0, Offset: 3, Nonce: 7, VisibleAt: vis}, now))
+	off, _ := tb.Committed("g", "T", 0)
+	require.Equal(t, int64(5), off)
+	d := tb.PopOrderly("b", "g", "T", 0, 0, 6, 10, time.Minute, now, groupsOf("", "", "", "", "", "A"))
+	require.Len(t, d, 1)
+	require.Greater(t, d[0].Handle.Nonce, uint64(7), "nonces go on from the saved one")
 }
