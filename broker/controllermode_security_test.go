@@ -46,7 +46,7 @@ func startControllerWith(t testing.TB, opts remoting.ServerOptions) *controller.
 // secureController runs a controller that checks file's ACL rules and
 // serves TLS only (a self-signed certificate).
 func secureController(t *testing.T, file string) *controller.Standalone {
-	w, err := acl.NewWatcher(file, conf.LoadACL, quiet())
+	w, err := acl.NewWatcher(file, acl.LoadFile, quiet())
 	require.NoError(t, err)
 	t.Cleanup(func() { w.Close() })
 	ts, err := tlscert.Server(conf.TLS{Mode: conf.TLSEnforcing}, "", quiet())

@@ -91,7 +91,7 @@ func New(cfg conf.Nameserver, logger *slog.Logger) (*Server, error) {
 	}
 	sopts.TLS = ts
 	if cfg.ACL.File != "" {
-		w, err := acl.NewWatcher(cfg.ACL.File, conf.LoadACL, logger)
+		w, err := acl.NewWatcher(cfg.ACL.File, acl.LoadFile, logger)
 		if err != nil {
 			return nil, fmt.Errorf("nameserver: %w", err)
 		}

@@ -27,9 +27,9 @@ import (
 	"syscall"
 
 	"github.com/sluicemq/sluice/broker"
+	"github.com/sluicemq/sluice/cmd/internal/console"
 	"github.com/sluicemq/sluice/conf"
 	"github.com/sluicemq/sluice/internal/cli"
-	"github.com/sluicemq/sluice/internal/console"
 	"github.com/sluicemq/sluice/internal/fsync"
 	"github.com/sluicemq/sluice/nameserver"
 )

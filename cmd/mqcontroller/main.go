@@ -121,7 +121,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	var rules *acl.Watcher
 	if cfg.ACL.File != "" {
-		if rules, err = acl.NewWatcher(cfg.ACL.File, conf.LoadACL, logger); err != nil {
+		if rules, err = acl.NewWatcher(cfg.ACL.File, acl.LoadFile, logger); err != nil {
 			fmt.Fprintf(stderr, "mqcontroller: %s\n", cli.OneLine(err))
 			return cli.ExitError
 		}

@@ -22,9 +22,9 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/sluicemq/sluice/cmd/internal/console"
 	"github.com/sluicemq/sluice/conf"
 	"github.com/sluicemq/sluice/internal/cli"
-	"github.com/sluicemq/sluice/internal/console"
 	"github.com/sluicemq/sluice/nameserver"
 	"github.com/sluicemq/sluice/nameserver/controller"
 )

@@ -4,8 +4,8 @@
 //
 // # Accounts
 //
-// Rules come from a file in RocketMQ's plain_acl.yml shape (File; conf.LoadACL
-// reads it with viper, Compile validates it):
+// Rules come from a file in RocketMQ's plain_acl.yml shape (File; LoadFile
+// reads it, Compile validates it):
 //
 //	globalWhiteRemoteAddresses: ["127.0.0.1", "10.1.*.*"]
 //	accounts:

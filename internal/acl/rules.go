@@ -9,7 +9,7 @@ import (
 )
 
 // File is a rules file in RocketMQ's plain_acl.yml shape, as decoded (by
-// conf.LoadACL). Compile validates it.
+// LoadFile). Compile validates it.
 type File struct {
 	GlobalWhiteRemoteAddresses []string  `mapstructure:"globalWhiteRemoteAddresses"`
 	Accounts                   []Account `mapstructure:"accounts"`

@@ -36,7 +36,7 @@ type Watcher struct {
 	once sync.Once
 }
 
-// NewWatcher loads the rules at path with load (conf.LoadACL) and watches
+// NewWatcher loads the rules at path with load (LoadFile) and watches
 // the file's directory for changes. The first load must succeed.
 func NewWatcher(path string, load func(string) (*Rules, error), log *slog.Logger) (*Watcher, error) {
 	if log == nil {

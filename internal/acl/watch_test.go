@@ -11,7 +11,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/sluicemq/sluice/conf"
 	"github.com/sluicemq/sluice/internal/acl"
 	"github.com/sluicemq/sluice/internal/acl/sig"
 	"github.com/sluicemq/sluice/internal/protocol"
@@ -48,7 +47,7 @@ func TestWatcher_Reload(t *testing.T) {
 	path := filepath.Join(dir, "plain_acl.yml")
 	require.NoError(t, os.WriteFile(path, []byte(aliceRules), 0o600))
 	var logs testutil.SyncBuffer
-	w, err := acl.NewWatcher(path, conf.LoadACL, slog.New(slog.NewTextHandler(&logs, nil)))
+	w, err := acl.NewWatcher(path, acl.LoadFile, slog.New(slog.NewTextHandler(&logs, nil)))
 	require.NoError(t, err)
 	defer w.Close()
 	require.Nil(t, w.Rules().Check(send("alice1", "12345678")))
@@ -84,11 +83,11 @@ func TestLoadACL_Errors(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			path := filepath.Join(dir, strings.ReplaceAll(name, " ", "_")+".yml")
 			require.NoError(t, os.WriteFile(path, []byte(tc.file), 0o600))
-			_, err := conf.LoadACL(path)
+			_, err := acl.LoadFile(path)
 			require.Error(t, err)
 			require.Contains(t, err.Error(), tc.want)
 		})
 	}
-	_, err := conf.LoadACL(filepath.Join(dir, "missing.yml"))
+	_, err := acl.LoadFile(filepath.Join(dir, "missing.yml"))
 	require.ErrorIs(t, err, os.ErrNotExist)
 }

@@ -132,6 +132,77 @@ func TestForbiddenImports(t *testing.T) {
 	}
 }
 
+// layerViolation says why package pkg (a directory relative to the repo
+// root) may not import im, or "" if it may. Test files count too: an
+// import arrow runs up whether or not only a test follows it.
+//   - internal/ is the ground floor: it imports nothing above it (client,
+//     broker, nameserver, cmd). The console, an application built on the
+//     client, lives in cmd/internal/console.
+//   - conf is a leaf: it imports nothing of the project (the ACL file is
+//     read and validated by internal/acl, called by the binaries).
+func layerViolation(pkg, im string) string {
+	if !strings.HasPrefix(im, module) {
+		return ""
+	}
+	target := strings.TrimPrefix(im, module)
+	switch {
+	case under(pkg, "conf"):
+		return "conf is a leaf: it imports nothing of the project"
+	case under(pkg, "internal") && under(target, "client", "broker", "nameserver", "cmd"):
+		return "internal/ imports nothing above it (client, broker, nameserver, cmd)"
+	}
+	return ""
+}
+
+// TestLayering checks that no import arrow runs up (issue 43, part 4).
+func TestLayering(t *testing.T) {
+	for _, f := range repoFiles(t) {
+		for _, im := range imports(f) {
+			if why := layerViolation(f.pkg, im); why != "" {
+				t.Errorf("%s imports %s: %s", f.path, im, why)
+			}
+		}
+	}
+}
+
+// TestLayering_CatchesViolations proves the rule bites: each file below
+// holds an import that runs up, and the check names it.
+func TestLayering_CatchesViolations(t *testing.T) {
+	for _, tc := range []struct{ pkg, src string }{
+		{"internal/console", "package console\nimport \"github.com/sluicemq/sluice/client\"\n"},
+		{"internal/acl", "package acl\nimport \"github.com/sluicemq/sluice/broker/store\"\n"},
+		{"internal/testutil", "package testutil\nimport \"github.com/sluicemq/sluice/nameserver\"\n"},
+		{"internal/cli", "package cli\nimport \"github.com/sluicemq/sluice/cmd/internal/console\"\n"},
+		{"conf", "package conf\nimport \"github.com/sluicemq/sluice/internal/acl\"\n"},
+	} {
+		fset := token.NewFileSet()
+		full, err := parser.ParseFile(fset, "x.go", tc.src, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := goFile{pkg: tc.pkg, path: "x.go", ast: full, fset: fset}
+		found := false
+		for _, im := range imports(f) {
+			found = found || layerViolation(f.pkg, im) != ""
+		}
+		if !found {
+			t.Errorf("%s importing %v: not reported", tc.pkg, imports(f))
+		}
+	}
+	// And what is allowed stays allowed.
+	for _, ok := range [][2]string{
+		{"internal/cli", module + "conf"},
+		{"internal/acl", module + "internal/acl/sig"},
+		{"cmd/internal/console", module + "client"},
+		{"broker", module + "internal/acl"},
+		{"conf", "github.com/spf13/viper"},
+	} {
+		if why := layerViolation(ok[0], ok[1]); why != "" {
+			t.Errorf("%s importing %s reported: %s", ok[0], ok[1], why)
+		}
+	}
+}
+
 // TestRawAtomics forbids sync/atomic's function API: typed atomics only.
 func TestRawAtomics(t *testing.T) {
 	for _, f := range repoFiles(t) {

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"strings"
 
-	"github.com/sluicemq/sluice/conf"
 	"github.com/sluicemq/sluice/internal/acl"
 )
 
@@ -41,7 +40,7 @@ func Launch(listen string, byDefault bool, nameServers string, readOnly bool, se
 	var w *acl.Watcher
 	if sec.ACLFile != "" {
 		var err error
-		if w, err = acl.NewWatcher(sec.ACLFile, conf.LoadACL, logger); err != nil {
+		if w, err = acl.NewWatcher(sec.ACLFile, acl.LoadFile, logger); err != nil {
 			return nil, fmt.Errorf("console: %w", err)
 		}
 		opts.Auth = &Auth{Check: func(key, secret string) (bool, bool) { return w.Rules().Login(key, secret) }}

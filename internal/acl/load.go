@@ -1,7 +1,6 @@
-package conf
+package acl
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -9,40 +8,46 @@ import (
 	"strings"
 
 	"github.com/go-viper/mapstructure/v2"
-	"github.com/spf13/viper"
 	"go.yaml.in/yaml/v3"
-
-	"github.com/sluicemq/sluice/internal/acl"
 )
 
-// LoadACL reads and compiles an ACL rules file in RocketMQ's plain_acl.yml
-// shape (internal/acl documents it). Unknown keys are errors; scalars are
-// read leniently as RocketMQ's sample files write them (secretKey: 12345678
-// is the string "12345678"). Each problem is reported with its field and
-// line.
-func LoadACL(path string) (*acl.Rules, error) {
+// LoadFile reads and compiles an ACL rules file in RocketMQ's plain_acl.yml
+// shape (File). Unknown keys are errors; keys match without case, and
+// scalars are read leniently as RocketMQ's sample files write them
+// (secretKey: 12345678 is the string "12345678"). Each problem is reported
+// with its field and line. The binaries, the broker and the nameserver pass
+// it to NewWatcher; conf only carries the file's path (conf is a leaf).
+func LoadFile(path string) (*Rules, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("conf: read ACL file: %w", err)
+		return nil, fmt.Errorf("acl: read ACL file: %w", err)
 	}
-	v := viper.New()
-	v.SetConfigType("yaml")
-	if err := v.ReadConfig(bytes.NewReader(data)); err != nil {
-		return nil, fmt.Errorf("conf: parse ACL file %s: %w", path, err)
+	var doc map[string]any
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, fmt.Errorf("acl: parse ACL file %s: %w", path, err)
 	}
-	var f acl.File
-	if err := v.UnmarshalExact(&f, func(c *mapstructure.DecoderConfig) { c.WeaklyTypedInput = true }); err != nil {
-		return nil, fmt.Errorf("conf: ACL file %s: %w", path, err)
+	var f File
+	dec, err := mapstructure.NewDecoder(&mapstructure.DecoderConfig{
+		Result:           &f,
+		ErrorUnused:      true,
+		WeaklyTypedInput: true,
+		DecodeHook:       mapstructure.StringToSliceHookFunc(","),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("acl: ACL file %s: %w", path, err)
 	}
-	rules, err := acl.Compile(f)
+	if err := dec.Decode(doc); err != nil {
+		return nil, fmt.Errorf("acl: ACL file %s: %w", path, err)
+	}
+	rules, err := Compile(f)
 	if err != nil {
 		addLines(data, err)
-		return nil, fmt.Errorf("conf: ACL file %s:\n%w", path, err)
+		return nil, fmt.Errorf("acl: ACL file %s:\n%w", path, err)
 	}
 	return rules, nil
 }
 
-// addLines fills in the Line of every acl.FieldError in err from the YAML
+// addLines fills in the Line of every FieldError in err from the YAML
 // document data.
 func addLines(data []byte, err error) {
 	var root yaml.Node
@@ -56,7 +61,7 @@ func addLines(data []byte, err error) {
 		errs = []error{err}
 	}
 	for _, e := range errs {
-		var fe *acl.FieldError
+		var fe *FieldError
 		if errors.As(e, &fe) {
 			if n := yamlAt(root.Content[0], fe.Path); n != nil {
 				fe.Line = n.Line

@@ -20,7 +20,7 @@ import (
 // the browser's own render-ms); Sample is one round of the sampler. Run it
 // with
 //
-//	go test -run '^$' -bench Console -benchtime 20x ./internal/console
+//	go test -run '^$' -bench Console -benchtime 20x ./cmd/internal/console
 func BenchmarkConsole(b *testing.B) {
 	const topics, groups = 1000, 100
 	e := startEnv(b, Options{SampleEvery: 2 * time.Second})

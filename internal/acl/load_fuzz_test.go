@@ -1,4 +1,4 @@
-package conf
+package acl
 
 import (
 	"os"
@@ -6,9 +6,9 @@ import (
 	"testing"
 )
 
-// FuzzLoadACL: any file either loads (rules) or fails with an error, never
+// FuzzLoadFile: any file either loads (rules) or fails with an error, never
 // a panic.
-func FuzzLoadACL(f *testing.F) {
+func FuzzLoadFile(f *testing.F) {
 	f.Add([]byte("accounts:\n  - accessKey: alice1\n    secretKey: 12345678\n    topicPerms: [\"orders=PUB|SUB\"]\n"))
 	f.Add([]byte("globalWhiteRemoteAddresses: [\"10.1.1.{1,2}\", \"192.168.*.*\"]\naccounts: []\n"))
 	f.Add([]byte("accounts:\n  - accessKey: k\n    secretKey: s3cr3t\n    whiteRemoteAddress: 1.2.3.4-300\n"))
@@ -19,7 +19,7 @@ func FuzzLoadACL(f *testing.F) {
 		if err := os.WriteFile(path, data, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		r, err := LoadACL(path)
+		r, err := LoadFile(path)
 		if err == nil && r == nil {
 			t.Fatal("no rules and no error")
 		}
