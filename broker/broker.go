@@ -224,7 +224,7 @@ func (b *Broker) Start() error {
 	sopts.TLS = ts
 	b.serverTLS = ts
 	if b.cfg.ACL.File != "" {
-		w, err := acl.NewWatcher(b.cfg.ACL.File, conf.LoadACL, b.logger)
+		w, err := acl.NewWatcher(b.cfg.ACL.File, acl.LoadFile, b.logger)
 		if err != nil {
 			return fmt.Errorf("broker: %w", err)
 		}
