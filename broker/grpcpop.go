@@ -55,8 +55,11 @@ func (g grpcBackend) Arrival() <-chan struct{} { return g.b.popArrivals.next() }
 
 // Pop implements v5.Popper: the queues of r.Topic on this broker from
 // r.Queue on, in order, each from where the group is (its committed
-// offset, else the queue's first); a message the group's tags do not take,
-// or that retention removed, is acked and skipped.
+// offset, else the queue's first); a message the group's tags or SQL92
+// filter do not take, or that retention removed, is acked and skipped.
+// An orderly group (consumeMessageOrderly) pops FIFO per message group
+// (pop.Table.PopOrderly): the message group is the __SHARDINGKEY property
+// v5 FIFO messages carry, and a message with none is its own group.
 func (g grpcBackend) Pop(ctx context.Context, r v5.PopRequest) ([]v5.Popped, *v2.Status) {
 	b := g.b
 	cfg, ok := b.topics.Get(r.Topic)
@@ -66,8 +69,24 @@ func (g grpcBackend) Pop(ctx context.Context, r v5.PopRequest) ([]v5.Popped, *v2
 	if !cfg.Readable() || cfg.ReadQueueNums <= 0 {
 		return nil, &v2.Status{Code: v2.Code_FORBIDDEN, Message: fmt.Sprintf("topic %s is not readable on broker %s", r.Topic, b.cfg.BrokerName)}
 	}
-	if gc, ok := b.groupCfgs.Get(r.Group); ok && !gc.ConsumeEnable {
+	gc, known := b.groupCfgs.Get(r.Group)
+	if known && !gc.ConsumeEnable {
 		return nil, &v2.Status{Code: v2.Code_FORBIDDEN, Message: fmt.Sprintf("group %s may not consume (consumeEnable false)", r.Group)}
+	}
+	if r.SQL != nil && !b.cfg.Filter.PropertyEnabled {
+		return nil, &v2.Status{Code: v2.Code_NOT_IMPLEMENTED, Message: fmt.Sprintf(
+			"broker %s does not filter messages by SQL92: set filter.property_enabled: true in its configuration (or SLUICE_FILTER_PROPERTY_ENABLED=true)",
+			b.cfg.BrokerName)}
+	}
+	orderly := known && gc.ConsumeMessageOrderly
+	takes := func(rec *message.Record) bool {
+		if r.Tags != nil {
+			tag, _ := message.PropertyValue(string(rec.Properties), message.PropTags)
+			if !slices.Contains(r.Tags, tag) {
+				return false
+			}
+		}
+		return r.SQL == nil || r.SQL.MatchProperties(rec.Properties)
 	}
 	first := max(r.Queue, 0) % cfg.ReadQueueNums
 	now := b.popNow()
@@ -83,18 +102,41 @@ func (g grpcBackend) Pop(ctx context.Context, r v5.PopRequest) ([]v5.Popped, *v2
 			start = b.store.MinOffset(r.Topic, q)
 		}
 		end := b.store.MaxOffset(r.Topic, q)
-		for _, d := range b.pop.Pop(b.cfg.BrokerName, r.Group, r.Topic, q, start, end, r.Max-len(out), r.Invisible, now) {
-			rec, err := b.readAt(ctx, r.Topic, q, d.Offset)
+		var ahead map[int64]*message.Record
+		var ds []pop.Delivery
+		if orderly {
+			var known int64
+			from := b.pop.Next(r.Group, r.Topic, q, start)
+			ahead, known = b.readAhead(ctx, r.Topic, q, from, min(end, from+popReadAhead))
+			ds = b.pop.PopOrderly(b.cfg.BrokerName, r.Group, r.Topic, q, start, end, r.Max-len(out), r.Invisible, now,
+				func(off int64) (string, bool) {
+					if off >= known {
+						return "", false
+					}
+					rec := ahead[off]
+					if rec == nil || !takes(rec) {
+						return "", true // NB: gone or filtered out: acked below, so it holds no group back
+					}
+					mg, _ := message.PropertyValue(string(rec.Properties), v5.PropShardingKey)
+					return mg, true
+				})
+		} else {
+			ds = b.pop.Pop(b.cfg.BrokerName, r.Group, r.Topic, q, start, end, r.Max-len(out), r.Invisible, now)
+		}
+		for _, d := range ds {
+			var rec message.Record
+			var err error
+			if a := ahead[d.Offset]; a != nil {
+				rec = *a
+			} else {
+				rec, err = b.readAt(ctx, r.Topic, q, d.Offset)
+			}
 			skip := errors.Is(err, errGone)
 			if err != nil && !skip {
 				// NB: not taken: visible again once its invisible time is over.
 				return out, &v2.Status{Code: v2.Code_INTERNAL_SERVER_ERROR, Message: err.Error()}
 			}
-			if !skip && r.Tags != nil {
-				tag, _ := message.PropertyValue(string(rec.Properties), message.PropTags)
-				skip = !slices.Contains(r.Tags, tag)
-			}
-			if skip {
+			if skip || !takes(&rec) {
 				_ = b.pop.Ack(r.Group, d.Handle, now)
 				continue
 			}
@@ -114,6 +156,36 @@ func (g grpcBackend) Pop(ctx context.Context, r v5.PopRequest) ([]v5.Popped, *v2
 		b.commitPop(r.Group, r.Topic, q)
 	}
 	return out, nil
+}
+
+// popReadAhead is how many new offsets of a queue an orderly pop reads to
+// learn their message groups.
+const popReadAhead = 128
+
+// readAhead reads the messages of a queue's offsets [from, to): those
+// found, and known, the offset below which every offset is either found
+// or gone (retention). On a read error known is from: nothing is known.
+func (b *Broker) readAhead(ctx context.Context, topicName string, q int32, from, to int64) (map[int64]*message.Record, int64) {
+	if to <= from {
+		return nil, from
+	}
+	res, err := b.store.Get(ctx, store.GetRequest{Topic: topicName, QueueID: q, Offset: from, MaxMsgs: int(to - from)})
+	if err != nil || res.Count == 0 {
+		return nil, from
+	}
+	body := slices.Clone(res.Body)
+	out := make(map[int64]*message.Record, res.Count)
+	for len(body) > 0 {
+		rec, err := message.Decode(body)
+		if err != nil || rec.TotalSize <= 0 || int(rec.TotalSize) > len(body) {
+			return nil, from
+		}
+		body = body[rec.TotalSize:]
+		if rec.QueueOffset >= from && rec.QueueOffset < to {
+			out[rec.QueueOffset] = &rec
+		}
+	}
+	return out, min(res.NextOffset, to)
 }
 
 // popNow is the POP clock (Options.PopClock, default time.Now).

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicemq/sluice/broker/topic"
 	"github.com/sluicemq/sluice/internal/acl"
+	"github.com/sluicemq/sluice/internal/filter"
 	"github.com/sluicemq/sluice/internal/message"
 )
 
@@ -24,6 +25,9 @@ type PopRequest struct {
 	Max          int
 	Invisible    time.Duration
 	Tags         []string // nil: every tag
+	// SQL is a SQL92 filter over the message properties (nil: none); the
+	// backend refuses it when it does not filter by properties.
+	SQL *filter.Expr
 }
 
 // Popped is one message received.
@@ -104,12 +108,19 @@ func (s *Server) ReceiveMessage(req *v2.ReceiveMessageRequest, stream v2.Messagi
 		return answer(status(v2.Code_ILLEGAL_INVISIBLE_TIME, "invisible_duration "+inv.String()+": want 10s to 12h"))
 	}
 	var tags []string
+	var sql *filter.Expr
 	if f := req.GetFilterExpression(); f != nil {
 		switch f.GetType() {
 		case v2.FilterType_TAG, v2.FilterType_FILTER_TYPE_UNSPECIFIED:
 			tags = parseTags(f.GetExpression())
+		case v2.FilterType_SQL:
+			e, err := filter.Compile(f.GetExpression())
+			if err != nil {
+				return answer(status(v2.Code_ILLEGAL_FILTER_EXPRESSION, "SQL92 expression: "+err.Error()))
+			}
+			sql = e
 		default:
-			return answer(status(v2.Code_NOT_IMPLEMENTED, "SQL filters are not served over gRPC yet: use TAG expressions"))
+			return answer(status(v2.Code_ILLEGAL_FILTER_EXPRESSION, "filter type "+f.GetType().String()+": want TAG or SQL"))
 		}
 	}
 	batch := int(req.GetBatchSize())
@@ -124,7 +135,7 @@ func (s *Server) ReceiveMessage(req *v2.ReceiveMessageRequest, stream v2.Messagi
 		poll = min(poll, time.Until(dl)-answerMargin)
 	}
 	end := time.Now().Add(max(poll, 0))
-	r := PopRequest{Group: group, Topic: name, Queue: req.GetMessageQueue().GetId(), Max: batch, Invisible: inv, Tags: tags}
+	r := PopRequest{Group: group, Topic: name, Queue: req.GetMessageQueue().GetId(), Max: batch, Invisible: inv, Tags: tags, SQL: sql}
 	for {
 		arrived := p.Arrival() // NB: before the pop, so an arrival in between wakes the wait
 		got, st := p.Pop(ctx, r)
