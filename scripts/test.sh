@@ -47,6 +47,9 @@ fi
 echo "== go test -race"
 go test -race -count=1 -timeout 12m ./...
 
+# The compat suite's Node.js SDK tests need node and the pinned npm packages:
+# installed when missing (scripts/compat/node/install.sh says how).
+bash scripts/compat/node/install.sh
 # The compatibility suite is a separate module (scripts/compat, its own
 # go.mod) that runs mqnamesrv and mqbroker against the official RocketMQ Go
 # client. Without -race: the client itself has data races, which the race
