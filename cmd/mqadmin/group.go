@@ -14,7 +14,8 @@ import (
 
 func groupCommands(a *app) []*cobra.Command {
 	return []*cobra.Command{updateSubGroupCmd(a), deleteSubGroupCmd(a), consumerProgressCmd(a),
-		consumerConnectionCmd(a), consumerStatusCmd(a), getConsumerStatusCmd(a), resetOffsetByTimeCmd(a)}
+		consumerConnectionCmd(a), consumerStatusCmd(a), getConsumerStatusCmd(a), resetOffsetByTimeCmd(a),
+		producerConnectionCmd(a)}
 }
 
 // boolFlag is a RocketMQ-style boolean flag that takes a value
@@ -43,11 +44,13 @@ func updateSubGroupCmd(a *app) *cobra.Command {
 			set: func(c *protocol.SubscriptionGroupConfig, v bool) { c.ConsumeBroadcastEnable = v }},
 		{short: "a", long: "notifyConsumerIdsChangedEnable", usage: "whether members are told when the group changes (true|false)",
 			set: func(c *protocol.SubscriptionGroupConfig, v bool) { c.NotifyConsumerIdsChangedEnable = v }},
+		{short: "o", long: "consumeMessageOrderly", usage: "whether RocketMQ 5 clients of the group consume FIFO, per message group (true|false)",
+			set: func(c *protocol.SubscriptionGroupConfig, v bool) { c.ConsumeMessageOrderly = v }},
 	}
 	ints := []*intFlag{
 		{short: "q", long: "retryQueueNums", usage: "retry queue count",
 			set: func(c *protocol.SubscriptionGroupConfig, v int64) { c.RetryQueueNums = int32(v) }},
-		{short: "r", long: "retryMaxTimes", usage: "deliveries before a message goes to %DLQ%<group>",
+		{short: "r", long: "retryMaxTimes", usage: "retries before a message goes to %DLQ%<group> (RocketMQ 5 clients: max attempts = this + 1)",
 			set: func(c *protocol.SubscriptionGroupConfig, v int64) { c.RetryMaxTimes = int32(v) }},
 		{short: "i", long: "brokerId", usage: "broker id to consume from",
 			set: func(c *protocol.SubscriptionGroupConfig, v int64) { c.BrokerID = v }},
@@ -55,7 +58,7 @@ func updateSubGroupCmd(a *app) *cobra.Command {
 			set: func(c *protocol.SubscriptionGroupConfig, v int64) { c.WhichBrokerWhenConsumeSlowly = v }},
 	}
 	cmd := &cobra.Command{
-		Use:   "updateSubGroup -g GROUP (-b BROKER_ADDR | -c CLUSTER) [-r RETRY_MAX_TIMES] [-q N] [-s BOOL] ...",
+		Use:   "updateSubGroup -g GROUP (-b BROKER_ADDR | -c CLUSTER) [-r RETRY_MAX_TIMES] [-o BOOL] [-q N] [-s BOOL] ...",
 		Short: "Create or update a consumer group's settings; settings not given keep their current value",
 	}
 	f := cmd.Flags()
@@ -128,9 +131,10 @@ func updateSubGroupCmd(a *app) *cobra.Command {
 			c := r.Config
 			fmt.Fprintf(a.stdout, "update subscription group %s on %s success: retryMaxTimes=%d retryQueueNums=%d "+
 				"consumeEnable=%t consumeFromMinEnable=%t consumeBroadcastEnable=%t brokerId=%d "+
-				"whichBrokerWhenConsumeSlowly=%d notifyConsumerIdsChangedEnable=%t\n",
+				"whichBrokerWhenConsumeSlowly=%d notifyConsumerIdsChangedEnable=%t consumeMessageOrderly=%t\n",
 				group, brokerLabel(r.brokerRef), c.RetryMaxTimes, c.RetryQueueNums, c.ConsumeEnable, c.ConsumeFromMinEnable,
-				c.ConsumeBroadcastEnable, c.BrokerID, c.WhichBrokerWhenConsumeSlowly, c.NotifyConsumerIdsChangedEnable)
+				c.ConsumeBroadcastEnable, c.BrokerID, c.WhichBrokerWhenConsumeSlowly, c.NotifyConsumerIdsChangedEnable,
+				c.ConsumeMessageOrderly)
 		}
 		return nil
 	})

@@ -27,6 +27,22 @@ func TestSubGroup_UpdateKeepsOtherSettingsAndDelete(t *testing.T) {
 	require.Equal(t, 2, res[0].Config.RetryQueueNums)
 	require.True(t, res[0].Config.ConsumeEnable)
 
+	// -o: RocketMQ 5's consumeMessageOrderly (FIFO POP); kept when not given.
+	require.Contains(t, c.ok(t, "updateSubGroup", "-g", "cg", "-b", c.broker, "-o", "true"), "consumeMessageOrderly=true")
+	var again []struct {
+		Config struct {
+			Orderly       bool `json:"consumeMessageOrderly"`
+			RetryMaxTimes int  `json:"retryMaxTimes"`
+		} `json:"config"`
+	}
+	c.okJSON(t, &again, "updateSubGroup", "-g", "cg", "-b", c.broker, "-r", "5")
+	require.True(t, again[0].Config.Orderly, "read back from the broker")
+	require.Equal(t, 5, again[0].Config.RetryMaxTimes)
+	again = nil
+	c.okJSON(t, &again, "updateSubGroup", "-g", "cg", "-b", c.broker, "-o", "false")
+	require.False(t, again[0].Config.Orderly)
+	c.fails(t, exitUsage, "updateSubGroup", "-g", "cg", "-b", c.broker, "-o", "sometimes")
+
 	c.fails(t, exitUsage, "updateSubGroup", "-g", "cg", "-b", c.broker, "-s", "maybe")
 	c.fails(t, exitUsage, "updateSubGroup", "-g", "cg", "-b", c.broker, "-r", "-1")
 
