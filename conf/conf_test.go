@@ -330,3 +330,32 @@ func TestLeaves_RejectsUntaggedField(t *testing.T) {
 	require.Panics(t, func() { leaves(reflect.ValueOf(bad{}), "") })
 	require.True(t, errors.Is(&FieldError{}, ErrInvalid))
 }
+
+// TestKeys: the key lists are the loaders' keys: each variable they name
+// sets its key (checked on one key of each list), and paths are unique.
+func TestKeys(t *testing.T) {
+	for name, keys := range map[string][]Key{"broker": BrokerKeys(), "nameserver": NameserverKeys(), "controller": ControllerKeys()} {
+		seen := map[string]bool{}
+		for _, k := range keys {
+			if seen[k.Path] || k.Env != EnvVar(k.Path) || k.Default == "" {
+				t.Errorf("%s: bad or repeated key %+v", name, k)
+			}
+			seen[k.Path] = true
+		}
+		if len(keys) < 5 {
+			t.Errorf("%s: only %d keys", name, len(keys))
+		}
+	}
+	t.Setenv("SLUICE_STORE_FLUSH", "sync")
+	b, err := LoadBroker("")
+	if err != nil || b.Store.Flush != FlushSync {
+		t.Fatalf("SLUICE_STORE_FLUSH=sync: %v, flush %q", err, b.Store.Flush)
+	}
+	found := false
+	for _, k := range BrokerKeys() {
+		found = found || (k.Path == "store.flush" && k.Env == "SLUICE_STORE_FLUSH" && k.Default == `"async"`)
+	}
+	if !found {
+		t.Error("store.flush is not listed with SLUICE_STORE_FLUSH and its default")
+	}
+}

@@ -90,3 +90,30 @@ func formatValue(v reflect.Value) string {
 		return strconv.FormatInt(v.Int(), 10)
 	}
 }
+
+// Key is one configuration key as a file, the environment and the
+// documentation spell it.
+type Key struct {
+	Path    string // e.g. "store.flush"
+	Env     string // e.g. "SLUICE_STORE_FLUSH"
+	Default string // the default as a YAML scalar, e.g. "\"async\""
+}
+
+// BrokerKeys lists mqbroker's keys in declaration order (the order of
+// conf/broker.yaml).
+func BrokerKeys() []Key { return keyList(reflect.ValueOf(DefaultBroker())) }
+
+// NameserverKeys lists mqnamesrv's keys in declaration order.
+func NameserverKeys() []Key { return keyList(reflect.ValueOf(DefaultNameserver())) }
+
+// ControllerKeys lists mqcontroller's keys in declaration order.
+func ControllerKeys() []Key { return keyList(reflect.ValueOf(DefaultControllerServer())) }
+
+func keyList(v reflect.Value) []Key {
+	ls := leaves(v, "")
+	out := make([]Key, 0, len(ls))
+	for _, l := range ls {
+		out = append(out, Key{Path: l.key, Env: EnvVar(l.key), Default: formatValue(l.val)})
+	}
+	return out
+}
