@@ -183,7 +183,8 @@ func toV5(p Popped, inv time.Duration) *v2.Message {
 			user[k] = v
 		}
 	}
-	sum := md5.Sum(r.Body)
+	body := deliveredBody(r)
+	sum := md5.Sum(body)
 	id := props[message.PropUniqKey]
 	if id == "" {
 		id = string(message.AppendOffsetMsgID(nil, r.StoreHost, r.PhysicalOffset))
@@ -217,7 +218,29 @@ func toV5(p Popped, inv time.Duration) *v2.Message {
 	if ms, err := strconv.ParseInt(props[message.PropTimerDeliverMS], 10, 64); err == nil {
 		sp.DeliveryTimestamp, sp.MessageType = timestamppb.New(time.UnixMilli(ms)), v2.MessageType_DELAY
 	}
-	return &v2.Message{Topic: &v2.Resource{Name: string(r.Topic)}, UserProperties: user, SystemProperties: sp, Body: r.Body}
+	return &v2.Message{Topic: &v2.Resource{Name: string(r.Topic)}, UserProperties: user, SystemProperties: sp, Body: body}
+}
+
+// maxInflated bounds a compressed body's inflated size (a hostile one
+// cannot make the broker allocate more).
+const maxInflated = 64 << 20
+
+// deliveredBody is r's body as its producer sent it: a body a 4.x producer
+// compressed (zlib, FlagCompressed) is inflated, since v5 has no encoding
+// for zlib (a v5 client gunzips only GZIP); one that does not inflate
+// goes as stored.
+func deliveredBody(r *message.Record) []byte {
+	if r.SysFlag&message.FlagCompressed == 0 {
+		return r.Body
+	}
+	if alg := r.SysFlag & message.CompressionMask; alg != 0 && alg != message.CompressionZlib {
+		return r.Body
+	}
+	body, err := message.Decompress(r.Body, maxInflated)
+	if err != nil {
+		return r.Body
+	}
+	return body
 }
 
 // AckMessage acks each entry's handle; the answer's status is the
