@@ -557,15 +557,17 @@ func TestV5Node_ACL(t *testing.T) {
 	d.must("ack", map[string]any{"client": "subc", "ref": got[0].Ref}, nil)
 
 	for _, c := range []struct {
-		who  string
-		args map[string]any
+		who, reason string
+		args        map[string]any
 	}{
-		{"wrong secret", map[string]any{"accessKey": adminCreds.AccessKey, "secretKey": "not-the-secret"}},
-		{"no credentials", map[string]any{"accessKey": ""}},
+		{"wrong secret", "signature does not match", map[string]any{"accessKey": adminCreds.AccessKey, "secretKey": "not-the-secret"}},
+		{"no credentials", "no authorization header", map[string]any{"accessKey": ""}},
 	} {
 		err := d.call("producer", with(c.args, "name", c.who, "topics", []string{topic}), nil)
 		require.ErrorAs(t, err, &e, c.who)
 		require.Equal(t, int(v2.Code_UNAUTHORIZED), e.Code, "%s: %s", c.who, e.Message)
+		require.Equal(t, "UnauthorizedException", e.Name, c.who)
+		require.Contains(t, e.Message, c.reason, c.who)
 		require.NotContains(t, e.Message, "not-the-secret", c.who)
 	}
 }
@@ -592,4 +594,26 @@ func TestV5Node_TLS(t *testing.T) {
 	require.ErrorAs(t, untrusting.call("producer", map[string]any{"name": "untrusting", "topics": []string{topic}}, nil), &e)
 	require.Equal(t, 14, e.Code, "untrusted: gRPC UNAVAILABLE: %s", e.Message)
 	require.Contains(t, e.Message, "self-signed certificate")
+}
+
+// TestV5Node_Compressed4xBody: a 4.x producer compresses a body of 4 KiB
+// or more (zlib, the compressed flag); the Node SimpleConsumer receives it
+// as it was sent, with a digest that matches.
+func TestV5Node_Compressed4xBody(t *testing.T) {
+	t.Parallel()
+	topic := name(t, "topic")
+	createTopic(t, topic, 1)
+	p := newProducer(t, "p")
+	m := newMessage(topic, "big", "TagA")
+	m.Body = []byte(strings.Repeat("a compressible body, ", 1<<10))
+	s := sendSync(t, p, "big", m)
+	d := startNode(t)
+	d.must("simpleConsumer", map[string]any{"name": "c", "group": name(t, "group"),
+		"subscriptions": map[string]string{topic: "*"}}, nil)
+	got := d.receiveUntil("c", 10*time.Second, "the message", func(got []nodeMessage) bool { return len(got) >= 1 })
+	require.Len(t, got, 1)
+	require.Equal(t, s.msgID, got[0].MessageID)
+	require.False(t, got[0].Corrupted, "the body matches its digest")
+	require.Equal(t, strings.Repeat("a compressible body, ", 1<<10), got[0].Body, "the body as sent")
+	d.must("ack", map[string]any{"client": "c", "ref": got[0].Ref}, nil)
 }

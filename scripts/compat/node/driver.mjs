@@ -12,14 +12,16 @@
 // and SLUICE_V5_SECRET_KEY for the SDK's sessionCredentials. A request may
 // override each (endpoint, tls, accessKey, secretKey: "" for none).
 import { createInterface } from 'node:readline';
+import { format } from 'node:util';
 import { Producer, SimpleConsumer } from 'rocketmq-client-nodejs';
 
 const debug = process.env.SLUICE_NODE_DEBUG === '1';
+const log = level => (...a) => process.stderr.write(`${new Date().toISOString()} [sdk ${level}] ${format(...a)}\n`);
 const logger = {
-  info: (...a) => { if (debug) console.error('[sdk info]', ...a); },
-  debug: (...a) => { if (debug) console.error('[sdk debug]', ...a); },
-  warn: (...a) => console.error('[sdk warn]', ...a),
-  error: (...a) => console.error('[sdk error]', ...a),
+  info: debug ? log('info') : () => {},
+  debug: debug ? log('debug') : () => {},
+  warn: log('warn'),
+  error: log('error'),
 };
 
 // TransactionResolution of the v5 protocol (definition.proto).
