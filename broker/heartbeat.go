@@ -74,7 +74,7 @@ consumers:
 	}
 	for _, pd := range hb.ProducerDataSet {
 		if pd.GroupName != "" {
-			b.groups.RegisterProducer(pd.GroupName, hb.ClientID, connID, now)
+			b.groups.RegisterProducerSDK(pd.GroupName, hb.ClientID, connID, now, req.Language.String(), int32(req.Version))
 		}
 	}
 	// A client that shuts down right after a heartbeat (the Go client

@@ -107,7 +107,7 @@ type brokerCollector struct{ b *Broker }
 func (c brokerCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descPutMsgs, descPutBytes, descGetMsgs, descGetBytes, descBusy, descSubsRef, descLogMin,
 		descLogNext, descLogDurable, descDispatch, descRetries, descIndexDeg, descLag, descLagSec, descConns, descParked,
-		descFullScans, descOpenSecs} {
+		descFullScans, descOpenSecs, descClients} {
 		ch <- d
 	}
 	for _, d := range diskDescs {
@@ -162,6 +162,7 @@ func (c brokerCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descConns, float64(len(b.conns)))
 	b.connMu.RUnlock()
 	gauge(descParked, float64(b.hold.Parked()))
+	b.collectClients(ch)
 	servermetrics.Remoting{Stats: b.server.Stats}.Collect(ch)
 	now := time.Now().UnixMilli()
 	for _, k := range b.offsets.Keys() {

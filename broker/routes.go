@@ -56,6 +56,7 @@ func (b *Broker) handlers() map[int16]remoting.Handler {
 		protocol.GetAllSubscriptionGroupConfig:    b.handleAllSubGroups,
 		protocol.DeleteSubscriptionGroup:          b.handleDeleteSubGroup,
 		protocol.GetConsumerConnectionList:        b.handleConsumerConnections,
+		protocol.GetProducerConnectionList:        b.handleProducerConnections,
 		protocol.GetConsumerRunningInfo:           b.handleConsumerRunningInfo,
 		protocol.ConsumeMessageDirectly:           b.handleConsumeMessageDirectly,
 		protocol.InvokeBrokerToGetConsumerStatus:  b.handleGetConsumerStatus,

@@ -65,19 +65,17 @@ func (b *Broker) handleDeleteSubGroup(_ context.Context, w remoting.ResponseWrit
 }
 
 // handleConsumerConnections serves GET_CONSUMER_CONNECTION_LIST (203): the
-// group's live clients with their subscriptions.
+// group's live clients with their subscriptions, 4.x and v5.
 func (b *Broker) handleConsumerConnections(_ context.Context, w remoting.ResponseWriter, req *remoting.Command) {
 	var h protocol.GetConsumerListByGroupRequestHeader
 	if !decodeHeader(w, req, &h, "bad header") {
 		return
 	}
 	members := b.groups.Consumers(h.ConsumerGroup)
-	if len(members) == 0 {
-		reply(w, req, protocol.ConsumerNotOnline, fmt.Sprintf("consumer group %s has no live client on broker %s", h.ConsumerGroup, b.cfg.BrokerName))
-		return
+	cc := protocol.ConsumerConnection{SubscriptionTable: map[string]protocol.SubscriptionData{}}
+	if len(members) > 0 {
+		cc.ConsumeType, cc.MessageModel, cc.ConsumeFromWhere = members[0].ConsumeType, members[0].MessageModel, members[0].ConsumeFromWhere
 	}
-	cc := protocol.ConsumerConnection{SubscriptionTable: map[string]protocol.SubscriptionData{},
-		ConsumeType: members[0].ConsumeType, MessageModel: members[0].MessageModel, ConsumeFromWhere: members[0].ConsumeFromWhere}
 	for _, m := range members {
 		subs, types := map[string]string{}, map[string]string{}
 		for t, s := range m.Subs {
@@ -89,6 +87,10 @@ func (b *Broker) handleConsumerConnections(_ context.Context, w remoting.Respons
 		}
 		cc.ConnectionSet = append(cc.ConnectionSet, protocol.Connection{ClientID: m.ClientID, ClientAddr: m.Addr,
 			Language: m.Language, Version: m.Version, Subscriptions: subs, ExpressionTypes: types})
+	}
+	if b.v5Consumers(&cc, h.ConsumerGroup)+len(members) == 0 {
+		reply(w, req, protocol.ConsumerNotOnline, fmt.Sprintf("consumer group %s has no live client on broker %s", h.ConsumerGroup, b.cfg.BrokerName))
+		return
 	}
 	b.replyBody(w, req, cc)
 }

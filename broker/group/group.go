@@ -6,6 +6,7 @@
 package group
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -115,7 +116,23 @@ type consumerKey struct {
 
 type groupState struct {
 	consumers map[consumerKey]*Consumer
-	producers map[consumerKey]time.Time
+	producers map[consumerKey]producerEntry
+}
+
+// producerEntry is a producer's registration on one connection.
+type producerEntry struct {
+	at       time.Time
+	language string // the client's LanguageCode name, "" when unknown
+	version  int32  // its MQVersion ordinal, 0 when unknown
+}
+
+// Producer is a producer group member on one connection.
+type Producer struct {
+	ClientID string
+	ConnID   uint64
+	LastSeen time.Time
+	Language string // "" when it registered by a send (request-reply), not a heartbeat
+	Version  int32
 }
 
 // Registry is safe for concurrent use.
@@ -167,14 +184,65 @@ func sameSubs(a, b map[string]Subscription) bool {
 
 // RegisterProducer records a producer group member.
 func (r *Registry) RegisterProducer(group, clientID string, connID uint64, now time.Time) {
+	r.RegisterProducerSDK(group, clientID, connID, now, "", 0)
+}
+
+// RegisterProducerSDK records a producer group member with its client's
+// language and version (from its heartbeat); "" and 0 keep what is known.
+func (r *Registry) RegisterProducerSDK(group, clientID string, connID uint64, now time.Time, language string, version int32) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	g := r.producers[group]
 	if g == nil {
-		g = &groupState{producers: map[consumerKey]time.Time{}}
+		g = &groupState{producers: map[consumerKey]producerEntry{}}
 		r.producers[group] = g
 	}
-	g.producers[consumerKey{clientID, connID}] = now
+	k := consumerKey{clientID, connID}
+	e := g.producers[k]
+	e.at = now
+	if language != "" {
+		e.language, e.version = language, version
+	}
+	g.producers[k] = e
+}
+
+// Producers returns a producer group's members, sorted by client id.
+func (r *Registry) Producers(group string) []Producer {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	g := r.producers[group]
+	if g == nil {
+		return nil
+	}
+	out := make([]Producer, 0, len(g.producers))
+	for k, e := range g.producers {
+		out = append(out, Producer{ClientID: k.clientID, ConnID: k.connID, LastSeen: e.at, Language: e.language, Version: e.version})
+	}
+	slices.SortFunc(out, func(a, b Producer) int {
+		return cmp.Or(strings.Compare(a.ClientID, b.ClientID), cmp.Compare(a.ConnID, b.ConnID))
+	})
+	return out
+}
+
+// ClientCounts returns how many distinct clients are registered as
+// consumers (in any group) and as producers.
+func (r *Registry) ClientCounts() (consumers, producers int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ids := map[string]bool{}
+	for _, g := range r.groups {
+		for k := range g.consumers {
+			ids[k.clientID] = true
+		}
+	}
+	consumers = len(ids)
+	clear(ids)
+	for _, g := range r.producers {
+		for k := range g.producers {
+			ids[k.clientID] = true
+		}
+	}
+	return consumers, len(ids)
 }
 
 // ClientProducerConns returns the connections producers registered with
@@ -185,9 +253,9 @@ func (r *Registry) ClientProducerConns(clientID string) []uint64 {
 	defer r.mu.Unlock()
 	seen := map[uint64]time.Time{}
 	for _, g := range r.producers {
-		for k, at := range g.producers {
-			if k.clientID == clientID && at.After(seen[k.connID]) {
-				seen[k.connID] = at
+		for k, e := range g.producers {
+			if k.clientID == clientID && e.at.After(seen[k.connID]) {
+				seen[k.connID] = e.at
 			}
 		}
 	}
@@ -245,8 +313,8 @@ func (r *Registry) drop(match func(consumerKey, time.Time) bool) []string {
 		r.dropEmptyLocked(name)
 	}
 	for name, g := range r.producers {
-		for k, seen := range g.producers {
-			if match(k, seen) {
+		for k, e := range g.producers {
+			if match(k, e.at) {
 				delete(g.producers, k)
 			}
 		}

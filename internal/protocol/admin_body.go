@@ -147,6 +147,11 @@ type ConsumerConnection struct {
 	ConsumeFromWhere  string                      `json:"consumeFromWhere"`
 }
 
+// ProducerConnection is the body of GET_PRODUCER_CONNECTION_LIST (204).
+type ProducerConnection struct {
+	ConnectionSet []Connection `json:"connectionSet"`
+}
+
 // ConsumerOffsetWrapper is the body of GET_ALL_CONSUMER_OFFSET (43) and
 // GET_ALL_DELAY_OFFSET (45): Java's ConsumerOffsetManager, offsets by
 // "topic@group", then queue id.

@@ -62,6 +62,24 @@ func (h *GetConsumerListByGroupRequestHeader) FromExt(ext map[string]string) err
 	return r.err
 }
 
+// GetProducerConnectionListRequestHeader is the header of
+// GET_PRODUCER_CONNECTION_LIST (204).
+type GetProducerConnectionListRequestHeader struct {
+	ProducerGroup string // producerGroup
+}
+
+// ToExt implements ExtHeader.
+func (h *GetProducerConnectionListRequestHeader) ToExt(ext map[string]string) {
+	ext["producerGroup"] = h.ProducerGroup
+}
+
+// FromExt implements ExtHeader.
+func (h *GetProducerConnectionListRequestHeader) FromExt(ext map[string]string) error {
+	r := extReader{header: "GetProducerConnectionListRequestHeader", ext: ext}
+	h.ProducerGroup = r.str("producerGroup")
+	return r.err
+}
+
 // NotifyConsumerIDsChangedRequestHeader is the header of
 // NOTIFY_CONSUMER_IDS_CHANGED (40), broker → client, spec §4.
 type NotifyConsumerIDsChangedRequestHeader struct {

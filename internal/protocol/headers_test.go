@@ -80,6 +80,8 @@ func headerCases() []headerCase {
 		}, func() ExtHeader { return new(ConsumerSendMsgBackRequestHeader) }, []string{"offset", "group", "delayLevel"}},
 		{"GetConsumerListByGroupRequestHeader", &GetConsumerListByGroupRequestHeader{ConsumerGroup: "cg"},
 			func() ExtHeader { return new(GetConsumerListByGroupRequestHeader) }, []string{"consumerGroup"}},
+		{"GetProducerConnectionListRequestHeader", &GetProducerConnectionListRequestHeader{ProducerGroup: "pg"},
+			func() ExtHeader { return new(GetProducerConnectionListRequestHeader) }, []string{"producerGroup"}},
 		{"NotifyConsumerIDsChangedRequestHeader", &NotifyConsumerIDsChangedRequestHeader{ConsumerGroup: "cg"},
 			func() ExtHeader { return new(NotifyConsumerIDsChangedRequestHeader) }, []string{"consumerGroup"}},
 		{"UnregisterClientRequestHeader", &UnregisterClientRequestHeader{ClientID: "1.2.3.4@1", ProducerGroup: "pg", ConsumerGroup: "cg"},

@@ -113,5 +113,14 @@ func VersionName(v int32) string {
 	case Version498:
 		return "V4_9_8"
 	}
+	// NB: from V4_0_0_SNAPSHOT (212) to V5_9_9 (611) every x.y.z has a
+	// SNAPSHOT ordinal and the release's (RocketMQ 5 clients' versions).
+	if n := int(v) - 212; n >= 0 && n < 400 {
+		name := "V" + strconv.Itoa(4+n/200) + "_" + strconv.Itoa(n/20%10) + "_" + strconv.Itoa(n/2%10)
+		if n%2 == 0 {
+			name += "_SNAPSHOT"
+		}
+		return name
+	}
 	return strconv.Itoa(int(v))
 }
