@@ -250,7 +250,8 @@ func (tx *transactions) giveUp(r *message.Record, n int) {
 
 // askProducer sends CHECK_TRANSACTION_STATE to one live producer of the
 // half message's group, with the message as stored but its real topic, and
-// reports whether one got it.
+// reports whether one got it. With no 4.x producer of the group online, a
+// RocketMQ 5 producer's Telemetry stream gets the check.
 func (tx *transactions) askProducer(r *message.Record, rec []byte) bool {
 	b := tx.b
 	grp := propOf(r.Properties, message.PropProducerGroup)
@@ -261,7 +262,9 @@ func (tx *transactions) askProducer(r *message.Record, rec []byte) bool {
 		}
 	}
 	if conn == nil {
-		return false // no producer online: try again at the next check
+		// NB: then a RocketMQ 5 producer's (grpc.go); none online: try
+		// again at the next check.
+		return b.askV5Producer(grp, r)
 	}
 	m := r.Message()
 	m.Topic = propOf(r.Properties, message.PropRealTopic)
@@ -310,42 +313,98 @@ func (b *Broker) handleEndTransaction(ctx context.Context, w remoting.ResponseWr
 		reply(w, req, protocol.Success, "") // no decision yet
 		return
 	}
+	res := b.endTransaction(ctx, txEnd{pos: h.CommitLogOffset, halfOffset: h.TranStateTableOffset,
+		commit: h.CommitOrRollback == message.TxCommit, group: h.ProducerGroup})
+	switch res.fault {
+	case endNoHalf:
+		code := int16(protocol.SystemError)
+		if res.readErr != nil {
+			code = storeErrCode(res.readErr)
+		}
+		reply(w, req, code, res.remark)
+	case endNotStored:
+		replyPut(w, req, res.put, putInternal)
+	case endNotRecorded:
+		reply(w, req, protocol.SystemError, res.remark)
+	default:
+		reply(w, req, protocol.Success, "")
+	}
+}
+
+// txEnd is a producer's decision about a half message: END_TRANSACTION's,
+// or a RocketMQ 5 EndTransaction's (grpc.go).
+type txEnd struct {
+	pos        int64 // the half message's commit-log offset
+	halfOffset int64 // its queue offset in the half topic
+	commit     bool  // else roll back
+	// What the half message must carry; "" checks nothing.
+	group string // its producer group (PGROUP)
+	topic string // its real topic
+	msgID string // its UNIQ_KEY
+}
+
+// endFault says why a decision was not made.
+type endFault int
+
+const (
+	endDone        endFault = iota // decided now, or before
+	endNoHalf                      // no such half message: remark (and readErr) say why
+	endNotStored                   // the commit's put failed: put
+	endNotRecorded                 // the rollback's op record failed: remark
+)
+
+// endResult is the outcome of endTransaction.
+type endResult struct {
+	fault   endFault
+	remark  string
+	readErr error // endNoHalf: the read of pos failed
+	put     store.PutResult
+}
+
+// endTransaction commits (stores the half message under its real topic
+// and queue) or rolls back the half message e names, once: a half message
+// already decided is left as it is (endDone). A decision that names no
+// half message is refused even when the half queue offset it names was
+// decided, unless the log no longer holds the offset it names.
+func (b *Broker) endTransaction(ctx context.Context, e txEnd) endResult {
 	// NB: held through markDone, so that concurrent decisions about one half
 	// message store it under its real topic at most once.
-	unlock := b.tx.lockDecision(h.TranStateTableOffset)
+	unlock := b.tx.lockDecision(e.halfOffset)
 	defer unlock()
-	if b.tx.decided(h.TranStateTableOffset) {
-		reply(w, req, protocol.Success, "") // already committed or rolled back
-		return
-	}
-	rec, err := b.store.ReadMessage(h.CommitLogOffset)
+	rec, err := b.store.ReadMessage(e.pos)
 	if err != nil {
-		reply(w, req, storeErrCode(err), fmt.Sprintf("no half message at offset %d: %v", h.CommitLogOffset, err))
-		return
+		if b.tx.decided(e.halfOffset) {
+			return endResult{} // NB: decided, and since deleted from the log
+		}
+		return endResult{fault: endNoHalf, readErr: err, remark: fmt.Sprintf("no half message at offset %d: %v", e.pos, err)}
 	}
 	r, err := message.Decode(rec)
 	if err != nil || string(r.Topic) != transHalfTopic {
-		reply(w, req, protocol.SystemError, fmt.Sprintf("offset %d is not a half message", h.CommitLogOffset))
-		return
+		return endResult{fault: endNoHalf, remark: fmt.Sprintf("offset %d is not a half message", e.pos)}
 	}
 	props := string(r.Properties)
-	if g, _ := message.PropertyValue(props, message.PropProducerGroup); g != h.ProducerGroup {
-		reply(w, req, protocol.SystemError, fmt.Sprintf("half message at %d belongs to producer group %q, not %q", h.CommitLogOffset, g, h.ProducerGroup))
-		return
+	if g, _ := message.PropertyValue(props, message.PropProducerGroup); e.group != "" && g != e.group {
+		return endResult{fault: endNoHalf, remark: fmt.Sprintf("half message at %d belongs to producer group %q, not %q", e.pos, g, e.group)}
 	}
-	if r.QueueOffset != h.TranStateTableOffset {
-		reply(w, req, protocol.SystemError, fmt.Sprintf("half message at %d has queue offset %d, not %d", h.CommitLogOffset, r.QueueOffset, h.TranStateTableOffset))
-		return
-	}
-	if h.CommitOrRollback == message.TxRollback {
-		if err := b.tx.markDone(ctx, r.QueueOffset); err != nil {
-			reply(w, req, protocol.SystemError, "broker: record rollback: "+err.Error())
-			return
-		}
-		reply(w, req, protocol.Success, "")
-		return
+	if r.QueueOffset != e.halfOffset {
+		return endResult{fault: endNoHalf, remark: fmt.Sprintf("half message at %d has queue offset %d, not %d", e.pos, r.QueueOffset, e.halfOffset)}
 	}
 	realTopic, _ := message.PropertyValue(props, message.PropRealTopic)
+	if e.topic != "" && realTopic != e.topic {
+		return endResult{fault: endNoHalf, remark: fmt.Sprintf("half message at %d is for topic %q, not %q", e.pos, realTopic, e.topic)}
+	}
+	if id, _ := message.PropertyValue(props, message.PropUniqKey); e.msgID != "" && id != e.msgID {
+		return endResult{fault: endNoHalf, remark: fmt.Sprintf("half message at %d has message id %q, not %q", e.pos, id, e.msgID)}
+	}
+	if b.tx.decided(e.halfOffset) {
+		return endResult{} // already committed or rolled back
+	}
+	if !e.commit {
+		if err := b.tx.markDone(ctx, r.QueueOffset); err != nil {
+			return endResult{fault: endNotRecorded, remark: "broker: record rollback: " + err.Error()}
+		}
+		return endResult{}
+	}
 	realQID, _ := message.PropertyValue(props, message.PropRealQueueID)
 	qid, _ := strconv.Atoi(realQID)
 	// NB: delivered as a plain message, as Java's EndTransactionProcessor
@@ -358,11 +417,10 @@ func (b *Broker) handleEndTransaction(ctx context.Context, w remoting.ResponseWr
 		ReconsumeTimes: r.ReconsumeTimes, Body: r.Body, Properties: props}
 	res := b.store.Put(ctx, m)
 	if !res.Stored() {
-		replyPut(w, req, res, putInternal)
-		return
+		return endResult{fault: endNotStored, put: res}
 	}
 	if err := b.tx.markDone(ctx, r.QueueOffset); err != nil {
 		b.logger.Error("broker: record commit", "half_offset", r.QueueOffset, "err", err)
 	}
-	reply(w, req, protocol.Success, "")
+	return endResult{}
 }

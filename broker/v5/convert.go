@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"math"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -60,6 +61,7 @@ type converted struct {
 	msg   message.Message
 	group string // FIFO: the message group
 	id    string // the client's message id (UNIQ_KEY)
+	tx    bool   // TRANSACTION: stored as a half message until EndTransaction
 }
 
 // badInput is a conversion refusal: the v5 code and what to fix.
@@ -91,8 +93,10 @@ func plainText(s string) bool {
 // toMessage converts a v5 message to a stored one (RocketMQ's proxy
 // SendMessageActivity.buildMessage): the message id becomes UNIQ_KEY, the
 // tag TAGS, the keys KEYS, the group __SHARDINGKEY and the delivery time
-// TIMER_DELIVER_MS. A GZIP body is stored decoded. maxBody bounds the
-// (decoded) body; now is the time delivery times are measured from.
+// TIMER_DELIVER_MS; a TRANSACTION message is marked a half (TRAN_MSG,
+// PGROUP, the prepared flag). A GZIP body is stored decoded. maxBody
+// bounds the (decoded) body; now is the time delivery times are measured
+// from.
 func toMessage(pm *v2.Message, born netip.AddrPort, maxBody int32, now time.Time) (converted, *badInput) {
 	var c converted
 	if pm == nil {
@@ -154,7 +158,20 @@ func toMessage(pm *v2.Message, born netip.AddrPort, maxBody int32, now time.Time
 	}
 	switch sp.GetMessageType() {
 	case v2.MessageType_TRANSACTION:
-		return c, bad(v2.Code_NOT_IMPLEMENTED, "transactional messages are not served over gRPC yet: send them with a 4.x client")
+		if c.group != "" || sp.DeliveryTimestamp != nil {
+			return c, bad(v2.Code_MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, "a TRANSACTION message has no message_group and no delivery_timestamp")
+		}
+		// NB: the 4.x half-message marks (the broker's send path stores it
+		// in the half topic); a v5 producer names no group, so its group is
+		// the topic, as RocketMQ's proxy makes it.
+		c.tx = true
+		props[message.PropTranMsg] = "true"
+		props[message.PropProducerGroup] = name
+		if d := sp.GetOrphanedTransactionRecoveryDuration(); d != nil && d.CheckValid() == nil {
+			if secs := int64(d.AsDuration() / time.Second); secs > 0 {
+				props[message.PropCheckImmunityTime] = strconv.FormatInt(min(secs, math.MaxInt32), 10)
+			}
+		}
 	case v2.MessageType_FIFO:
 		if c.group == "" {
 			return c, bad(v2.Code_MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, "a FIFO message needs a message_group")
@@ -183,6 +200,9 @@ func toMessage(pm *v2.Message, born netip.AddrPort, maxBody int32, now time.Time
 	}
 	c.msg = message.Message{Topic: name, QueueID: -1, BornHost: born, Body: body,
 		Properties: string(message.AppendProperties(nil, props))}
+	if c.tx {
+		c.msg.SysFlag |= message.TxPrepared
+	}
 	if len(c.msg.Properties) > message.MaxPropertiesLen {
 		return c, bad(v2.Code_MESSAGE_PROPERTIES_TOO_LARGE, "the message's properties take %d bytes; at most %d",
 			len(c.msg.Properties), message.MaxPropertiesLen)

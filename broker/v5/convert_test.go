@@ -89,7 +89,14 @@ func TestToMessage_Refusals(t *testing.T) {
 		{"delay past 3 days", func(m *v2.Message) {
 			m.SystemProperties.DeliveryTimestamp = timestamppb.New(now.Add(MaxDelay + time.Minute))
 		}, v2.Code_ILLEGAL_DELIVERY_TIME},
-		{"transaction", func(m *v2.Message) { m.SystemProperties.MessageType = v2.MessageType_TRANSACTION }, v2.Code_NOT_IMPLEMENTED},
+		{"transaction with a group", func(m *v2.Message) {
+			m.SystemProperties.MessageType = v2.MessageType_TRANSACTION
+			m.SystemProperties.MessageGroup = str("g")
+		}, v2.Code_MESSAGE_PROPERTY_CONFLICT_WITH_TYPE},
+		{"transaction with a delivery time", func(m *v2.Message) {
+			m.SystemProperties.MessageType = v2.MessageType_TRANSACTION
+			m.SystemProperties.DeliveryTimestamp = timestamppb.New(now)
+		}, v2.Code_MESSAGE_PROPERTY_CONFLICT_WITH_TYPE},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := base()

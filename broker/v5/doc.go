@@ -13,7 +13,7 @@
 // 3 days), with the v5 authorization header checked against the broker's
 // ACL accounts; ReceiveMessage, AckMessage and ChangeInvisibleDuration for
 // SimpleConsumers over POP (broker/pop, through a Backend that is also a
-// Popper). What does not yet: transactions, dead letters, FIFO order of
+// Popper), transactions (a Transactor). What does not yet: dead letters, FIFO order of
 // POP consumption, SQL filters over gRPC, QueryAssignment, auto_renew and
 // the pull RPCs answer codes.Unimplemented, or NOT_IMPLEMENTED where the
 // request is otherwise served.

@@ -58,6 +58,9 @@ func (s *Server) SendMessage(ctx context.Context, req *v2.SendMessageRequest) (*
 			entries[i].Status = status(b.code, b.msg)
 			continue
 		}
+		if cv.tx {
+			s.clients.producesFor(c.clientID, cv.msg.Topic)
+		}
 		reqs = append(reqs, SendRequest{Msg: cv.msg, ShardingKey: cv.group})
 		at = append(at, i)
 	}
@@ -65,7 +68,7 @@ func (s *Server) SendMessage(ctx context.Context, req *v2.SendMessageRequest) (*
 		results := s.backend.Send(ctx, reqs)
 		for j, r := range results {
 			e := entries[at[j]]
-			e.Status, e.Offset = r.Status, r.QueueOffset
+			e.Status, e.Offset, e.TransactionId = r.Status, r.QueueOffset, r.TransactionID
 		}
 	}
 	top := entries[0].Status

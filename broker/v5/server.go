@@ -42,6 +42,9 @@ type SendRequest struct {
 type SendResult struct {
 	Status      *v2.Status
 	QueueOffset int64
+	// TransactionID names a stored half message (TransactionID) for
+	// EndTransaction; "" for other messages.
+	TransactionID string
 }
 
 // GroupSettings are a consumer group's settings that its clients get.

@@ -318,9 +318,6 @@ func TestSend_FIFOAndDelay(t *testing.T) {
 	require.Equal(t, v2.Code_MESSAGE_BODY_EMPTY, send(msg("v5fifo", "X2", "")).GetStatus().GetCode())
 	require.Equal(t, v2.Code_MESSAGE_BODY_TOO_LARGE, send(msg("v5fifo", "X3", string(make([]byte, 1<<20+1)))).GetStatus().GetCode())
 	require.Equal(t, v2.Code_ILLEGAL_TOPIC, send(msg("bad topic!", "X4", "x")).GetStatus().GetCode())
-	tx := msg("v5fifo", "X5", "x")
-	tx.SystemProperties.MessageType = v2.MessageType_TRANSACTION
-	require.Equal(t, v2.Code_NOT_IMPLEMENTED, send(tx).GetStatus().GetCode())
 	require.Equal(t, v2.Code_FORBIDDEN, send(msg(store.ScheduleTopic, "X6", "x")).GetStatus().GetCode())
 
 	// No client id: CLIENT_ID_REQUIRED.

@@ -32,7 +32,6 @@ type client struct {
 	kind     v2.ClientType
 	group    string
 	lastSeen time.Time
-	info     clientInfo // address, SDK, topics or subscriptions (clients.go)
 }
 
 // clientTable holds the clients seen (Telemetry settings, heartbeats),
@@ -41,6 +40,122 @@ type clientTable struct {
 	mu        sync.Mutex
 	m         map[string]*client // guarded by mu
 	lastSweep time.Time          // guarded by mu
+
+	// The open Telemetry streams, guarded by mu, made on first use:
+	// by client id, and by producer group (a v5 producer's group is a
+	// topic it publishes: its settings' topics and those of its
+	// transactional sends), for the transaction checker.
+	streams   map[string]map[*telemetryStream]struct{}
+	producers map[string]map[*telemetryStream]struct{}
+}
+
+// Bounds of the stream registry.
+const (
+	streamQueue     = 16   // commands waiting for a stream's sender
+	maxStreamGroups = 1024 // producer groups one stream is listed under
+)
+
+// telemetryStream is one open Telemetry stream. Commands for its client
+// go through out: the stream's own goroutine sends them (a gRPC stream
+// takes one sender at a time).
+type telemetryStream struct {
+	client string
+	out    chan *v2.TelemetryCommand
+	groups map[string]struct{} // guarded by clientTable.mu
+}
+
+// openStream lists st under its client.
+func (t *clientTable) openStream(st *telemetryStream) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.streams == nil {
+		t.streams = map[string]map[*telemetryStream]struct{}{}
+		t.producers = map[string]map[*telemetryStream]struct{}{}
+	}
+	set := t.streams[st.client]
+	if set == nil {
+		set = map[*telemetryStream]struct{}{}
+		t.streams[st.client] = set
+	}
+	set[st] = struct{}{}
+}
+
+// closeStream forgets st.
+func (t *clientTable) closeStream(st *telemetryStream) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if set := t.streams[st.client]; set != nil {
+		delete(set, st)
+		if len(set) == 0 {
+			delete(t.streams, st.client)
+		}
+	}
+	for g := range st.groups {
+		if set := t.producers[g]; set != nil {
+			delete(set, st)
+			if len(set) == 0 {
+				delete(t.producers, g)
+			}
+		}
+	}
+	st.groups = nil
+}
+
+// addGroupLocked lists st as a producer of group. REQUIRES: t.mu held.
+func (t *clientTable) addGroupLocked(st *telemetryStream, group string) {
+	if _, ok := st.groups[group]; ok || len(st.groups) >= maxStreamGroups {
+		return
+	}
+	if st.groups == nil {
+		st.groups = map[string]struct{}{}
+	}
+	st.groups[group] = struct{}{}
+	set := t.producers[group]
+	if set == nil {
+		set = map[*telemetryStream]struct{}{}
+		t.producers[group] = set
+	}
+	set[st] = struct{}{}
+}
+
+// publishes lists st as a producer of the topics its settings name.
+func (t *clientTable) publishes(st *telemetryStream, pub *v2.Publishing) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, open := t.streams[st.client][st]; !open {
+		return
+	}
+	for _, r := range pub.GetTopics() {
+		if n := r.GetName(); n != "" {
+			t.addGroupLocked(st, n)
+		}
+	}
+}
+
+// producesFor lists every open stream of client as a producer of group
+// (a transactional send or an EndTransaction names it).
+func (t *clientTable) producesFor(client, group string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for st := range t.streams[client] {
+		t.addGroupLocked(st, group)
+	}
+}
+
+// tellProducer queues cmd for one open stream of a producer of group
+// (any one: map order spreads the checks) and reports whether one took
+// it; a stream whose queue is full is passed over.
+func (t *clientTable) tellProducer(group string, cmd *v2.TelemetryCommand) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for st := range t.producers[group] {
+		select {
+		case st.out <- cmd:
+			return true
+		default:
+		}
+	}
+	return false
 }
 
 // seen records a client; kind and group are kept when unspecified.
@@ -96,7 +211,6 @@ func (s *Server) Heartbeat(ctx context.Context, req *v2.HeartbeatRequest) (*v2.H
 		return &v2.HeartbeatResponse{Status: st}, nil
 	}
 	s.clients.seen(c.clientID, req.GetClientType(), req.GetGroup().GetName(), s.opts.Now())
-	s.clients.describe(ctx, c.clientID, nil)
 	return &v2.HeartbeatResponse{Status: okStatus()}, nil
 }
 
@@ -111,14 +225,18 @@ func (s *Server) NotifyClientTermination(ctx context.Context, req *v2.NotifyClie
 }
 
 // Telemetry answers each Settings the client sends with the settings it
-// is to use. Other client commands are ignored. The stream ends when the
-// client closes it or the server closes.
+// is to use, and sends the client the server's commands (transaction
+// checks: RecoverOrphaned). Other client commands are ignored. The stream
+// ends when the client closes it or the server closes.
 func (s *Server) Telemetry(stream v2.MessagingService_TelemetryServer) error {
 	ctx := stream.Context()
 	c, st := s.check(ctx, "Telemetry")
 	if st != nil {
 		return stream.Send(&v2.TelemetryCommand{Status: st})
 	}
+	ts := &telemetryStream{client: c.clientID, out: make(chan *v2.TelemetryCommand, streamQueue)}
+	s.clients.openStream(ts)
+	defer s.clients.closeStream(ts)
 	cmds := make(chan *v2.TelemetryCommand)
 	recvErr := make(chan error, 1)
 	go func() {
@@ -143,6 +261,10 @@ func (s *Server) Telemetry(stream v2.MessagingService_TelemetryServer) error {
 			return nil
 		case <-recvErr:
 			return nil // NB: the client closed its side, or the connection went
+		case out := <-ts.out:
+			if err := stream.Send(out); err != nil {
+				return nil
+			}
 		case cmd := <-cmds:
 			set := cmd.GetSettings()
 			if set == nil {
@@ -150,7 +272,9 @@ func (s *Server) Telemetry(stream v2.MessagingService_TelemetryServer) error {
 			}
 			reply, st := s.settingsFor(set)
 			s.clients.seen(c.clientID, set.GetClientType(), groupOf(set), s.opts.Now())
-			s.clients.describe(ctx, c.clientID, set)
+			if pub := set.GetPublishing(); pub != nil {
+				s.clients.publishes(ts, pub)
+			}
 			out := &v2.TelemetryCommand{Status: st}
 			if reply != nil {
 				out.Command = &v2.TelemetryCommand_Settings{Settings: reply}

@@ -617,3 +617,90 @@ func TestV5Node_Compressed4xBody(t *testing.T) {
 	require.Equal(t, strings.Repeat("a compressible body, ", 1<<10), got[0].Body, "the body as sent")
 	d.must("ack", map[string]any{"client": "c", "ref": got[0].Ref}, nil)
 }
+
+// TestV5Node_FIFOConsumer: for a group made orderly (mqadmin updateSubGroup
+// -o true), the Node SimpleConsumer receives a message group's next
+// message only once it acked the one before, while the other group of
+// the topic keeps flowing; each group arrives in the Node producer's send
+// order.
+func TestV5Node_FIFOConsumer(t *testing.T) {
+	t.Parallel()
+	topic, group := name(t, "topic"), name(t, "group")
+	createTopic(t, topic, 2)
+	out, err := exec.Command(mqadmin, mqadminArgs("updateSubGroup", "-g", group, "-b", brokerAddr, "-o", "true")...).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	d := startNode(t)
+	d.must("producer", map[string]any{"name": "p", "topics": []string{topic}}, nil)
+	for _, id := range []string{"A1", "B1", "A2", "B2", "A3"} {
+		d.must("send", map[string]any{"client": "p", "topic": topic, "body": id, "messageGroup": id[:1],
+			"properties": map[string]string{idProperty: id}}, nil)
+	}
+	d.must("simpleConsumer", map[string]any{"name": "c", "group": group,
+		"subscriptions": map[string]string{topic: "*"}, "awaitMs": 1000}, nil)
+	receive := func() []nodeMessage {
+		t.Helper()
+		var got []nodeMessage
+		d.must("receive", map[string]any{"client": "c", "max": 32, "invisibleMs": 30000}, &got)
+		slices.SortFunc(got, func(a, b nodeMessage) int { return strings.Compare(a.id(), b.id()) })
+		return got
+	}
+	ids := func(ms []nodeMessage) []string {
+		var out []string
+		for _, m := range ms {
+			out = append(out, m.id())
+			require.Equal(t, m.id()[:1], m.MessageGroup, m.id())
+		}
+		return out
+	}
+	ack := func(m nodeMessage) { t.Helper(); d.must("ack", map[string]any{"client": "c", "ref": m.Ref}, nil) }
+
+	heads := receive()
+	require.Equal(t, []string{"A1", "B1"}, ids(heads), "each group's first message only")
+	require.Empty(t, ids(receive()), "the next ones wait for the acks")
+	ack(heads[1])
+	got := receive()
+	require.Equal(t, []string{"B2"}, ids(got), "B flows while A1 is not acked")
+	ack(got[0])
+	ack(heads[0])
+	got = receive()
+	require.Equal(t, []string{"A2"}, ids(got), "A2 once A1 is acked")
+	ack(got[0])
+	got = receive()
+	require.Equal(t, []string{"A3"}, ids(got))
+	ack(got[0])
+	require.Empty(t, ids(receive()), "nothing left")
+}
+
+// TestV5Node_SQL92: the Node SimpleConsumer subscribed with a SQL92
+// expression receives exactly the messages whose properties match.
+func TestV5Node_SQL92(t *testing.T) {
+	t.Parallel()
+	topic := name(t, "topic")
+	createTopic(t, topic, 2)
+	d := startNode(t)
+	d.must("producer", map[string]any{"name": "p", "topics": []string{topic}}, nil)
+	var want []string
+	for i := range 6 {
+		id := "m-" + strconv.Itoa(i)
+		props := map[string]string{idProperty: id, "n": strconv.Itoa(i)}
+		if i == 5 {
+			delete(props, "n") // NB: no property: does not match
+		}
+		d.must("send", map[string]any{"client": "p", "topic": topic, "body": id, "tag": "T", "properties": props}, nil)
+		if i >= 3 && i != 5 {
+			want = append(want, id)
+		}
+	}
+	d.must("simpleConsumer", map[string]any{"name": "c", "group": name(t, "group"),
+		"subscriptions": map[string]any{topic: map[string]string{"sql": "n >= 3 AND TAGS = 'T'"}}, "awaitMs": 1000}, nil)
+	got := d.receiveUntil("c", 30*time.Second, "the matching messages", func(got []nodeMessage) bool { return len(got) >= len(want) })
+	var ids []string
+	for _, m := range got {
+		ids = append(ids, m.id())
+		d.must("ack", map[string]any{"client": "c", "ref": m.Ref}, nil)
+	}
+	require.ElementsMatch(t, want, ids)
+	var left []nodeMessage
+	d.must("receive", map[string]any{"client": "c", "max": 32, "invisibleMs": 10000}, &left)
+	require.Empty(t, left, "the others do not match")
+}

@@ -13,7 +13,7 @@
 // override each (endpoint, tls, accessKey, secretKey: "" for none).
 import { createInterface } from 'node:readline';
 import { format } from 'node:util';
-import { Producer, SimpleConsumer } from 'rocketmq-client-nodejs';
+import { FilterExpression, Producer, SimpleConsumer } from 'rocketmq-client-nodejs';
 
 const debug = process.env.SLUICE_NODE_DEBUG === '1';
 const log = level => (...a) => process.stderr.write(`${new Date().toISOString()} [sdk ${level}] ${format(...a)}\n`);
@@ -27,6 +27,8 @@ const logger = {
 // TransactionResolution of the v5 protocol (definition.proto).
 const COMMIT = 1;
 const ROLLBACK = 2;
+// FilterType of the v5 protocol.
+const SQL = 2;
 
 const clients = new Map(); // name → Producer | SimpleConsumer
 const views = new Map(); // ref → MessageView, for ack and changeInvisibleDuration
@@ -104,9 +106,15 @@ const ops = {
     clients.set(req.name, p);
     return { clientId: p.clientId };
   },
+  // simpleConsumer subscribes to each topic of req.subscriptions with a
+  // tag expression, or {"sql": "..."} for a SQL92 one.
   async simpleConsumer(req) {
+    const subs = new Map();
+    for (const [ topic, expr ] of Object.entries(req.subscriptions)) {
+      subs.set(topic, typeof expr === 'string' ? expr : new FilterExpression(expr.sql, SQL));
+    }
     const c = new SimpleConsumer({ ...clientOptions(req), consumerGroup: req.group,
-      subscriptions: new Map(Object.entries(req.subscriptions)), awaitDuration: req.awaitMs ?? 2000 });
+      subscriptions: subs, awaitDuration: req.awaitMs ?? 2000 });
     await c.startup();
     clients.set(req.name, c);
     return { clientId: c.clientId };
