@@ -64,6 +64,9 @@ type options struct {
 	senders   int
 	autoBatch int
 	sql       string
+	// probeWait is how long e2e's probe waits for the consumers to get a
+	// probe from every queue (0: 30 s).
+	probeWait time.Duration
 }
 
 // Report is mqbench's result.
@@ -617,7 +620,11 @@ func probe(ctx context.Context, o options, c *counters) error {
 		return err
 	}
 	defer p.Close()
-	giveUp := time.Now().Add(30 * time.Second)
+	wait := o.probeWait
+	if wait == 0 {
+		wait = 30 * time.Second
+	}
+	giveUp := time.Now().Add(wait)
 	// stopped says how far probing got when it stops short.
 	stopped := func(why error) error {
 		return fmt.Errorf("e2e probe: consumers ready on %d of %d queues: %w", c.probedQueues.Load(), sel.queues.Load(), why)
@@ -644,7 +651,7 @@ func probe(ctx context.Context, o options, c *counters) error {
 			}
 		}
 		if time.Now().After(giveUp) {
-			return stopped(errors.New("gave up after 30s"))
+			return stopped(fmt.Errorf("gave up after %v", wait))
 		}
 	}
 }
