@@ -36,8 +36,14 @@ func (b *Broker) handleCreateTopic(_ context.Context, w remoting.ResponseWriter,
 		reply(w, req, protocol.SystemError, fmt.Sprintf("topicFilterType %q must be SINGLE_TAG or MULTI_TAG", h.TopicFilterType))
 		return
 	}
+	cur, _ := b.topics.Get(h.Topic)
+	attrs, err := topic.ApplyAttributes(cur.Attributes, h.Attributes) // NB: an update without -a keeps them
+	if err != nil {
+		reply(w, req, protocol.SystemError, err.Error())
+		return
+	}
 	changed, err := b.topics.Put(topic.Config{TopicName: h.Topic, ReadQueueNums: h.ReadQueueNums, WriteQueueNums: h.WriteQueueNums,
-		Perm: h.Perm, TopicFilterType: h.TopicFilterType, TopicSysFlag: h.TopicSysFlag, Order: h.Order})
+		Perm: h.Perm, TopicFilterType: h.TopicFilterType, TopicSysFlag: h.TopicSysFlag, Order: h.Order, Attributes: attrs})
 	if err != nil {
 		reply(w, req, protocol.SystemError, err.Error())
 		return

@@ -245,10 +245,9 @@ func (b *Broker) syncMeta(addr string) error {
 		return err
 	}
 	for _, c := range topics.TopicConfigTable {
-		if cur, ok := b.topics.Get(c.TopicName); !ok || cur != c {
-			if _, err := b.topics.Put(c); err != nil {
-				return fmt.Errorf("topic %s: %w", c.TopicName, err)
-			}
+		// NB: Put does nothing when the topic is alike.
+		if _, err := b.topics.Put(c); err != nil {
+			return fmt.Errorf("topic %s: %w", c.TopicName, err)
 		}
 	}
 	cfgs, _ := b.topics.All()

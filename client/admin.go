@@ -175,6 +175,9 @@ type TopicSpec struct {
 	WriteQueues int  // default 8
 	Perm        int  // default 6 (read and write)
 	Order       bool // mark the topic as ordered
+	// Attributes are RocketMQ 5 attribute changes ("+message.type=FIFO",
+	// "-message.type"; comma-separated); "" keeps the topic's.
+	Attributes string
 	// BrokerAddr creates the topic on that broker only. Otherwise it is
 	// created on every master of Cluster, or of every cluster when Cluster
 	// is empty.
@@ -194,7 +197,8 @@ func (a *Admin) CreateTopic(ctx context.Context, s TopicSpec) error {
 	}
 	h := protocol.CreateTopicRequestHeader{Topic: s.Topic, DefaultTopic: a.cfg.createTopicKey,
 		ReadQueueNums: int32(cmp0(s.ReadQueues, 8)), WriteQueueNums: int32(cmp0(s.WriteQueues, 8)),
-		Perm: int32(cmp0(s.Perm, protocol.PermRead|protocol.PermWrite)), TopicFilterType: "SINGLE_TAG", Order: s.Order}
+		Perm: int32(cmp0(s.Perm, protocol.PermRead|protocol.PermWrite)), TopicFilterType: "SINGLE_TAG", Order: s.Order,
+		Attributes: s.Attributes}
 	addrs, err := a.targets(ctx, s.BrokerAddr, s.Cluster)
 	if err != nil {
 		return err

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -127,7 +128,7 @@ func (t *Table) Put(c Config) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	same := func(m map[string]Config) bool { old, ok := m[c.TopicName]; return ok && old == c }
+	same := func(m map[string]Config) bool { old, ok := m[c.TopicName]; return ok && equal(old, c) }
 	if same(t.cur.Load().Topics) {
 		return false, nil
 	}
@@ -198,7 +199,83 @@ func normalize(c Config) (Config, error) {
 	if c.TopicFilterType == "" {
 		c.TopicFilterType = "SINGLE_TAG"
 	}
+	if len(c.Attributes) == 0 {
+		c.Attributes = nil
+	}
+	for k, v := range c.Attributes {
+		if err := checkAttribute(k, v); err != nil {
+			return Config{}, err
+		}
+	}
 	return c, nil
+}
+
+// equal reports whether two normalized configs are alike (a Config holds
+// a map: no ==).
+func equal(a, b Config) bool { return reflect.DeepEqual(a, b) }
+
+// MessageTypes are the values of the message.type attribute.
+var MessageTypes = []string{"NORMAL", "FIFO", "DELAY", "TRANSACTION", "MIXED"}
+
+// ErrAttribute is a topic attribute change the broker refuses.
+var ErrAttribute = errors.New("topic: bad attribute")
+
+// checkAttribute checks one attribute: only message.type is known.
+func checkAttribute(k, v string) error {
+	if k != protocol.AttrMessageType {
+		return fmt.Errorf("%w: unknown attribute %q (the one Sluice knows: %s)", ErrAttribute, k, protocol.AttrMessageType)
+	}
+	if !slices.Contains(MessageTypes, v) {
+		return fmt.Errorf("%w: %s=%q: want one of %s", ErrAttribute, k, v, strings.Join(MessageTypes, ", "))
+	}
+	return nil
+}
+
+// ApplyAttributes applies RocketMQ 5's attribute changes (mqadmin
+// updateTopic -a: comma-separated "+key=value" to set, "-key" to remove)
+// to cur and returns the new attributes (nil when none; cur is not
+// modified). Unknown keys and values are refused.
+func ApplyAttributes(cur map[string]string, changes string) (map[string]string, error) {
+	out := maps.Clone(cur)
+	if strings.TrimSpace(changes) == "" {
+		return out, nil
+	}
+	if out == nil {
+		out = map[string]string{}
+	}
+	seen := map[string]bool{}
+	for c := range strings.SplitSeq(changes, ",") {
+		c = strings.TrimSpace(c)
+		if len(c) < 2 || (c[0] != '+' && c[0] != '-') {
+			return nil, fmt.Errorf("%w: %q: want +key=value or -key", ErrAttribute, c)
+		}
+		k, v, hasValue := strings.Cut(c[1:], "=")
+		if seen[k] {
+			return nil, fmt.Errorf("%w: %s is changed twice", ErrAttribute, k)
+		}
+		seen[k] = true
+		if c[0] == '-' {
+			if hasValue {
+				return nil, fmt.Errorf("%w: %q: a removal takes no value", ErrAttribute, c)
+			}
+			if err := checkAttribute(k, MessageTypes[0]); err != nil {
+				return nil, err
+			}
+			delete(out, k)
+			continue
+		}
+		if !hasValue {
+			return nil, fmt.Errorf("%w: %q: want +key=value", ErrAttribute, c)
+		}
+		if err := checkAttribute(k, v); err != nil {
+			return nil, err
+		}
+		out[k] = v
+	}
+	if len(out) == 0 {
+		return nil, nil
+	}
+	return out, nil
 }
 
 // update applies change to a copy of the topics and, if it reports a

@@ -208,3 +208,57 @@ func names(cs []Config) []string {
 	}
 	return out
 }
+
+// TestAttributes_MessageType: updateTopic -a's changes set and remove
+// message.type, refuse unknown keys, values and malformed changes, never
+// modify the map they start from; a topic's attributes are saved, and an
+// equal config with them is no change.
+func TestAttributes_MessageType(t *testing.T) {
+	got, err := ApplyAttributes(nil, "+message.type=FIFO")
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"message.type": "FIFO"}, got)
+	kept, err := ApplyAttributes(got, "")
+	require.NoError(t, err)
+	require.Equal(t, got, kept, "no change: kept")
+	gone, err := ApplyAttributes(got, " -message.type ")
+	require.NoError(t, err)
+	require.Nil(t, gone)
+	require.Equal(t, "FIFO", got["message.type"], "the map started from is not modified")
+	for _, v := range MessageTypes {
+		_, err := ApplyAttributes(nil, "+message.type="+v)
+		require.NoError(t, err, v)
+	}
+	for bad, says := range map[string]string{
+		"+message.type=fifo":                      `want one of NORMAL, FIFO, DELAY, TRANSACTION, MIXED`,
+		"+message.type=":                          `want one of`,
+		"+queue.type=BatchCQ":                     `unknown attribute "queue.type"`,
+		"message.type=FIFO":                       `want +key=value or -key`,
+		"+message.type":                           `want +key=value`,
+		"-message.type=FIFO":                      `a removal takes no value`,
+		"+message.type=FIFO,+message.type=NORMAL": `changed twice`,
+		"+message.type=FIFO,,":                    `want +key=value or -key`,
+	} {
+		_, err := ApplyAttributes(nil, bad)
+		require.ErrorIs(t, err, ErrAttribute, bad)
+		require.ErrorContains(t, err, says, bad)
+	}
+
+	path := filepath.Join(t.TempDir(), "topics")
+	tb, err := Open(path)
+	require.NoError(t, err)
+	c := Config{TopicName: "f", ReadQueueNums: 1, WriteQueueNums: 1, Perm: 6, Attributes: map[string]string{"message.type": "FIFO"}}
+	changed, err := tb.Put(c)
+	require.NoError(t, err)
+	require.True(t, changed)
+	changed, err = tb.Put(Config{TopicName: "f", ReadQueueNums: 1, WriteQueueNums: 1, Perm: 6,
+		Attributes: map[string]string{"message.type": "FIFO"}})
+	require.NoError(t, err)
+	require.False(t, changed, "alike, attributes included")
+	_, err = tb.Put(Config{TopicName: "g", Attributes: map[string]string{"message.type": "BOGUS"}})
+	require.ErrorIs(t, err, ErrAttribute)
+	tb2, err := Open(path)
+	require.NoError(t, err)
+	back, ok := tb2.Get("f")
+	require.True(t, ok)
+	require.Equal(t, "FIFO", back.Attributes["message.type"])
+}

@@ -164,3 +164,66 @@ func TestPOP_SQLFilter(t *testing.T) {
 	require.Equal(t, v2.Code_NOT_IMPLEMENTED, st.GetCode())
 	require.Contains(t, st.GetMessage(), "filter.property_enabled")
 }
+
+// updateTopic sends UPDATE_AND_CREATE_TOPIC with attribute changes and
+// returns the answer.
+func updateTopic(t *testing.T, b *broker.Broker, name, attrs string) *remoting.Command {
+	t.Helper()
+	rc := remoting.NewClient(remoting.ClientOptions{SerializeType: remoting.SerializeJSON})
+	defer rc.Close()
+	h := protocol.CreateTopicRequestHeader{Topic: name, DefaultTopic: "TBW102", ReadQueueNums: 2, WriteQueueNums: 2,
+		Perm: 6, TopicFilterType: "SINGLE_TAG", Attributes: attrs}
+	resp, err := rc.Invoke(callCtx(t, "", "", ""), b.Addr(), remoting.NewRequest(protocol.UpdateAndCreateTopic, protocol.Ext(&h), nil))
+	require.NoError(t, err)
+	return resp
+}
+
+// TestMessageType_RouteAndSend: a topic's message.type attribute
+// (updateTopic -a) gives QueryRoute's accept_message_types, and a message
+// of another type is refused with MESSAGE_PROPERTY_CONFLICT_WITH_TYPE (as
+// RocketMQ's proxy); an update without -a keeps the attribute, a bad one
+// is refused naming the values, a removal makes the topic MIXED again.
+func TestMessageType_RouteAndSend(t *testing.T) {
+	b := startBroker(t, nil)
+	c := dial(t, b.GRPCAddr(), false)
+	route := func() []v2.MessageType {
+		t.Helper()
+		r, err := c.QueryRoute(callCtx(t, "c11", "", ""), &v2.QueryRouteRequest{Topic: &v2.Resource{Name: "v5typed"}})
+		require.NoError(t, err)
+		require.Equal(t, v2.Code_OK, r.GetStatus().GetCode(), r.GetStatus().GetMessage())
+		return r.GetMessageQueues()[0].GetAcceptMessageTypes()
+	}
+	send := func(m *v2.Message) *v2.Status {
+		t.Helper()
+		sr, err := c.SendMessage(callCtx(t, "c11", "", ""), &v2.SendMessageRequest{Messages: []*v2.Message{m}})
+		require.NoError(t, err)
+		return sr.GetEntries()[0].GetStatus()
+	}
+
+	resp := updateTopic(t, b, "v5typed", "+message.type=FIFO")
+	require.Equal(t, int16(protocol.Success), resp.Code, resp.Remark)
+	require.Equal(t, []v2.MessageType{v2.MessageType_FIFO}, route())
+	st := send(msg("v5typed", "T1", "normal"))
+	require.Equal(t, v2.Code_MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, st.GetCode())
+	require.Contains(t, st.GetMessage(), "topic v5typed takes FIFO messages only")
+	require.Equal(t, v2.Code_OK, send(fifoMsg("v5typed", "T2", "g")).GetCode())
+
+	resp = updateTopic(t, b, "v5typed", "")
+	require.Equal(t, int16(protocol.Success), resp.Code, resp.Remark)
+	require.Equal(t, []v2.MessageType{v2.MessageType_FIFO}, route(), "an update without attributes keeps them")
+
+	resp = updateTopic(t, b, "v5typed", "+message.type=QUEUE")
+	require.Equal(t, int16(protocol.SystemError), resp.Code)
+	require.Contains(t, resp.Remark, "want one of NORMAL, FIFO, DELAY, TRANSACTION, MIXED")
+	require.Equal(t, []v2.MessageType{v2.MessageType_FIFO}, route(), "a refused change changes nothing")
+
+	resp = updateTopic(t, b, "v5typed", "+message.type=NORMAL")
+	require.Equal(t, int16(protocol.Success), resp.Code, resp.Remark)
+	require.Equal(t, v2.Code_MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, send(fifoMsg("v5typed", "T3", "g")).GetCode())
+	require.Equal(t, v2.Code_OK, send(msg("v5typed", "T4", "n")).GetCode())
+
+	resp = updateTopic(t, b, "v5typed", "-message.type")
+	require.Equal(t, int16(protocol.Success), resp.Code, resp.Remark)
+	require.Len(t, route(), 4, "MIXED: every type")
+	require.Equal(t, v2.Code_OK, send(fifoMsg("v5typed", "T5", "g")).GetCode())
+}

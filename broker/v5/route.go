@@ -30,6 +30,38 @@ func acceptTypes(attr string) []v2.MessageType {
 	return []v2.MessageType{v2.MessageType_NORMAL, v2.MessageType_FIFO, v2.MessageType_DELAY, v2.MessageType_TRANSACTION}
 }
 
+// kindOf is a message's type as a topic's message.type names it: what
+// its system properties make it (a valid message: see toMessage).
+func kindOf(m *v2.Message) string {
+	sp := m.GetSystemProperties()
+	switch {
+	case sp.GetMessageType() == v2.MessageType_TRANSACTION:
+		return "TRANSACTION"
+	case sp.MessageGroup != nil:
+		return "FIFO"
+	case sp.DeliveryTimestamp != nil:
+		return "DELAY"
+	}
+	return "NORMAL"
+}
+
+// refuseType is the status of a message whose type its topic's
+// message.type does not take (RocketMQ's proxy: TopicMessageType validate
+// failed), nil when the topic takes it.
+func (s *Server) refuseType(m *v2.Message) *v2.Status {
+	name := m.GetTopic().GetName()
+	want := strings.ToUpper(s.backend.MessageType(name))
+	if want == "" || want == "MIXED" {
+		return nil
+	}
+	if got := kindOf(m); got != want {
+		return status(v2.Code_MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, "topic "+name+" takes "+want+
+			" messages only (its message.type attribute), this one is "+got+
+			": send it to another topic, or change the topic with mqadmin updateTopic -a +message.type=MIXED")
+	}
+	return nil
+}
+
 // endpoints turns "host:port" into v5 Endpoints.
 func endpoints(addr string) (*v2.Endpoints, bool) {
 	host, port, err := net.SplitHostPort(addr)

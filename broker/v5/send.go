@@ -58,8 +58,9 @@ func (s *Server) SendMessage(ctx context.Context, req *v2.SendMessageRequest) (*
 			entries[i].Status = status(b.code, b.msg)
 			continue
 		}
-		if cv.tx {
-			s.clients.producesFor(c.clientID, cv.msg.Topic)
+		if st := s.refuseType(pm); st != nil {
+			entries[i].Status = st
+			continue
 		}
 		reqs = append(reqs, SendRequest{Msg: cv.msg, ShardingKey: cv.group})
 		at = append(at, i)
@@ -68,7 +69,7 @@ func (s *Server) SendMessage(ctx context.Context, req *v2.SendMessageRequest) (*
 		results := s.backend.Send(ctx, reqs)
 		for j, r := range results {
 			e := entries[at[j]]
-			e.Status, e.Offset, e.TransactionId = r.Status, r.QueueOffset, r.TransactionID
+			e.Status, e.Offset = r.Status, r.QueueOffset
 		}
 	}
 	top := entries[0].Status

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	topicpkg "github.com/sluicemq/sluice/broker/topic"
 	"github.com/sluicemq/sluice/client"
 	"github.com/sluicemq/sluice/internal/protocol"
 	"github.com/spf13/cobra"
@@ -37,10 +38,10 @@ func updateTopicCmd(a *app) *cobra.Command {
 	var (
 		topic, brokerAddr, cluster string
 		read, write, perm          int
-		order                      string
+		order, attrs               string
 	)
 	cmd := &cobra.Command{
-		Use:   "updateTopic -t TOPIC (-b BROKER_ADDR | -c CLUSTER) [-r N] [-w N] [-p PERM] [-o BOOL]",
+		Use:   "updateTopic -t TOPIC (-b BROKER_ADDR | -c CLUSTER) [-r N] [-w N] [-p PERM] [-o BOOL] [-a +message.type=TYPE]",
 		Short: "Create or update a topic on one broker or on every master of a cluster",
 	}
 	f := cmd.Flags()
@@ -51,6 +52,8 @@ func updateTopicCmd(a *app) *cobra.Command {
 	f.IntVarP(&write, "writeQueueNums", "w", 8, "write queue count")
 	f.IntVarP(&perm, "perm", "p", 6, "permission: 2 write, 4 read, 6 read+write")
 	f.StringVarP(&order, "order", "o", "false", "whether the topic is ordered (true|false)")
+	f.StringVarP(&attrs, "attributes", "a", "", "RocketMQ 5 topic attributes to change: +message.type=NORMAL|FIFO|DELAY|TRANSACTION|MIXED "+
+		"(the message types the topic takes; unset is MIXED), -message.type to remove; not given: kept")
 	cmd.RunE = action(func(ctx context.Context, cmd *cobra.Command) error {
 		if err := required(cmd, "topic"); err != nil {
 			return err
@@ -68,6 +71,9 @@ func updateTopicCmd(a *app) *cobra.Command {
 		if err != nil {
 			return usagef("-o %q: want true or false", order)
 		}
+		if _, err := topicpkg.ApplyAttributes(nil, attrs); err != nil {
+			return usagef("-a %q: %s", attrs, strings.TrimPrefix(err.Error(), "topic: "))
+		}
 		ad, err := a.adminClient()
 		if err != nil {
 			return err
@@ -80,7 +86,7 @@ func updateTopicCmd(a *app) *cobra.Command {
 		var done []brokerRef
 		for _, b := range brokers {
 			err := ad.CreateTopic(ctx, client.TopicSpec{Topic: topic, ReadQueues: read, WriteQueues: write, Perm: perm,
-				Order: ordered, BrokerAddr: b.Addr})
+				Order: ordered, Attributes: attrs, BrokerAddr: b.Addr})
 			if err != nil {
 				errs = append(errs, err)
 				continue

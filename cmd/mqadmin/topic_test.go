@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -216,4 +217,30 @@ func TestTopic_OrderConf(t *testing.T) {
 	_, ok = kv("ord")
 	require.False(t, ok)
 	require.Contains(t, c.fails(t, exitUsage, "updateKvConfig", "-s", "X", "-k", "y"), "value")
+}
+
+// TestTopic_MessageTypeAttribute: updateTopic -a +message.type=FIFO sets
+// the RocketMQ 5 attribute on the broker; an update without -a keeps it;
+// a value or key Sluice does not know is a usage error naming the values.
+func TestTopic_MessageTypeAttribute(t *testing.T) {
+	c := startCluster(t)
+	attrs := func() map[string]string {
+		t.Helper()
+		resp := c.invoke(t, c.broker, protocol.GetAllTopicConfig, nil, nil)
+		var all protocol.TopicConfigSerializeWrapper
+		require.NoError(t, json.Unmarshal(resp.Body, &all))
+		return all.TopicConfigTable["typed"].Attributes
+	}
+	c.ok(t, "updateTopic", "-t", "typed", "-b", c.broker, "-r", "2", "-w", "2", "-a", "+message.type=FIFO")
+	require.Equal(t, map[string]string{"message.type": "FIFO"}, attrs())
+	c.ok(t, "updateTopic", "-t", "typed", "-b", c.broker, "-r", "4", "-w", "4")
+	require.Equal(t, map[string]string{"message.type": "FIFO"}, attrs(), "kept without -a")
+	c.ok(t, "updateTopic", "-t", "typed", "-c", "DefaultCluster", "-a", "-message.type")
+	require.Empty(t, attrs())
+
+	stderr := c.fails(t, exitUsage, "updateTopic", "-t", "typed", "-b", c.broker, "-a", "+message.type=ORDERED")
+	require.Contains(t, stderr, "want one of NORMAL, FIFO, DELAY, TRANSACTION, MIXED")
+	stderr = c.fails(t, exitUsage, "updateTopic", "-t", "typed", "-b", c.broker, "-a", "+queue.type=BatchCQ")
+	require.Contains(t, stderr, `unknown attribute "queue.type"`)
+	c.fails(t, exitUsage, "updateTopic", "-t", "typed", "-b", c.broker, "-a", "message.type=FIFO")
 }

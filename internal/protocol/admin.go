@@ -18,6 +18,9 @@ type CreateTopicRequestHeader struct {
 	TopicFilterType string // topicFilterType: "SINGLE_TAG" or "MULTI_TAG"
 	TopicSysFlag    int32  // topicSysFlag, optional
 	Order           bool   // order, optional
+	// Attributes, optional: RocketMQ 5's attribute changes, comma-separated
+	// "+key=value" (set) and "-key" (remove), e.g. "+message.type=FIFO".
+	Attributes string // attributes
 }
 
 // ToExt implements ExtHeader.
@@ -30,6 +33,9 @@ func (h *CreateTopicRequestHeader) ToExt(ext map[string]string) {
 	ext["topicFilterType"] = h.TopicFilterType
 	ext["topicSysFlag"] = itoa32(h.TopicSysFlag)
 	ext["order"] = btoa(h.Order)
+	if h.Attributes != "" {
+		ext["attributes"] = h.Attributes
+	}
 }
 
 // FromExt implements ExtHeader.
@@ -44,6 +50,7 @@ func (h *CreateTopicRequestHeader) FromExt(ext map[string]string) error {
 		TopicFilterType: r.str("topicFilterType"),
 		TopicSysFlag:    r.optInt32("topicSysFlag"),
 		Order:           r.optBool("order"),
+		Attributes:      r.optStr("attributes"),
 	}
 	return r.err
 }

@@ -19,7 +19,15 @@ type TopicConfig struct {
 	TopicFilterType string `json:"topicFilterType" msgpack:"filter"`
 	TopicSysFlag    int32  `json:"topicSysFlag" msgpack:"sysflag"`
 	Order           bool   `json:"order" msgpack:"order"`
+	// Attributes are RocketMQ 5's topic attributes (mqadmin updateTopic -a
+	// +message.type=FIFO); nil when none. Never modified once in a table:
+	// a change makes a new map.
+	Attributes map[string]string `json:"attributes,omitempty" msgpack:"attrs,omitempty"`
 }
+
+// AttrMessageType is the topic attribute naming the message types a topic
+// takes (NORMAL, FIFO, DELAY, TRANSACTION, MIXED; unset is MIXED).
+const AttrMessageType = "message.type"
 
 // Queues returns the number of queue ids in use: max(read, write).
 func (c TopicConfig) Queues() int32 { return max(c.ReadQueueNums, c.WriteQueueNums) }
