@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"strconv"
 	"strings"
 	"time"
 
@@ -142,7 +143,9 @@ func (g grpcBackend) Route(ctx context.Context, name string) ([]v5.RouteBroker, 
 // steps (send.go): a master only, no system topic, an existing writable
 // topic, the send slots, the delay and timer rules (redirect), the
 // stored properties, then one store.Submit for all, the duplicate window
-// included (UNIQ_KEY is the client's message id).
+// included (UNIQ_KEY is the client's message id). A transactional
+// message becomes a half message (redirect) and its result names it
+// (v5.TransactionID).
 func (g grpcBackend) Send(ctx context.Context, reqs []v5.SendRequest) []v5.SendResult {
 	b := g.b
 	out := make([]v5.SendResult, len(reqs))
@@ -184,6 +187,9 @@ func (g grpcBackend) Send(ctx context.Context, reqs []v5.SendRequest) []v5.SendR
 		case a := <-answers:
 			delete(waiting, a.i)
 			out[a.i] = v5.SendResult{Status: v5PutStatus(a.res), QueueOffset: a.res.QueueOffset}
+			if reqs[a.i].Msg.Topic == transHalfTopic && a.res.Stored() {
+				out[a.i].TransactionID = v5.TransactionID(a.res.Pos, a.res.QueueOffset)
+			}
 			if a.res.Duplicates == 0 && a.res.Stored() {
 				b.stats.recordPut(reqs[a.i].Msg.Topic, 1, len(reqs[a.i].Msg.Body))
 			}
@@ -196,6 +202,44 @@ func (g grpcBackend) Send(ctx context.Context, reqs []v5.SendRequest) []v5.SendR
 		}
 	}
 	return out
+}
+
+// EndTransaction implements v5.Transactor: END_TRANSACTION's code
+// (transaction.go), the half message checked against the request's topic
+// and message id (a v5 producer's group is its topic: not checked).
+func (g grpcBackend) EndTransaction(ctx context.Context, r v5.EndRequest) *v2.Status {
+	b := g.b
+	if b.isSlave() {
+		return &v2.Status{Code: v2.Code_FORBIDDEN, Message: fmt.Sprintf(
+			"broker %s is a slave, not its group's master now: end the transaction at the master", b.cfg.BrokerName)}
+	}
+	res := b.endTransaction(ctx, txEnd{pos: r.Pos, halfOffset: r.HalfOffset, commit: r.Commit, topic: r.Topic, msgID: r.MessageID})
+	switch res.fault {
+	case endNoHalf:
+		if res.readErr != nil && storeErrCode(res.readErr) == protocol.ServiceNotAvailable {
+			return &v2.Status{Code: v2.Code_INTERNAL_SERVER_ERROR, Message: res.remark}
+		}
+		return &v2.Status{Code: v2.Code_INVALID_TRANSACTION_ID, Message: "transaction_id names no open transaction of this message: " + res.remark}
+	case endNotStored:
+		return v5PutStatus(res.put)
+	case endNotRecorded:
+		return &v2.Status{Code: v2.Code_INTERNAL_SERVER_ERROR, Message: res.remark}
+	}
+	return &v2.Status{Code: v2.Code_OK, Message: "OK"}
+}
+
+// askV5Producer sends the half message r (as stored in the half topic)
+// to a RocketMQ 5 producer of grp with an open Telemetry stream, its real
+// topic and queue restored, and reports whether one got it.
+func (b *Broker) askV5Producer(grp string, r *message.Record) bool {
+	if b.v5 == nil {
+		return false
+	}
+	m := *r
+	m.Topic = []byte(propOf(r.Properties, message.PropRealTopic))
+	qid, _ := strconv.Atoi(propOf(r.Properties, message.PropRealQueueID))
+	m.QueueID = int32(qid)
+	return b.v5.RecoverOrphaned(grp, &m, v5.TransactionID(r.PhysicalOffset, r.QueueOffset))
 }
 
 // prepareV5 readies one v5 message for the store, as send does a 4.x

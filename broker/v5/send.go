@@ -62,6 +62,9 @@ func (s *Server) SendMessage(ctx context.Context, req *v2.SendMessageRequest) (*
 			entries[i].Status = st
 			continue
 		}
+		if cv.tx {
+			s.clients.producesFor(c.clientID, cv.msg.Topic)
+		}
 		reqs = append(reqs, SendRequest{Msg: cv.msg, ShardingKey: cv.group})
 		at = append(at, i)
 	}
@@ -69,7 +72,7 @@ func (s *Server) SendMessage(ctx context.Context, req *v2.SendMessageRequest) (*
 		results := s.backend.Send(ctx, reqs)
 		for j, r := range results {
 			e := entries[at[j]]
-			e.Status, e.Offset = r.Status, r.QueueOffset
+			e.Status, e.Offset, e.TransactionId = r.Status, r.QueueOffset, r.TransactionID
 		}
 	}
 	top := entries[0].Status
