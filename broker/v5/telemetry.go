@@ -32,6 +32,7 @@ type client struct {
 	kind     v2.ClientType
 	group    string
 	lastSeen time.Time
+	info     clientInfo // address, SDK, topics or subscriptions (clients.go)
 }
 
 // clientTable holds the clients seen (Telemetry settings, heartbeats),
@@ -211,6 +212,7 @@ func (s *Server) Heartbeat(ctx context.Context, req *v2.HeartbeatRequest) (*v2.H
 		return &v2.HeartbeatResponse{Status: st}, nil
 	}
 	s.clients.seen(c.clientID, req.GetClientType(), req.GetGroup().GetName(), s.opts.Now())
+	s.clients.describe(ctx, c.clientID, nil)
 	return &v2.HeartbeatResponse{Status: okStatus()}, nil
 }
 
@@ -275,6 +277,7 @@ func (s *Server) Telemetry(stream v2.MessagingService_TelemetryServer) error {
 			if pub := set.GetPublishing(); pub != nil {
 				s.clients.publishes(ts, pub)
 			}
+			s.clients.describe(ctx, c.clientID, set)
 			out := &v2.TelemetryCommand{Status: st}
 			if reply != nil {
 				out.Command = &v2.TelemetryCommand_Settings{Settings: reply}
