@@ -3,6 +3,7 @@ package v5
 import (
 	"cmp"
 	"context"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -68,7 +69,7 @@ func (t *clientTable) describe(ctx context.Context, id string, set *v2.Settings)
 	}
 	in := &c.info
 	if addr.Port() != 0 {
-		in.addr = addr.String()
+		in.addr = netip.AddrPortFrom(addr.Addr().Unmap(), addr.Port()).String() // NB: 127.0.0.1, not ::ffff:127.0.0.1
 	}
 	if in.language == "" {
 		in.language = languageName(mdValue(md, mdLanguage))
