@@ -2,7 +2,6 @@ package compat
 
 import (
 	"fmt"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -178,13 +177,8 @@ func TestControllerMode_GracefulRestartsUnderSendSync(t *testing.T) {
 // port, its Raft on another.
 func startController(t *testing.T, work string) *process {
 	t.Helper()
-	ctlBin := filepath.Join(filepath.Dir(mqadmin), "mqcontroller")
-	root, err := filepath.Abs(filepath.Join("..", ".."))
+	ctlBin, err := controllerBinary()
 	require.NoError(t, err)
-	build := exec.Command("go", "build", "-o", ctlBin, "github.com/sluicemq/sluice/cmd/mqcontroller")
-	build.Dir = root
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, "%s", out)
 	ctl, err := start("mqcontroller", ctlBin, filepath.Join(work, "ctl.log"), regexp.MustCompile(`msg="mqcontroller: listening" addr=(\S+)`),
 		nil, "--listen", "127.0.0.1:0", "--controller-id", "n0", "--controller-peers", "n0="+freeLoopback(t), "--controller-dir", filepath.Join(work, "ctl"))
 	if err != nil && ctl != nil {

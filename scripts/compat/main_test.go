@@ -130,16 +130,9 @@ var securityArgs, securityEnv []string
 // starts them on free loopback ports, the broker registering with the
 // nameserver and storing under work/store.
 func startServers(work string) (ns, br *process, err error) {
-	bin := filepath.Join(work, "bin") + string(filepath.Separator)
-	root, err := filepath.Abs(filepath.Join("..", ".."))
+	bin, err := serverBinaries(work)
 	if err != nil {
 		return nil, nil, err
-	}
-	build := exec.Command("go", "build", "-o", bin,
-		"github.com/sluicemq/sluice/cmd/mqnamesrv", "github.com/sluicemq/sluice/cmd/mqbroker", "github.com/sluicemq/sluice/cmd/mqadmin")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		return nil, nil, fmt.Errorf("building the servers in %s: %v\n%s", root, err, out)
 	}
 
 	mqadmin = filepath.Join(bin, "mqadmin")
@@ -168,6 +161,59 @@ func startServers(work string) (ns, br *process, err error) {
 		append([]string{"-n", ns.addr, "--listen", "127.0.0.1:0", "--store-dir", filepath.Join(work, "store"),
 			"--flush", "async", "--broker-name", brokerName, "--cluster", "DefaultCluster"}, security...)...)
 	return ns, br, err
+}
+
+// prebuiltEnv names a directory that holds mqnamesrv, mqbroker, mqadmin and
+// mqcontroller already built from the parent module: scripts/test.sh
+// builds them once for both of its passes (plain and TLS). Unset, the
+// tests build them.
+const prebuiltEnv = "SLUICE_COMPAT_BIN"
+
+// serverBinaries returns the directory of the binaries under test: the
+// prebuilt one, or work/bin with mqnamesrv, mqbroker and mqadmin built there.
+func serverBinaries(work string) (string, error) {
+	if dir := os.Getenv(prebuiltEnv); dir != "" {
+		for _, b := range []string{"mqnamesrv", "mqbroker", "mqadmin", "mqcontroller"} {
+			if _, err := os.Stat(filepath.Join(dir, b)); err != nil {
+				return "", fmt.Errorf("%s=%s: %w", prebuiltEnv, dir, err)
+			}
+		}
+		return filepath.Abs(dir)
+	}
+	bin := filepath.Join(work, "bin")
+	if err := buildTools(bin, "mqnamesrv", "mqbroker", "mqadmin"); err != nil {
+		return "", err
+	}
+	return bin, nil
+}
+
+// buildTools builds the named commands of the parent module (cmd/NAME)
+// into dir.
+func buildTools(dir string, names ...string) error {
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		return err
+	}
+	args := []string{"build", "-o", dir + string(filepath.Separator)}
+	for _, n := range names {
+		args = append(args, "github.com/sluicemq/sluice/cmd/"+n)
+	}
+	build := exec.Command("go", args...)
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		return fmt.Errorf("building %v in %s: %v\n%s", names, root, err, out)
+	}
+	return nil
+}
+
+// controllerBinary returns the path of mqcontroller beside the other
+// binaries, building it there unless it was prebuilt.
+func controllerBinary() (string, error) {
+	bin := filepath.Join(filepath.Dir(mqadmin), "mqcontroller")
+	if os.Getenv(prebuiltEnv) != "" {
+		return bin, nil
+	}
+	return bin, buildTools(filepath.Dir(mqadmin), "mqcontroller")
 }
 
 // process is a server started by the tests.
