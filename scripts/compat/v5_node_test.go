@@ -209,6 +209,16 @@ func (d *nodeDriver) call(op string, args map[string]any, out any) error {
 	return nil
 }
 
+// requireQuiet checks that the SDK logged no warning and no error so far
+// (a failed heartbeat, a telemetry stream the broker broke, a message it
+// could not decode, ...).
+func (d *nodeDriver) requireQuiet() {
+	d.t.Helper()
+	for _, line := range strings.Split(d.log(), "\n") {
+		require.NotRegexp(d.t, `\[sdk (warn|error)\]`, line, "the SDK's log")
+	}
+}
+
 // must is call that fails the test on an SDK error.
 func (d *nodeDriver) must(op string, args map[string]any, out any) {
 	d.t.Helper()
@@ -337,6 +347,7 @@ func TestV5Node_ProducerNormalFIFODelay(t *testing.T) {
 	// NB: a correctness bound, not a speed one: never a second early.
 	require.True(t, byID["delay-0"][0].at.After(deliverAt.Add(-time.Second)),
 		"delivered at %s, due at %s", byID["delay-0"][0].at, deliverAt)
+	d.requireQuiet()
 }
 
 // TestV5Node_SimpleConsumer: messages a 4.x producer sent are received by
@@ -433,6 +444,7 @@ func TestV5Node_SimpleConsumer(t *testing.T) {
 	var left []nodeMessage
 	d.must("receive", map[string]any{"client": "c", "max": 32, "invisibleMs": 10000}, &left)
 	require.Empty(t, left, "nothing left")
+	d.requireQuiet()
 }
 
 // TestV5Node_RoundTrip: the Node producer's messages reach the Node
@@ -511,6 +523,7 @@ func TestV5Node_RoundTrip(t *testing.T) {
 	for _, m := range got {
 		d.must("ack", map[string]any{"client": "c", "ref": m.Ref}, nil)
 	}
+	d.requireQuiet()
 }
 
 // TestV5Node_ACL: the SDK's sessionCredentials against the broker's ACL:
@@ -616,6 +629,7 @@ func TestV5Node_Compressed4xBody(t *testing.T) {
 	require.False(t, got[0].Corrupted, "the body matches its digest")
 	require.Equal(t, strings.Repeat("a compressible body, ", 1<<10), got[0].Body, "the body as sent")
 	d.must("ack", map[string]any{"client": "c", "ref": got[0].Ref}, nil)
+	d.requireQuiet()
 }
 
 // TestV5Node_FIFOConsumer: for a group made orderly (mqadmin updateSubGroup
@@ -669,6 +683,7 @@ func TestV5Node_FIFOConsumer(t *testing.T) {
 	require.Equal(t, []string{"A3"}, ids(got))
 	ack(got[0])
 	require.Empty(t, ids(receive()), "nothing left")
+	d.requireQuiet()
 }
 
 // TestV5Node_SQL92: the Node SimpleConsumer subscribed with a SQL92
@@ -703,4 +718,28 @@ func TestV5Node_SQL92(t *testing.T) {
 	var left []nodeMessage
 	d.must("receive", map[string]any{"client": "c", "max": 32, "invisibleMs": 10000}, &left)
 	require.Empty(t, left, "the others do not match")
+	d.requireQuiet()
+}
+
+// TestV5Node_BadInput: what the SDK is refused comes back as its v5 code
+// with the broker's reason: a topic that does not exist (NotFoundException
+// TOPIC_NOT_FOUND at start), an invisible time under 10 s
+// (ILLEGAL_INVISIBLE_TIME).
+func TestV5Node_BadInput(t *testing.T) {
+	t.Parallel()
+	topic := name(t, "topic")
+	createTopic(t, topic, 1)
+	d := startNode(t)
+	var e *nodeError
+	require.ErrorAs(t, d.call("producer", map[string]any{"name": "p", "topics": []string{name(t, "missing")}}, nil), &e)
+	require.Equal(t, int(v2.Code_TOPIC_NOT_FOUND), e.Code, e.Message)
+	require.Equal(t, "NotFoundException", e.Name)
+	require.Contains(t, e.Message, name(t, "missing")+" does not exist")
+
+	d.must("simpleConsumer", map[string]any{"name": "c", "group": name(t, "group"),
+		"subscriptions": map[string]string{topic: "*"}}, nil)
+	require.ErrorAs(t, d.call("receive", map[string]any{"client": "c", "max": 1, "invisibleMs": 5000}, nil), &e)
+	require.Equal(t, int(v2.Code_ILLEGAL_INVISIBLE_TIME), e.Code, e.Message)
+	require.Equal(t, "BadRequestException", e.Name)
+	require.Contains(t, e.Message, "5s")
 }
