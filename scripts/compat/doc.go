@@ -13,5 +13,11 @@
 // SLUICE_COMPAT_TLS=1 they also enforce TLS and the clients use
 // WithTls(true) (scripts/test.sh runs both).
 //
+// The RocketMQ 5 SDKs speak gRPC to the broker: the official Go v5 SDK
+// (v5_test.go) and the Node.js SDK (npm rocketmq-client-nodejs 1.0.8,
+// v5_node_test.go), which runs in node from node/ (driver.mjs); its tests
+// need node and `npm ci` there (node/install.sh, which scripts/test.sh
+// runs) and are skipped without them, or fail under CI=true.
+//
 // The package has no non-test code.
 package compat
