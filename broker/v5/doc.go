@@ -13,8 +13,10 @@
 // 3 days), with the v5 authorization header checked against the broker's
 // ACL accounts; ReceiveMessage, AckMessage and ChangeInvisibleDuration for
 // SimpleConsumers over POP (broker/pop, through a Backend that is also a
-// Popper), transactions (a Transactor). What does not yet: dead letters, FIFO order of
-// POP consumption, SQL filters over gRPC, QueryAssignment, auto_renew and
+// Popper; FIFO per message group for an orderly group, TAG and SQL92
+// filters; SendMessage refuses a type the topic's message.type does not
+// take), transactions (a Transactor). What does not yet: dead letters,
+// QueryAssignment, auto_renew and
 // the pull RPCs answer codes.Unimplemented, or NOT_IMPLEMENTED where the
 // request is otherwise served.
 //
