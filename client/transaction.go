@@ -77,7 +77,10 @@ type TransactionResult struct {
 // SendInTransaction sends m as a half message, runs the listener's
 // ExecuteLocal with it (MsgID set to the half message's id; m itself is not
 // changed) once the broker stored it, and commits or rolls back m
-// accordingly. An error means ExecuteLocal did not run. Delay levels and
+// accordingly, waiting for the broker's answer to a commit or a rollback:
+// a committed message is in its queue when SendInTransaction returns, so
+// transactional messages sent one after another to a queue keep their
+// order. An error means ExecuteLocal did not run. Delay levels and
 // delivery times are refused, as RocketMQ does. The decision goes out
 // within the send timeout, whatever ctx does meanwhile; if it cannot reach
 // the broker, the broker asks CheckLocal later. While ExecuteLocal runs,
@@ -129,7 +132,15 @@ func (p *Producer) SendInTransaction(ctx context.Context, m *Message) (Transacti
 		// NB: not ctx: a local transaction that outlived the caller's
 		// deadline still gets its decision to the broker.
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.sendTimeout)
-		err = p.core.tr.oneway(cctx, addr, request{code: protocol.EndTransaction, ext: protocol.Ext(h)})
+		r := request{code: protocol.EndTransaction, ext: protocol.Ext(h)}
+		if out.State == TransactionUnknown {
+			err = p.core.tr.oneway(cctx, addr, r) // NB: RocketMQ's brokers do not answer "no decision"
+		} else {
+			// NB: a commit is awaited, as RocketMQ 5's clients do, so
+			// that the producer's next message of the queue cannot be
+			// stored before this one (a one-way decision could be).
+			_, err = p.core.tr.call(cctx, addr, r)
+		}
 		cancel()
 	} else {
 		err = fmt.Errorf("%w: no address for broker %s", ErrNoRoute, res.Queue.BrokerName)
