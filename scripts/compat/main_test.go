@@ -147,7 +147,9 @@ func startServers(work string) (ns, br *process, err error) {
 		securityEnv = append(securityEnv, "SLUICE_NAMESRV_TLS_ENABLED=true", "SLUICE_NAMESRV_TLS_INSECURE=true")
 	}
 	security := securityArgs
-	brokerEnv := append([]string{"SLUICE_STORE_SEGMENT_SIZE=67108864"}, securityEnv...)
+	// NB: half messages are checked every second (v5_tx_test's check-back
+	// waits for one), those older than the default 6 s.
+	brokerEnv := append([]string{"SLUICE_STORE_SEGMENT_SIZE=67108864", "SLUICE_TRANSACTION_CHECK_INTERVAL=1s"}, securityEnv...)
 	ns, err = start("mqnamesrv", filepath.Join(bin, "mqnamesrv"), filepath.Join(work, "mqnamesrv.log"),
 		regexp.MustCompile(`msg="mqnamesrv: listening" addr=(\S+)`), nil,
 		append([]string{"--listen", "127.0.0.1:0"}, security...)...)

@@ -14,10 +14,10 @@ import (
 // EndTransaction, and the broker's check sent on the producer's Telemetry
 // stream (recover_orphaned_transaction_command).
 
-// checkPatience bounds the wait for a check-back: mqbroker checks its
-// half messages once a minute (broker.Options.TransactionCheckInterval's
-// default), those older than 6 s.
-const checkPatience = 3 * time.Minute
+// checkPatience bounds the wait for a check-back: the tests' mqbroker
+// checks its half messages every second (transaction_check_interval),
+// those older than 6 s (transaction_timeout).
+const checkPatience = patience
 
 // checked records the messages a v5 producer's TransactionChecker was
 // asked about, and answers each with resolution.
@@ -98,7 +98,7 @@ func TestV5Transaction_CommitRollback(t *testing.T) {
 // producer's Telemetry stream; the SDK's TransactionChecker answers
 // COMMIT (EndTransaction) and the message is then delivered, once.
 func TestV5Transaction_CheckBack(t *testing.T) {
-	t.Parallel() // NB: waits up to a check interval (a minute)
+	t.Parallel() // NB: waits out the transaction timeout (6 s)
 	topic := name(t, "topic")
 	createTopic(t, topic, 2)
 	c := &checked{resolution: rmq.COMMIT}
