@@ -4,13 +4,16 @@
 //	mqbench produce -n 127.0.0.1:9876 -t bench --size 1024 --producers 4 --duration 10s [--rate 10000] [--batch 32] [--sync]
 //	mqbench consume -n 127.0.0.1:9876 -t bench --consumers 2 --duration 10s [-g group]
 //	mqbench e2e     -n 127.0.0.1:9876 -t bench --rate 10000 --duration 10s
+//	mqbench produce|consume --protocol v5 --grpc 127.0.0.1:8081 -n 127.0.0.1:9876 -t bench ...
 //
 // produce reports sends per second, MB/s and the send latency (request to
 // acknowledgement); consume reports messages per second; e2e produces and
 // consumes at once and reports the end-to-end latency (send to delivery).
 // Latencies come from an HDR-style histogram (p50, p99, p999, max). A live
 // progress line goes to stderr every second; --json prints the final report
-// as JSON.
+// as JSON. --protocol v5 produces and consumes with the RocketMQ 5 protocol
+// (gRPC) on the broker's v5 endpoint instead (see v5.go); its consume is a
+// SimpleConsumer's receive and ack, and reports the redeliveries seen.
 package main
 
 import (
@@ -67,6 +70,8 @@ type options struct {
 	// probeWait is how long e2e's probe waits for the consumers to get a
 	// probe from every queue (0: 30 s).
 	probeWait time.Duration
+	protocol  string // remoting or v5
+	grpcAddr  string // --protocol v5: the broker's v5 endpoint
 }
 
 // Report is mqbench's result.
@@ -88,6 +93,9 @@ type Report struct {
 	// SYNC_MASTER with no slave answers SEND_SLAVE_NOT_AVAILABLE). produce
 	// only.
 	Statuses map[string]int64 `json:"statuses,omitempty"`
+	// Redeliveries counts the messages received with a delivery attempt
+	// above 1 (consume --protocol v5 only).
+	Redeliveries *int64 `json:"redeliveries,omitempty"`
 }
 
 func main() {
@@ -153,6 +161,8 @@ func parseOptions(args []string, stderr io.Writer) (options, bool) {
 	fs.BoolVar(&o.tls.Enabled, "tls", false, cli.TLSUsage)
 	fs.StringVar(&o.tls.CAFile, "tls-ca", "", cli.TLSCAUsage)
 	fs.BoolVar(&o.tls.Insecure, "tls-insecure", false, cli.TLSInsecureUsage)
+	fs.StringVar(&o.protocol, "protocol", "remoting", "remoting (4.x clients) or v5 (RocketMQ 5's gRPC protocol on --grpc; produce and consume)")
+	fs.StringVar(&o.grpcAddr, "grpc", "127.0.0.1:8081", "--protocol v5: the broker's v5 (gRPC) endpoint, host:port")
 	if err := fs.Parse(args[1:]); err != nil {
 		return o, false
 	}
@@ -193,6 +203,22 @@ func parseOptions(args []string, stderr io.Writer) (options, bool) {
 				v = f.Value.String()
 			}
 			fmt.Fprintf(stderr, "mqbench: %s %s: give %s\n", c.flag, v, c.want)
+			return o, false
+		}
+	}
+	if o.protocol != "remoting" && o.protocol != "v5" {
+		fmt.Fprintf(stderr, "mqbench: --protocol %s: give remoting or v5\n", o.protocol)
+		return o, false
+	}
+	if o.protocol == "v5" {
+		for _, f := range []string{"rate", "auto-batch", "sql"} {
+			if set[f] {
+				fmt.Fprintf(stderr, "mqbench: --%s is not served with --protocol v5\n", f)
+				return o, false
+			}
+		}
+		if o.mode == "e2e" {
+			fmt.Fprintln(stderr, "mqbench: e2e is not served with --protocol v5 (produce and consume are)")
 			return o, false
 		}
 	}
@@ -255,6 +281,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if line := notOK(rep.Statuses); line != "" {
 			fmt.Fprintln(stdout, line)
 		}
+		if rep.Redeliveries != nil {
+			fmt.Fprintf(stdout, "redeliveries (delivery attempt > 1): %d\n", *rep.Redeliveries)
+		}
 		if rep.LatencyMax > 0 {
 			fmt.Fprintf(stdout, "latency ms: p50 %.3f  p99 %.3f  p999 %.3f  max %.3f\n", rep.LatencyP50, rep.LatencyP99, rep.LatencyP999, rep.LatencyMax)
 		}
@@ -310,6 +339,7 @@ type counters struct {
 	fromStore         histogram    // e2e: the store timestamp to delivery
 	begun             time.Time    // e2e: the run's start; a message born before is an earlier run's
 	stale             atomic.Int64 // e2e: such messages, left out
+	redelivered       atomic.Int64 // consume --protocol v5: deliveries with attempt > 1
 }
 
 func (c *counters) failed(err error) {
@@ -421,6 +451,10 @@ func bench(ctx context.Context, o options, stderr io.Writer) (Report, error) {
 	if o.mode == "e2e" {
 		rep.Stages = stages(&c, rt0, readRuntime())
 	}
+	if o.protocol == "v5" && o.mode == "consume" {
+		n := c.redelivered.Load()
+		rep.Redeliveries = &n
+	}
 	if o.mode == "produce" {
 		rep.Statuses = map[string]int64{}
 		for st := range c.statuses {
@@ -482,6 +516,10 @@ func fewErrors(errs []error) error {
 // It calls ready once started and warmed up (or failed) and sends once
 // goSend closes.
 func produce(ctx context.Context, o options, i int, c *counters, fail func(error), ready func(), goSend <-chan struct{}) {
+	if o.protocol == "v5" {
+		produceV5(ctx, o, i, c, fail, ready, goSend)
+		return
+	}
 	opts := []client.Option{o.connect(), client.WithGroup("mqbench-producer"),
 		client.WithInstanceName(fmt.Sprintf("mqbench-p%d-%d", os.Getpid(), i)), client.WithAsyncInflight(max(o.inflight/o.batch, 1))}
 	if o.autoBatch > 0 {
@@ -675,6 +713,10 @@ func warmUp(ctx context.Context, o options) error {
 // consume counts delivered messages until ctx ends; in e2e mode it records
 // the latency from the send time carried in the body.
 func consume(ctx context.Context, o options, i int, c *counters, fail func(error)) {
+	if o.protocol == "v5" {
+		consumeV5(ctx, o, i, c, fail)
+		return
+	}
 	from := client.ConsumeFromFirst
 	if o.mode == "e2e" {
 		from = client.ConsumeFromLast

@@ -1,0 +1,256 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/sluicemq/sluice/client"
+	"github.com/sluicemq/sluice/internal/acl"
+)
+
+// --protocol v5: the RocketMQ 5 protocol (gRPC MessagingService) against a
+// broker's v5 endpoint (--grpc), through the generated client the v5 SDKs
+// use, without an SDK's extras (route cache, retries, settings stream):
+// produce sends with SendMessage from --inflight concurrent senders per
+// producer (the SDKs' async send is a call per message); consume is a
+// SimpleConsumer's loop, ReceiveMessage (up to --pull-batch, at most 32,
+// invisible for 30 s) then an AckMessage per message, sent concurrently
+// as the SDKs' async ack does, and counts each message acked and the
+// deliveries with an attempt above 1 (redeliveries).
+
+// v5Client is one connection to the v5 endpoint and the metadata of its
+// calls.
+type v5Client struct {
+	c      v2.MessagingServiceClient
+	conn   *grpc.ClientConn
+	id     string
+	ak, sk string
+}
+
+func dialV5(o options, id string) (*v5Client, error) {
+	creds := insecure.NewCredentials()
+	if o.tlsConfig != nil {
+		tc := o.tlsConfig.Clone()
+		tc.NextProtos = []string{"h2"}
+		creds = credentials.NewTLS(tc)
+	}
+	conn, err := grpc.NewClient("passthrough:///"+o.grpcAddr, grpc.WithTransportCredentials(creds))
+	if err != nil {
+		return nil, fmt.Errorf("v5 endpoint %s: %w", o.grpcAddr, err)
+	}
+	return &v5Client{c: v2.NewMessagingServiceClient(conn), conn: conn, id: id, ak: o.creds.AccessKey, sk: o.creds.SecretKey}, nil
+}
+
+// ctx is a call's context with the client's metadata (signed with an
+// account).
+func (v *v5Client) ctx(ctx context.Context) context.Context {
+	kv := []string{"x-mq-client-id", v.id, "x-mq-language", "GO", "x-mq-protocol", "v2", "x-mq-client-version", "5.1.4"}
+	if v.ak != "" {
+		dt := time.Now().UTC().Format("20060102T150405Z")
+		kv = append(kv, "x-mq-date-time", dt, "authorization", acl.SignV5(v.ak, v.sk, dt))
+	}
+	return metadata.AppendToOutgoingContext(ctx, kv...)
+}
+
+// statusErr is a v5 status that is not OK as an error.
+func statusErr(what string, st *v2.Status) error {
+	if st.GetCode() == v2.Code_OK {
+		return nil
+	}
+	return fmt.Errorf("%s: %s: %s", what, st.GetCode(), st.GetMessage())
+}
+
+var v5Seq atomic.Int64
+
+// v5Message is a message to send; its id is unique (the broker's duplicate
+// window keys on it).
+func v5Message(o options, body []byte, tag string) *v2.Message {
+	id := fmt.Sprintf("MQBENCH%08X%012X", os.Getpid(), v5Seq.Add(1))
+	return &v2.Message{Topic: &v2.Resource{Name: o.topic}, Body: body,
+		SystemProperties: &v2.SystemProperties{MessageId: id, Tag: &tag, MessageType: v2.MessageType_NORMAL,
+			BornTimestamp: timestamppb.Now(), BodyEncoding: v2.Encoding_IDENTITY}}
+}
+
+// produceV5 is produce for --protocol v5.
+func produceV5(ctx context.Context, o options, i int, c *counters, fail func(error), ready func(), goSend <-chan struct{}) {
+	v, err := dialV5(o, fmt.Sprintf("mqbench-p%d-%d", os.Getpid(), i))
+	if err == nil {
+		defer v.conn.Close()
+		// NB: one send outside the clock opens the connection.
+		var resp *v2.SendMessageResponse
+		resp, err = v.c.SendMessage(v.ctx(ctx), &v2.SendMessageRequest{Messages: []*v2.Message{v5Message(o, make([]byte, 8), "warmup")}})
+		if err == nil {
+			err = statusErr("v5 send", resp.GetStatus())
+		}
+	}
+	ready()
+	if err != nil {
+		fail(err)
+		return
+	}
+	select {
+	case <-goSend:
+	case <-ctx.Done():
+		return
+	}
+	senders := max(o.inflight/o.batch, 1)
+	if o.sync {
+		senders = o.senders
+	}
+	shared := make([]byte, o.size)
+	var wg sync.WaitGroup
+	for range senders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				size := o.batch
+				if o.count > 0 {
+					after := c.sent.Add(int64(o.batch))
+					if after-int64(o.batch) >= o.count {
+						return
+					}
+					size -= int(max(after-o.count, 0))
+				}
+				req := &v2.SendMessageRequest{Messages: make([]*v2.Message, size)}
+				for k := range req.Messages {
+					req.Messages[k] = v5Message(o, shared, "bench")
+				}
+				sent := monoNow()
+				resp, err := v.c.SendMessage(v.ctx(context.WithoutCancel(ctx)), req)
+				if err == nil {
+					err = statusErr("v5 send", resp.GetStatus())
+				}
+				if err != nil {
+					if ctx.Err() == nil {
+						c.failed(err)
+					}
+					continue
+				}
+				now := monoNow()
+				c.statuses[client.SendOK].Add(int64(size)) // NB: v5 answers no stored-but-not-flushed status
+				c.lat.record(now - sent)
+				c.bytes.Add(int64(size * o.size))
+				c.last.Store(int64(now))
+				if n := c.msgs.Add(int64(size)); o.count > 0 && n >= o.count {
+					c.done()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// consumeV5 is consume for --protocol v5: a SimpleConsumer's receive and
+// ack loop.
+func consumeV5(ctx context.Context, o options, i int, c *counters, fail func(error)) {
+	v, err := dialV5(o, fmt.Sprintf("mqbench-c%d-%d", os.Getpid(), i))
+	if err != nil {
+		fail(err)
+		return
+	}
+	defer v.conn.Close()
+	acks := make(chan *v2.Message, 4*maxV5Batch)
+	var ackers sync.WaitGroup
+	for range max(o.inflight/4, 1) {
+		ackers.Add(1)
+		go func() {
+			defer ackers.Done()
+			for m := range acks {
+				resp, err := v.c.AckMessage(v.ctx(context.WithoutCancel(ctx)), &v2.AckMessageRequest{
+					Group: &v2.Resource{Name: o.group}, Topic: m.GetTopic(),
+					Entries: []*v2.AckMessageEntry{{MessageId: m.GetSystemProperties().GetMessageId(),
+						ReceiptHandle: m.GetSystemProperties().GetReceiptHandle()}}})
+				if err == nil {
+					err = statusErr("v5 ack", resp.GetStatus())
+					if err == nil {
+						err = statusErr("v5 ack", resp.GetEntries()[0].GetStatus())
+					}
+				}
+				if err != nil {
+					if ctx.Err() == nil {
+						c.failed(err)
+					}
+					continue
+				}
+				c.bytes.Add(int64(len(m.GetBody())))
+				c.last.Store(int64(monoNow()))
+				if n := c.msgs.Add(1); o.count > 0 && n >= o.count {
+					c.done()
+				}
+			}
+		}()
+	}
+	defer func() { close(acks); ackers.Wait() }()
+	batch := int32(min(o.pullBatch, maxV5Batch))
+	for ctx.Err() == nil {
+		msgs, err := receiveV5(ctx, v, o, batch)
+		if err != nil {
+			if ctx.Err() == nil {
+				fail(err)
+			}
+			return
+		}
+		for _, m := range msgs {
+			if m.GetSystemProperties().GetDeliveryAttempt() > 1 {
+				c.redelivered.Add(1)
+			}
+			select {
+			case acks <- m:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}
+}
+
+// maxV5Batch is the most messages one receive returns.
+const maxV5Batch = 32
+
+// receiveV5 is one ReceiveMessage: the messages, none when the long poll
+// (up to 5 s) found nothing.
+func receiveV5(ctx context.Context, v *v5Client, o options, batch int32) ([]*v2.Message, error) {
+	cctx, cancel := context.WithTimeout(v.ctx(ctx), 10*time.Second)
+	defer cancel()
+	stream, err := v.c.ReceiveMessage(cctx, &v2.ReceiveMessageRequest{Group: &v2.Resource{Name: o.group},
+		MessageQueue:     &v2.MessageQueue{Topic: &v2.Resource{Name: o.topic}, Id: -1},
+		FilterExpression: &v2.FilterExpression{Type: v2.FilterType_TAG, Expression: "bench"},
+		BatchSize:        batch, InvisibleDuration: durationpb.New(30 * time.Second),
+		LongPollingTimeout: durationpb.New(5 * time.Second)})
+	if err != nil {
+		return nil, err
+	}
+	var msgs []*v2.Message
+	for {
+		r, err := stream.Recv()
+		switch {
+		case errors.Is(err, io.EOF):
+			return msgs, nil
+		case err != nil:
+			if ctx.Err() != nil {
+				return msgs, nil
+			}
+			return msgs, fmt.Errorf("v5 receive: %w", err)
+		}
+		if st := r.GetStatus(); st != nil && st.GetCode() != v2.Code_OK && st.GetCode() != v2.Code_MESSAGE_NOT_FOUND {
+			return msgs, statusErr("v5 receive", st)
+		}
+		if m := r.GetMessage(); m != nil {
+			msgs = append(msgs, m)
+		}
+	}
+}
