@@ -78,22 +78,11 @@ func (g grpcBackend) Pop(ctx context.Context, r v5.PopRequest) ([]v5.Popped, *v2
 			"broker %s does not filter messages by SQL92: set filter.property_enabled: true in its configuration (or SLUICE_FILTER_PROPERTY_ENABLED=true)",
 			b.cfg.BrokerName)}
 	}
-	orderly := known && gc.ConsumeMessageOrderly
-	takes := func(rec *message.Record) bool {
-		if r.Tags != nil {
-			tag, _ := message.PropertyValue(string(rec.Properties), message.PropTags)
-			if !slices.Contains(r.Tags, tag) {
-				return false
-			}
-		}
-		return r.SQL == nil || r.SQL.MatchProperties(rec.Properties)
-	}
+	run := &popRun{b: b, r: r, orderly: known && gc.ConsumeMessageOrderly, now: b.popNow(),
+		maxAttempts: b.retryMaxTimes(r.Group) + 1}
 	first := max(r.Queue, 0) % cfg.ReadQueueNums
-	now := b.popNow()
-	maxAttempts := b.retryMaxTimes(r.Group) + 1
-	var out []v5.Popped
 	for i := range cfg.ReadQueueNums {
-		if len(out) >= r.Max || ctx.Err() != nil {
+		if len(run.out) >= r.Max || ctx.Err() != nil {
 			break
 		}
 		q := (first + i) % cfg.ReadQueueNums
@@ -102,60 +91,107 @@ func (g grpcBackend) Pop(ctx context.Context, r v5.PopRequest) ([]v5.Popped, *v2
 			start = b.store.MinOffset(r.Topic, q)
 		}
 		end := b.store.MaxOffset(r.Topic, q)
-		var ahead map[int64]*message.Record
-		var ds []pop.Delivery
-		if orderly {
-			var known int64
-			from := b.pop.Next(r.Group, r.Topic, q, start)
-			ahead, known = b.readAhead(ctx, r.Topic, q, from, min(end, from+popReadAhead))
-			ds = b.pop.PopOrderly(b.cfg.BrokerName, r.Group, r.Topic, q, start, end, r.Max-len(out), r.Invisible, now,
-				func(off int64) (string, bool) {
-					if off >= known {
-						return "", false
-					}
-					rec := ahead[off]
-					if rec == nil || !takes(rec) {
-						return "", true // NB: gone or filtered out: acked below, so it holds no group back
-					}
-					mg, _ := message.PropertyValue(string(rec.Properties), v5.PropShardingKey)
-					return mg, true
-				})
-		} else {
-			ds = b.pop.Pop(b.cfg.BrokerName, r.Group, r.Topic, q, start, end, r.Max-len(out), r.Invisible, now)
-		}
-		for _, d := range ds {
-			var rec message.Record
-			var err error
-			if a := ahead[d.Offset]; a != nil {
-				rec = *a
-			} else {
-				rec, err = b.readAt(ctx, r.Topic, q, d.Offset)
+		// NB: a queue is popped again (a few times at most) when this
+		// pop's own acks (skipped, dead-lettered) let a message group's
+		// next offset through.
+		for range 4 {
+			released, st := run.queue(ctx, q, start, end)
+			if st != nil {
+				return run.out, st
 			}
-			skip := errors.Is(err, errGone)
-			if err != nil && !skip {
-				// NB: not taken: visible again once its invisible time is over.
-				return out, &v2.Status{Code: v2.Code_INTERNAL_SERVER_ERROR, Message: err.Error()}
+			if !released || len(run.out) >= r.Max {
+				break
 			}
-			if skip || !takes(&rec) {
-				_ = b.pop.Ack(r.Group, d.Handle, now)
-				continue
-			}
-			if d.Attempt > maxAttempts {
-				// NB: delivered max attempts times and never acked: to the
-				// group's dead-letter topic; left in flight (delivered
-				// again later) when that fails.
-				if err := b.popDeadLetter(ctx, r.Group, rec, d.Attempt-1); err != nil {
-					b.logger.Warn("broker: POP dead letter failed", "group", r.Group, "topic", r.Topic, "queue", q, "offset", d.Offset, "err", err)
-				} else {
-					_ = b.pop.Ack(r.Group, d.Handle, now)
-				}
-				continue
-			}
-			out = append(out, v5.Popped{Rec: rec, Attempt: d.Attempt, Handle: d.Handle.Encode()})
 		}
 		b.commitPop(r.Group, r.Topic, q)
 	}
-	return out, nil
+	return run.out, nil
+}
+
+// popRun is one Pop: its request, what it found of the group, and the
+// messages taken so far.
+type popRun struct {
+	b           *Broker
+	r           v5.PopRequest
+	orderly     bool // FIFO per message group
+	maxAttempts int32
+	now         time.Time
+	out         []v5.Popped
+}
+
+// takes reports whether the request's filters take rec.
+func (p *popRun) takes(rec *message.Record) bool {
+	if p.r.Tags != nil {
+		tag, _ := message.PropertyValue(string(rec.Properties), message.PropTags)
+		if !slices.Contains(p.r.Tags, tag) {
+			return false
+		}
+	}
+	return p.r.SQL == nil || p.r.SQL.MatchProperties(rec.Properties)
+}
+
+// queue pops queue q into p.out and reports whether an ack it made (a
+// message skipped or dead-lettered) released a message group's next
+// offset (FIFO).
+func (p *popRun) queue(ctx context.Context, q int32, start, end int64) (released bool, st *v2.Status) {
+	b, r := p.b, p.r
+	ack := func(h pop.Handle) {
+		if rel, err := b.pop.AckNext(r.Group, h, p.now); err == nil && rel {
+			released = true
+		}
+	}
+	var ahead map[int64]*message.Record
+	var ds []pop.Delivery
+	if p.orderly {
+		var known int64
+		from := b.pop.Next(r.Group, r.Topic, q, start)
+		ahead, known = b.readAhead(ctx, r.Topic, q, from, min(end, from+popReadAhead))
+		ds = b.pop.PopOrderly(b.cfg.BrokerName, r.Group, r.Topic, q, start, end, r.Max-len(p.out), r.Invisible, p.now,
+			func(off int64) (string, bool) {
+				if off >= known {
+					return "", false
+				}
+				rec := ahead[off]
+				if rec == nil || !p.takes(rec) {
+					return "", true // NB: gone or filtered out: acked below, so it holds no group back
+				}
+				mg, _ := message.PropertyValue(string(rec.Properties), v5.PropShardingKey)
+				return mg, true
+			})
+	} else {
+		ds = b.pop.Pop(b.cfg.BrokerName, r.Group, r.Topic, q, start, end, r.Max-len(p.out), r.Invisible, p.now)
+	}
+	for _, d := range ds {
+		var rec message.Record
+		var err error
+		if a := ahead[d.Offset]; a != nil {
+			rec = *a
+		} else {
+			rec, err = b.readAt(ctx, r.Topic, q, d.Offset)
+		}
+		skip := errors.Is(err, errGone)
+		if err != nil && !skip {
+			// NB: not taken: visible again once its invisible time is over.
+			return released, &v2.Status{Code: v2.Code_INTERNAL_SERVER_ERROR, Message: err.Error()}
+		}
+		if skip || !p.takes(&rec) {
+			ack(d.Handle)
+			continue
+		}
+		if d.Attempt > p.maxAttempts {
+			// NB: delivered max attempts times and never acked: to the
+			// group's dead-letter topic; left in flight (delivered again
+			// later) when that fails.
+			if err := b.popDeadLetter(ctx, r.Group, rec, d.Attempt-1); err != nil {
+				b.logger.Warn("broker: POP dead letter failed", "group", r.Group, "topic", r.Topic, "queue", q, "offset", d.Offset, "err", err)
+			} else {
+				ack(d.Handle)
+			}
+			continue
+		}
+		p.out = append(p.out, v5.Popped{Rec: rec, Attempt: d.Attempt, Handle: d.Handle.Encode()})
+	}
+	return released, nil
 }
 
 // popReadAhead is how many new offsets of a queue an orderly pop reads to
@@ -270,8 +306,12 @@ func (g grpcBackend) Ack(group, topicName, handle string) *v2.Status {
 	if st != nil {
 		return st
 	}
-	if err := g.b.pop.Ack(group, h, g.b.popNow()); err != nil {
+	released, err := g.b.pop.AckNext(group, h, g.b.popNow())
+	if err != nil {
 		return &v2.Status{Code: v2.Code_INVALID_RECEIPT_HANDLE, Message: err.Error()}
+	}
+	if released {
+		g.b.popArrivals.notify("", 0, 0, 0, nil) // NB: a receive waiting may take the group's next now
 	}
 	g.b.commitPop(group, topicName, h.Queue)
 	return nil

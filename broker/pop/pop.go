@@ -152,16 +152,16 @@ type queueState struct {
 
 // done removes an acked offset; when it was its message group's offset in
 // flight, the group's next waiting offset takes its place, visible now
-// (the next pop delivers it with attempt 1).
-func (q *queueState) done(off int64, e *entry) {
+// (the next pop delivers it with attempt 1), and done reports true.
+func (q *queueState) done(off int64, e *entry) bool {
 	delete(q.inflight, off)
 	if b, ok := q.busy[e.group]; e.group == "" || !ok || b != off {
-		return
+		return false
 	}
 	delete(q.busy, e.group)
 	w := q.waiting[e.group]
 	if len(w) == 0 {
-		return
+		return false
 	}
 	if len(w) == 1 {
 		delete(q.waiting, e.group)
@@ -171,6 +171,7 @@ func (q *queueState) done(off int64, e *entry) {
 	q.nWaiting--
 	q.inflight[w[0]] = &entry{group: e.group}
 	q.busy[e.group] = w[0]
+	return true
 }
 
 // releaseAll makes every waiting offset deliverable (a group no longer
@@ -330,15 +331,23 @@ func (t *Table) current(group string, h Handle, now time.Time) (*queueState, *en
 
 // Ack ends h's delivery.
 func (t *Table) Ack(group string, h Handle, now time.Time) error {
+	_, err := t.AckNext(group, h, now)
+	return err
+}
+
+// AckNext is Ack, reporting whether the ack made the next offset of its
+// message group deliverable (FIFO): a receive waiting for arrivals can
+// take it now.
+func (t *Table) AckNext(group string, h Handle, now time.Time) (bool, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	q, e, err := t.current(group, h, now)
 	if err != nil {
-		return err
+		return false, err
 	}
-	q.done(h.Offset, e)
+	released := q.done(h.Offset, e)
 	t.changed()
-	return nil
+	return released, nil
 }
 
 // Change makes h's message invisible for d from now and returns its new

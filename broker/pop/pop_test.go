@@ -159,8 +159,12 @@ func TestTable_FIFOPerMessageGroup(t *testing.T) {
 	for _, d := range first {
 		byOff[d.Offset] = d.Handle
 	}
-	require.NoError(t, tb.Ack("g", byOff[1], now))
-	require.NoError(t, tb.Ack("g", byOff[3], now))
+	released, err := tb.AckNext("g", byOff[1], now)
+	require.NoError(t, err)
+	require.True(t, released, "B's next can go")
+	released, err = tb.AckNext("g", byOff[3], now)
+	require.NoError(t, err)
+	require.False(t, released, "no group: nothing waits for it")
 	got := tb.PopOrderly("b", "g", "T", 0, 0, 7, 10, 10*time.Second, now, gs)
 	require.Equal(t, map[int64]int32{4: 1}, offsets(got), "B flows while A's head is not acked")
 	off, _ := tb.Committed("g", "T", 0)
