@@ -229,3 +229,25 @@ func TestMessageType_RouteAndSend(t *testing.T) {
 	require.Len(t, route(), 4, "MIXED: every type")
 	require.Equal(t, v2.Code_OK, send(fifoMsg("v5typed", "T5", "g")).GetCode())
 }
+
+// TestSettings_OrderlyGroup: a group made orderly (updateSubGroup -o true)
+// with retryMaxTimes 4 gets fifo and 5 max attempts in its Telemetry
+// settings.
+func TestSettings_OrderlyGroup(t *testing.T) {
+	b := startBroker(t, nil)
+	gc := protocol.DefaultSubscriptionGroupConfig("fifog")
+	gc.ConsumeMessageOrderly, gc.RetryMaxTimes = true, 4
+	putGroup(t, b, gc)
+	c := dial(t, b.GRPCAddr(), false)
+	ts, err := c.Telemetry(callCtx(t, "c12", "", ""))
+	require.NoError(t, err)
+	st := v2.ClientType_SIMPLE_CONSUMER
+	require.NoError(t, ts.Send(&v2.TelemetryCommand{Command: &v2.TelemetryCommand_Settings{Settings: &v2.Settings{
+		ClientType: &st, PubSub: &v2.Settings_Subscription{Subscription: &v2.Subscription{Group: &v2.Resource{Name: "fifog"}}}}}}))
+	got, err := ts.Recv()
+	require.NoError(t, err)
+	require.Equal(t, v2.Code_OK, got.GetStatus().GetCode())
+	require.True(t, got.GetSettings().GetSubscription().GetFifo())
+	require.Equal(t, int32(5), got.GetSettings().GetBackoffPolicy().GetMaxAttempts())
+	require.NoError(t, ts.CloseSend())
+}
