@@ -45,7 +45,7 @@ type Result struct {
 	Fulfilled, Missing, Duplicated    int
 	Unknown                           int // fulfilments of orders the API never recorded
 	OutOfOrder, PeakBacklog           int
-	KilledAt                          int // fulfilments when the faults struck; -1: none
+	KilledAt                          int           // fulfilments when the faults struck; -1: none
 	Drain                             time.Duration // from the end of the burst to an empty backlog
 }
 
