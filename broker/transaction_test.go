@@ -73,6 +73,12 @@ func TestBroker_TransactionCommitAndRollback(t *testing.T) {
 	resp := invoke(t, c, b.Addr(), protocol.EndTransaction, &protocol.EndTransactionRequestHeader{ProducerGroup: "other",
 		TranStateTableOffset: h3, CommitLogOffset: p3, CommitOrRollback: message.TxCommit}, nil)
 	require.Equal(t, protocol.SystemError, int(resp.Code))
+	// A decided half offset with another half message's offset is refused,
+	// not answered as already decided (the shared v5 path checks first).
+	resp = invoke(t, c, b.Addr(), protocol.EndTransaction, &protocol.EndTransactionRequestHeader{ProducerGroup: "pg",
+		TranStateTableOffset: h1, CommitLogOffset: p3, CommitOrRollback: message.TxRollback}, nil)
+	require.Equal(t, protocol.SystemError, int(resp.Code), resp.Remark)
+	require.Contains(t, resp.Remark, "queue offset")
 }
 
 // TestBroker_EndTransactionConcurrent: END_TRANSACTION commits of one half
