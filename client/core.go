@@ -66,6 +66,10 @@ type core struct {
 	txListener TransactionListener
 	txGroup    string
 	txBusy     map[string]bool // guarded by mu: message ids with a local transaction or a check running
+	// txDecided and txDecidedOrder are the decisions this producer sent
+	// lately (guarded by mu; see txRemember).
+	txDecided      map[string]txDecision
+	txDecidedOrder []txDecided
 }
 
 // processIDs is the one message id generator of the process: ids are
@@ -90,6 +94,7 @@ func newCore(cfg *config) *core {
 		hbKick:     make(chan struct{}, 1),
 		producers:  make(map[string]bool),
 		txBusy:     make(map[string]bool),
+		txDecided:  make(map[string]txDecision),
 		replies:    make(map[string]chan *Message),
 		replyReady: make(map[string]bool),
 		consumers:  make(map[string]member),

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/sluicemq/sluice/internal/message"
 	"github.com/sluicemq/sluice/internal/protocol"
@@ -51,7 +52,10 @@ type TransactionListener interface {
 	// broker asks about an undecided half message. m is the message as
 	// stored (its MsgID is the one SendInTransaction returned). It is not
 	// called while this producer's ExecuteLocal of m runs, and is bounded
-	// by the call timeout (WithCallTimeout).
+	// by the call timeout (WithCallTimeout), nor for a message this
+	// producer decided in the last minute (by ExecuteLocal or an earlier
+	// CheckLocal): the broker can ask before the decision reached it, and
+	// is answered with that decision.
 	CheckLocal(ctx context.Context, m *Message) TransactionState
 }
 
@@ -124,6 +128,9 @@ func (p *Producer) SendInTransaction(ctx context.Context, m *Message) (Transacti
 		local := *m
 		local.MsgID = res.MsgID
 		out.State = runListener(func() TransactionState { return l.ExecuteLocal(ctx, &local) })
+	}
+	if out.State != TransactionUnknown {
+		p.core.txRemember(id, out.State) // NB: before the claim ends: a check from now on gets this answer
 	}
 	h := &protocol.EndTransactionRequestHeader{ProducerGroup: p.cfg.group, TranStateTableOffset: res.QueueOffset,
 		CommitLogOffset: off, CommitOrRollback: txType(out.State), MsgID: res.MsgID, TransactionID: res.MsgID,
@@ -208,11 +215,18 @@ func (c *core) onCheckTransaction(req *remoting.Command, conn *remoting.Conn) {
 	defer c.txRelease(m.MsgID)
 	ctx, cancel := c.quitCtx()
 	defer cancel()
-	checkCtx, cancelCheck := c.callCtx(ctx)
-	state := runListener(func() TransactionState { return l.CheckLocal(checkCtx, m) })
-	cancelCheck()
-	if state == TransactionUnknown {
-		return // NB: the broker asks again at its next check
+	// NB: a check of a message this producer decided lately (the broker
+	// asked before the decision reached it) gets that decision, without
+	// CheckLocal.
+	state, known := c.txDecisionOf(m.MsgID)
+	if !known {
+		checkCtx, cancelCheck := c.callCtx(ctx)
+		state = runListener(func() TransactionState { return l.CheckLocal(checkCtx, m) })
+		cancelCheck()
+		if state == TransactionUnknown {
+			return // NB: the broker asks again at its next check
+		}
+		c.txRemember(m.MsgID, state)
 	}
 	end := &protocol.EndTransactionRequestHeader{ProducerGroup: group, TranStateTableOffset: h.TranStateTableOffset,
 		CommitLogOffset: h.CommitLogOffset, CommitOrRollback: txType(state), FromTransactionCheck: true,
@@ -241,4 +255,55 @@ func (c *core) txRelease(id string) {
 	c.mu.Lock()
 	delete(c.txBusy, id)
 	c.mu.Unlock()
+}
+
+// A producer remembers the decisions it sent for txMemory, at most
+// txMemoryMax of them (the oldest are forgotten first): a check of one
+// of them is answered with it.
+const (
+	txMemory    = time.Minute
+	txMemoryMax = 1 << 16
+)
+
+// txDecision is a decision remembered, and when.
+type txDecision struct {
+	state TransactionState
+	at    time.Time
+}
+
+// txDecided is an entry of txDecidedOrder.
+type txDecided struct {
+	id string
+	at time.Time
+}
+
+// txRemember records that this producer decided id's half message.
+func (c *core) txRemember(id string, s TransactionState) {
+	now := time.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for len(c.txDecidedOrder) > 0 {
+		old := c.txDecidedOrder[0]
+		if len(c.txDecidedOrder) < txMemoryMax && now.Sub(old.at) < txMemory {
+			break
+		}
+		if c.txDecided[old.id].at.Equal(old.at) {
+			delete(c.txDecided, old.id) // NB: not when decided again since
+		}
+		c.txDecidedOrder = c.txDecidedOrder[1:]
+	}
+	c.txDecided[id] = txDecision{s, now}
+	c.txDecidedOrder = append(c.txDecidedOrder, txDecided{id, now})
+}
+
+// txDecisionOf returns the decision this producer sent lately for id's
+// half message, if any.
+func (c *core) txDecisionOf(id string) (TransactionState, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	d, ok := c.txDecided[id]
+	if !ok || time.Since(d.at) >= txMemory {
+		return TransactionUnknown, false
+	}
+	return d.state, true
 }
