@@ -262,3 +262,25 @@ func TestAttributes_MessageType(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, "FIFO", back.Attributes["message.type"])
 }
+
+// FuzzApplyAttributes: any change string is applied or refused with
+// ErrAttribute, never a panic; what is applied holds only known keys and
+// values, and the map started from is never modified.
+func FuzzApplyAttributes(f *testing.F) {
+	for _, s := range []string{"+message.type=FIFO", "-message.type", "+message.type=FIFO,-message.type", "+a=b", ",,", "+=", "-"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, changes string) {
+		cur := map[string]string{"message.type": "NORMAL"}
+		got, err := ApplyAttributes(cur, changes)
+		require.Equal(t, map[string]string{"message.type": "NORMAL"}, cur)
+		if err != nil {
+			require.ErrorIs(t, err, ErrAttribute)
+			return
+		}
+		for k, v := range got {
+			require.Equal(t, "message.type", k)
+			require.Contains(t, MessageTypes, v)
+		}
+	})
+}
