@@ -743,3 +743,45 @@ func TestV5Node_BadInput(t *testing.T) {
 	require.Equal(t, "BadRequestException", e.Name)
 	require.Contains(t, e.Message, "5s")
 }
+
+// TestV5Node_Connections: the Node SDK's clients show in mqadmin's
+// connection lists (as a Java proxy's do): the SimpleConsumer in
+// consumerConnection of its group with its client id, NODE_JS and its
+// subscription, the producer in producerConnection under its topic; a
+// client that shut down (NotifyClientTermination) is gone from them.
+func TestV5Node_Connections(t *testing.T) {
+	t.Parallel()
+	topic, group := name(t, "topic"), name(t, "group")
+	createTopic(t, topic, 1)
+	d := startNode(t)
+	var p, c struct{ ClientID string }
+	d.must("producer", map[string]any{"name": "p", "topics": []string{topic}}, &p)
+	d.must("simpleConsumer", map[string]any{"name": "c", "group": group,
+		"subscriptions": map[string]string{topic: "TagA || TagB"}}, &c)
+	type conn struct {
+		ClientID      string            `json:"clientId"`
+		Language      string            `json:"language"`
+		Subscriptions map[string]string `json:"subscriptions"`
+	}
+	list := func(args ...string) []conn {
+		t.Helper()
+		out, err := exec.Command(mqadmin, mqadminArgs(append([]string{"--json"}, args...)...)...).CombinedOutput()
+		if err != nil {
+			require.Contains(t, string(out), "has no live client", "mqadmin %v: %v", args, err)
+			return nil
+		}
+		var l struct{ Connections []conn }
+		require.NoError(t, json.Unmarshal(out, &l), "%s", out)
+		return l.Connections
+	}
+	consumers := func() []conn { return list("consumerConnection", "-g", group) }
+	producers := func() []conn { return list("producerConnection", "-g", topic, "-t", topic) }
+
+	require.Equal(t, []conn{{ClientID: c.ClientID, Language: "NODE_JS", Subscriptions: map[string]string{topic: "TagA || TagB"}}}, consumers())
+	require.Equal(t, []conn{{ClientID: p.ClientID, Language: "NODE_JS"}}, producers())
+	d.must("shutdown", map[string]any{"client": "c"}, nil)
+	d.must("shutdown", map[string]any{"client": "p"}, nil)
+	require.Empty(t, consumers(), "the consumer is gone once it shut down")
+	require.Empty(t, producers(), "the producer is gone once it shut down")
+	d.requireQuiet()
+}
