@@ -102,7 +102,7 @@ func updateTopicCmd(a *app) *cobra.Command {
 				orderConf = &v
 			}
 		}
-		if err := a.reportTopicUpdate(topic, read, write, perm, ordered, done, orderConf); err != nil {
+		if err := a.reportTopicUpdate(topic, read, write, perm, ordered, attrs, done, orderConf); err != nil {
 			return err
 		}
 		if write > read && len(done) > 0 {
@@ -115,23 +115,34 @@ func updateTopicCmd(a *app) *cobra.Command {
 	return cmd
 }
 
-func (a *app) reportTopicUpdate(topic string, read, write, perm int, order bool, done []brokerRef, orderConf *string) error {
+func (a *app) reportTopicUpdate(topic string, read, write, perm int, order bool, attrs string, done []brokerRef, orderConf *string) error {
 	if a.json {
 		v := map[string]any{"topic": topic, "readQueueNums": read, "writeQueueNums": write, "perm": perm,
 			"order": order, "brokers": nonNil(done)}
+		if attrs != "" {
+			v["attributes"] = attrs
+		}
 		if orderConf != nil {
 			v["orderTopicConf"] = *orderConf
 		}
 		return a.printJSON(v)
 	}
 	for _, b := range done {
-		fmt.Fprintf(a.stdout, "create topic %s on %s success: readQueueNums=%d writeQueueNums=%d perm=%s order=%t\n",
-			topic, brokerLabel(b), read, write, permString(perm), order)
+		fmt.Fprintf(a.stdout, "create topic %s on %s success: readQueueNums=%d writeQueueNums=%d perm=%s order=%t%s\n",
+			topic, brokerLabel(b), read, write, permString(perm), order, attrsNote(attrs))
 	}
 	if orderConf != nil {
 		fmt.Fprintf(a.stdout, "order config of topic %s on the nameservers: %s\n", topic, *orderConf)
 	}
 	return nil
+}
+
+// attrsNote is the success line's note of attribute changes.
+func attrsNote(attrs string) string {
+	if attrs == "" {
+		return ""
+	}
+	return " attributes=" + attrs
 }
 
 // updateOrderConf writes topic's ORDER_TOPIC_CONFIG entry ("brokerA:8;

@@ -231,7 +231,8 @@ func TestTopic_MessageTypeAttribute(t *testing.T) {
 		require.NoError(t, json.Unmarshal(resp.Body, &all))
 		return all.TopicConfigTable["typed"].Attributes
 	}
-	c.ok(t, "updateTopic", "-t", "typed", "-b", c.broker, "-r", "2", "-w", "2", "-a", "+message.type=FIFO")
+	out := c.ok(t, "updateTopic", "-t", "typed", "-b", c.broker, "-r", "2", "-w", "2", "-a", "+message.type=FIFO")
+	require.Contains(t, out, "order=false attributes=+message.type=FIFO")
 	require.Equal(t, map[string]string{"message.type": "FIFO"}, attrs())
 	c.ok(t, "updateTopic", "-t", "typed", "-b", c.broker, "-r", "4", "-w", "4")
 	require.Equal(t, map[string]string{"message.type": "FIFO"}, attrs(), "kept without -a")
