@@ -144,8 +144,11 @@ func (p *popRun) queue(ctx context.Context, q int32, start, end int64) (released
 	var ds []pop.Delivery
 	if p.orderly {
 		var known int64
-		from := b.pop.Next(r.Group, r.Topic, q, start)
-		ahead, known = b.readAhead(ctx, r.Topic, q, from, min(end, from+popReadAhead))
+		from, room := b.pop.Next(r.Group, r.Topic, q, start)
+		known = from
+		if room {
+			ahead, known = b.readAhead(ctx, r.Topic, q, from, min(end, from+popReadAhead))
+		}
 		ds = b.pop.PopOrderly(b.cfg.BrokerName, r.Group, r.Topic, q, start, end, r.Max-len(p.out), r.Invisible, p.now,
 			func(off int64) (string, bool) {
 				if off >= known {
@@ -328,4 +331,47 @@ func (g grpcBackend) Change(group, topicName, handle string, d time.Duration) (s
 		return handle, &v2.Status{Code: v2.Code_INVALID_RECEIPT_HANDLE, Message: err.Error()}
 	}
 	return nh.Encode(), nil
+}
+
+// Extend implements v5.Renewer: the handle's message stays invisible for
+// d from now and the handle stays valid (auto_renew; pop.Table.Extend).
+func (g grpcBackend) Extend(group, topicName, handle string, d time.Duration) *v2.Status {
+	h, st := g.b.handleFor(topicName, handle)
+	if st != nil {
+		return st
+	}
+	if err := g.b.pop.Extend(group, h, d, g.b.popNow()); err != nil {
+		return &v2.Status{Code: v2.Code_INVALID_RECEIPT_HANDLE, Message: err.Error()}
+	}
+	return nil
+}
+
+// PopNow implements v5.Renewer.
+func (g grpcBackend) PopNow() time.Time { return g.b.popNow() }
+
+// DeadLetter implements v5.DeadLetterer: the handle's message goes to the
+// group's dead-letter topic (%DLQ%group) and is acked. Its reconsume
+// times are the broker's deliveries of it less one: what the client
+// counts (a FIFO PushConsumer's local retries) is not added.
+func (g grpcBackend) DeadLetter(ctx context.Context, group, topicName, handle string) *v2.Status {
+	b := g.b
+	h, st := b.handleFor(topicName, handle)
+	if st != nil {
+		return st
+	}
+	attempt, err := b.pop.Attempt(group, h, b.popNow())
+	if err != nil {
+		return &v2.Status{Code: v2.Code_INVALID_RECEIPT_HANDLE, Message: err.Error()}
+	}
+	rec, err := b.readAt(ctx, topicName, h.Queue, h.Offset)
+	switch {
+	case errors.Is(err, errGone): // NB: retention removed it: nothing to keep, acked below
+	case err != nil:
+		return &v2.Status{Code: v2.Code_INTERNAL_SERVER_ERROR, Message: err.Error()}
+	default:
+		if err := b.popDeadLetter(ctx, group, rec, max(attempt-1, 0)); err != nil {
+			return &v2.Status{Code: v2.Code_INTERNAL_SERVER_ERROR, Message: "dead letter of group " + group + ": " + err.Error()}
+		}
+	}
+	return g.Ack(group, topicName, handle)
 }

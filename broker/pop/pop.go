@@ -226,15 +226,16 @@ func (t *Table) PopOrderly(broker, group, topic string, queue int32, start, end 
 	return t.pop(broker, group, topic, queue, start, end, n, invisible, now, groupOf)
 }
 
-// Next is where group's next new offset of the queue is: what PopOrderly
-// asks groupOf about first.
-func (t *Table) Next(group, topic string, queue int32, start int64) int64 {
+// Next is where group's next new offset of the queue is (what PopOrderly
+// asks groupOf about first), and whether the queue may take new offsets
+// (MaxInflight): a caller need not read ahead when it may not.
+func (t *Table) Next(group, topic string, queue int32, start int64) (int64, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if q := t.queues[key{group, topic, queue}]; q != nil {
-		return max(q.next, start)
+		return max(q.next, start), len(q.inflight)+q.nWaiting < MaxInflight
 	}
-	return start
+	return start, true
 }
 
 func (t *Table) pop(broker, group, topic string, queue int32, start, end int64, n int, invisible time.Duration, now time.Time,
@@ -364,6 +365,34 @@ func (t *Table) Change(group string, h Handle, d time.Duration, now time.Time) (
 	h.Nonce, h.VisibleAt = e.nonce, e.visibleAt
 	t.changed()
 	return h, nil
+}
+
+// Extend makes h's message invisible for d from now and keeps its
+// handle: h stays current, its nonce unchanged (a PushConsumer's
+// auto_renew: the client acks or changes the handle it was given, whose
+// VisibleAt is then out of date; validity is the nonce and the table's
+// invisible time, never the handle's). On error nothing changes.
+func (t *Table) Extend(group string, h Handle, d time.Duration, now time.Time) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	_, e, err := t.current(group, h, now)
+	if err != nil {
+		return err
+	}
+	e.visibleAt = now.Add(d).UnixMilli()
+	t.changed()
+	return nil
+}
+
+// Attempt is the delivery attempt of h's message, h being current.
+func (t *Table) Attempt(group string, h Handle, now time.Time) (int32, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	_, e, err := t.current(group, h, now)
+	if err != nil {
+		return 0, err
+	}
+	return e.attempt, nil
 }
 
 // Committed is the lowest offset of group's topic queue not acked: where

@@ -198,9 +198,14 @@ func TestTable_FIFOUnknownGroupStops(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	d := tb.PopOrderly("b", "g", "T", 0, 0, 10, 10, time.Minute, now, groupsOf("A", "B"))
 	require.Equal(t, map[int64]int32{0: 1, 1: 1}, offsets(d))
-	require.Equal(t, int64(2), tb.Next("g", "T", 0, 0))
-	require.Equal(t, int64(5), tb.Next("g", "T", 0, 5), "a start past it")
-	require.Equal(t, int64(3), tb.Next("other", "T", 0, 3), "a group new to the queue")
+	next := func(group string, start int64) int64 {
+		n, room := tb.Next(group, "T", 0, start)
+		require.True(t, room)
+		return n
+	}
+	require.Equal(t, int64(2), next("g", 0))
+	require.Equal(t, int64(5), next("g", 5), "a start past it")
+	require.Equal(t, int64(3), next("other", 3), "a group new to the queue")
 }
 
 // TestTable_FIFOBound: offsets waiting count against MaxInflight, so a
@@ -219,7 +224,9 @@ func TestTable_FIFOBound(t *testing.T) {
 	d := tb.PopOrderly("b", "g", "T", 0, 0, 1<<20, 1, time.Minute, now, allA)
 	require.Len(t, d, 1)
 	require.Empty(t, tb.PopOrderly("b", "g", "T", 0, 0, 1<<20, 1, time.Minute, now, allA))
-	require.Equal(t, int64(MaxInflight), tb.Next("g", "T", 0, 0), "the bound, not the end, stopped the walk")
+	next, room := tb.Next("g", "T", 0, 0)
+	require.Equal(t, int64(MaxInflight), next, "the bound, not the end, stopped the walk")
+	require.False(t, room)
 	require.NoError(t, tb.Ack("g", d[0].Handle, now))
 	d = tb.PopOrderly("b", "g", "T", 0, 0, 1<<20, 1, time.Minute, now, allA)
 	require.Equal(t, map[int64]int32{1: 1}, offsets(d))
