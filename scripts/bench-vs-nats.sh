@@ -5,7 +5,7 @@
 #   scripts/bench-vs-nats.sh                 # full scale
 #   N=20000 DURABLE_N=2000 REPLAY=100000 ROUNDS=1 scripts/bench-vs-nats.sh   # quick
 #   ROWS="async batch" scripts/bench-vs-nats.sh   # some rows only (durable async
-#                                                 # dedup batch replay e2e disk floor repl)
+#                                                 # dedup batch replay e2e disk floor v5 repl)
 #   PERF=1 scripts/bench-vs-nats.sh          # also the servers' system calls per
 #                                            # message (perf stat, as root)
 #
@@ -26,7 +26,8 @@ DURABLE_N=${DURABLE_N:-50000} # messages per durable produce run
 REPLAY=${REPLAY:-1000000}   # messages stored, then replayed
 SENDERS=${SENDERS:-128}     # concurrent senders in the durable run
 ROUNDS=${ROUNDS:-3}         # alternating rounds per row
-ROWS=${ROWS:-durable async dedup batch replay e2e disk floor repl}
+ROWS=${ROWS:-durable async dedup batch replay e2e disk floor v5 repl}
+V5_N=${V5_N:-$DURABLE_N}    # messages per run of the RocketMQ 5 (gRPC) rows
 REPL_N=${REPL_N:-$DURABLE_N} # messages per replicated durable produce run
 row() { [[ " $ROWS " == *" $1 "* ]]; }
 
@@ -295,10 +296,14 @@ settle() {
 
 nats_async=$(start_nats nats-async 2m)
 nats_sync=$(start_nats nats-sync always)
-ns_async=$(start_sluice sluice-async async)
-ns_sync=$(start_sluice sluice-sync sync)
+# NB: only the async broker serves RocketMQ 5 clients (the v5 rows), on a
+# port picked at start: the default, 8081, would go to whichever started
+# first.
+ns_async=$(start_sluice sluice-async async --grpc-listen 127.0.0.1:0)
+grpc_async=$(grep -oE 'grpc=[0-9.:]+' "$work/sluice-async/log" | head -1 | cut -d= -f2)
+ns_sync=$(start_sluice sluice-sync sync --grpc-listen off)
 if row dedup; then
-	ns_nodedup=$(SLUICE_DEDUP_WINDOW=0s start_sluice sluice-nodedup async)
+	ns_nodedup=$(SLUICE_DEDUP_WINDOW=0s start_sluice sluice-nodedup async --grpc-listen off)
 fi
 
 # The durable rows run first, on a quiet disk. After the async rows' GBs
@@ -463,6 +468,44 @@ if row floor; then
 	floor_rows+=("| end to end at 10,000 msgs/s: p50 / p99 / p999 ms (medians of the rounds) | $(col 1 "${se[@]}") / $(col 2 "${se[@]}") / $(col 3 "${se[@]}") | $(col 1 "${fe[@]}") / $(col 2 "${fe[@]}") / $(col 3 "${fe[@]}") | | | |")
 fi
 
+# The RocketMQ 5 rows (mqbench --protocol v5: the gRPC protocol through its
+# generated client, no SDK). Send: v5 against 4.x remoting on the same
+# broker, alternating as in pair, each a message per call (as the v5 SDKs
+# send) and in batches of 32; the rows go to a table of their own.
+# Receive: a SimpleConsumer's loop (ReceiveMessage of up to 32, then an
+# AckMessage per message, 64 acks in flight) against a NATS pull consumer
+# fetching 32 at a time with explicit acks, both over V5_N stored 1 KiB
+# messages, a new group or durable consumer each round.
+v5_rows=()
+if row v5; then
+	sluice_v5_send() {
+		measured sluice-async "$V5_N" "$bin/mqbench" produce --protocol v5 --grpc "$grpc_async" -n "$ns_async" -t "v5send$v5batch-$1" \
+			--size 1024 --batch "$v5batch" --inflight 256 --count "$V5_N" --json 2>/dev/null | sluice_rate
+	}
+	sluice_4x_send() {
+		measured sluice-async "$V5_N" "$bin/mqbench" produce -n "$ns_async" -t "v4send$v5batch-$1" --size 1024 --batch "$v5batch" \
+			--inflight 256 --count "$V5_N" --json 2>/dev/null | sluice_rate
+	}
+	for v5batch in 1 32; do
+		PAIR_OTHER=remoting PAIR_ROWS=v5_rows pair "send 1 KiB, 256 in flight, $v5batch per call: v5 (gRPC) / 4.x remoting" \
+			sluice_v5_send sluice_4x_send produce
+	done
+	"$bin/mqbench" produce -n "$ns_async" -t v5recv --size 1024 --batch 32 --inflight 256 --count "$V5_N" --json >/dev/null 2>&1
+	"$bin/nats" -s "$nats_async" bench js pub async bench.v5 --stream v5recv --size 1024 --msgs "$V5_N" --batch 256 \
+		--create --storage file --purge --no-progress >/dev/null 2>&1
+	sluice_v5_recv() {
+		measured sluice-async "$V5_N" "$bin/mqbench" consume --protocol v5 --grpc "$grpc_async" -n "$ns_async" -t v5recv -g "v5recv-$1" \
+			--pull-batch 32 --count "$V5_N" --json 2>/dev/null | sluice_rate
+	}
+	nats_pull_ack() {
+		"$bin/nats" -s "$nats_async" consumer add v5recv "v5recv-$1" --pull --deliver=all --ack=explicit --defaults >/dev/null 2>&1
+		measured nats-async "$V5_N" "$bin/nats" -s "$nats_async" bench js fetch --stream v5recv --consumer "v5recv-$1" --msgs "$V5_N" \
+			--batch 32 --acks explicit --no-progress 2>&1 | nats_rate
+	}
+	pair "receive + ack of $V5_N stored 1 KiB messages: a v5 SimpleConsumer (32 a receive, an ack each) / a NATS pull consumer (fetch 32, explicit acks)" \
+		sluice_v5_recv nats_pull_ack replay
+fi
+
 # The replicated rows: three Sluice brokers (a SYNC_MASTER and two slaves:
 # a send is acknowledged once a slave has it) against a three-node NATS
 # JetStream cluster with a stream of 3 replicas (acknowledged once a
@@ -557,6 +600,14 @@ print("p50 %.2f ms, p99 %.2f ms, p999 %.2f ms, max %.2f ms (%d msgs a round; p99
 if all(r.get("stages") for r in rs):
     print("send to store p99 %.2f ms, p999 %.2f ms; store to delivery p99 %.2f ms, p999 %.2f ms (store timestamps in ms: each part off by up to 1 ms)" % (ms("to_store_p99_ms"), ms("to_store_p999_ms"), ms("from_store_p99_ms"), ms("from_store_p999_ms")))
     print("mqbench itself: %d GC pauses, max %.2f ms; its runnable goroutines waited p99 %.2f ms, p999 %.2f ms" % (ms("client_gc_pauses"), ms("client_gc_pause_max_ms"), ms("client_sched_latency_p99_ms"), ms("client_sched_latency_p999_ms")))'
+fi
+if [ ${#v5_rows[@]} -gt 0 ]; then
+	echo
+	echo "RocketMQ 5 (gRPC) send against 4.x remoting send, one broker, alternating as above (mqbench --protocol v5):"
+	echo
+	echo "| work | v5 msgs/s | remoting msgs/s | v5 / remoting | server CPU µs/msg, v5 / remoting (ratio) | client CPU µs/msg, v5 / remoting |"
+	echo "|---|---|---|---|---|---|"
+	printf '%s\n' "${v5_rows[@]}"
 fi
 if [ ${#floor_rows[@]} -gt 0 ]; then
 	echo
