@@ -785,3 +785,55 @@ func TestV5Node_Connections(t *testing.T) {
 	require.Empty(t, producers(), "the producer is gone once it shut down")
 	d.requireQuiet()
 }
+
+// TestV5Node_DeadLetter: a message the Node SimpleConsumer of a group with
+// retryMaxTimes 1 (max attempts 2) receives twice and never acks is not
+// delivered a third time: it goes to %DLQ%group, where mqadmin
+// consumeMessage reads it whole.
+func TestV5Node_DeadLetter(t *testing.T) {
+	t.Parallel()
+	topic, group := name(t, "topic"), name(t, "group")
+	createTopic(t, topic, 1)
+	out, err := exec.Command(mqadmin, mqadminArgs("updateSubGroup", "-g", group, "-b", brokerAddr, "-r", "1")...).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	p := newProducer(t, "p")
+	s := sendSync(t, p, "dead", newMessage(topic, "dead", "TagA"))
+	d := startNode(t)
+	d.must("simpleConsumer", map[string]any{"name": "c", "group": group,
+		"subscriptions": map[string]string{topic: "*"}}, nil)
+	for attempt := 1; attempt <= 2; attempt++ {
+		got := d.receiveUntil("c", 10*time.Second, "attempt "+strconv.Itoa(attempt), func(got []nodeMessage) bool { return len(got) >= 1 })
+		require.Len(t, got, 1)
+		require.Equal(t, s.msgID, got[0].MessageID)
+		require.Equal(t, attempt, got[0].DeliveryAttempt)
+	}
+
+	// The receives after the second invisible time dead-letter it.
+	type dlqMsg struct {
+		MsgID      string            `json:"msgId"`
+		Body       string            `json:"body"`
+		Properties map[string]string `json:"properties"`
+	}
+	var dead []dlqMsg
+	var again []nodeMessage
+	deadline := time.Now().Add(patience)
+	for len(dead) == 0 {
+		require.True(t, time.Now().Before(deadline), "waiting for the dead letter")
+		var batch []nodeMessage
+		d.must("receive", map[string]any{"client": "c", "max": 32, "invisibleMs": 10000}, &batch)
+		again = append(again, batch...)
+		out, err := exec.Command(mqadmin, mqadminArgs("--json", "consumeMessage", "-t", "%DLQ%"+group)...).CombinedOutput()
+		if err != nil {
+			continue // NB: no dead-letter topic yet
+		}
+		var l struct{ Messages []dlqMsg }
+		require.NoError(t, json.Unmarshal(out, &l), "%s", out)
+		dead = l.Messages
+	}
+	require.Empty(t, again, "no third delivery")
+	require.Len(t, dead, 1)
+	require.Equal(t, s.msgID, dead[0].MsgID)
+	require.Equal(t, "body of dead", dead[0].Body)
+	require.Equal(t, "dead", dead[0].Properties[idProperty])
+	d.requireQuiet()
+}
