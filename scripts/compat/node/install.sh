@@ -9,23 +9,28 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-missing=()
-command -v node >/dev/null 2>&1 || missing+=(nodejs)
-command -v npm >/dev/null 2>&1 || missing+=(npm)
-if [ ${#missing[@]} -gt 0 ]; then
+# aptInstall installs a Debian package as root, or says what the tests do
+# without it and exits.
+aptUpdated=false
+aptInstall() {
 	if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
-		echo "== ${missing[*]} missing: the Node.js SDK tests $([ "${CI:-}" = true ] && echo fail || echo are skipped) (apt-get install ${missing[*]})"
+		echo "== $1 missing: the Node.js SDK tests $([ "${CI:-}" = true ] && echo fail || echo are skipped) (apt-get install $1)"
 		exit 0
 	fi
-	echo "== installing ${missing[*]} for the Node.js SDK tests"
+	echo "== installing $1 for the Node.js SDK tests"
 	aptlog=$(mktemp)
-	if ! { DEBIAN_FRONTEND=noninteractive apt-get update -qq &&
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"; } >"$aptlog" 2>&1; then
+	if ! { { $aptUpdated || DEBIAN_FRONTEND=noninteractive apt-get update -qq; } &&
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$1"; } >"$aptlog" 2>&1; then
 		tail -20 "$aptlog"; rm -f "$aptlog"
-		echo "scripts/compat/node/install.sh: could not install ${missing[*]}" >&2; exit 1
+		echo "scripts/compat/node/install.sh: could not install $1" >&2; exit 1
 	fi
 	rm -f "$aptlog"
-fi
+	aptUpdated=true
+}
+# NB: one at a time: a nodejs that brings its own npm (NodeSource's)
+# conflicts with Debian's npm package.
+command -v node >/dev/null 2>&1 || aptInstall nodejs
+command -v npm >/dev/null 2>&1 || aptInstall npm
 
 # NB: node_modules/.sluice-lock is the package-lock.json it was installed
 # from: a changed lock file installs again.
