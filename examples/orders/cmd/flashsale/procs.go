@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -149,11 +150,14 @@ func newWorker(binDir, dir, ns, dsn string, rate int) *proc {
 // build compiles mqbroker (in the main module, whose go.sum covers the
 // broker) and the example's two programs into dir.
 func build(ctx context.Context, dir string) error {
-	here := sourceDir()
+	mod, err := moduleDir(ctx)
+	if err != nil {
+		return err
+	}
 	for _, b := range []struct{ root, pkg string }{
-		{filepath.Join(here, "..", "..", "..", ".."), "./cmd/mqbroker"},
-		{filepath.Join(here, "..", ".."), "./cmd/orders-api"},
-		{filepath.Join(here, "..", ".."), "./cmd/orders-worker"},
+		{filepath.Join(mod, "..", ".."), "./cmd/mqbroker"},
+		{mod, "./cmd/orders-api"},
+		{mod, "./cmd/orders-worker"},
 	} {
 		cmd := exec.CommandContext(ctx, "go", "build", "-o", dir, b.pkg)
 		cmd.Dir = b.root
@@ -164,8 +168,16 @@ func build(ctx context.Context, dir string) error {
 	return nil
 }
 
-// sourceDir is this file's directory, examples/orders/cmd/flashsale.
-func sourceDir() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Dir(file)
+// moduleDir is examples/orders: from this file's path, or, built with
+// -trimpath, from the go.mod of the current directory.
+func moduleDir(ctx context.Context) (string, error) {
+	if _, file, _, ok := runtime.Caller(0); ok && filepath.IsAbs(file) {
+		return filepath.Join(filepath.Dir(file), "..", ".."), nil
+	}
+	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
+	dir := filepath.Dir(strings.TrimSpace(string(out)))
+	if _, serr := os.Stat(filepath.Join(dir, "cmd", "orders-api")); err != nil || serr != nil {
+		return "", errors.New("cannot find examples/orders to build the programs: run flashsale inside it, or give -bin")
+	}
+	return dir, nil
 }
