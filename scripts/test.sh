@@ -19,7 +19,7 @@ fi
 echo "== go mod tidy"
 # Every module's go.mod and go.sum say exactly what its code needs: the
 # main module only what the broker, the client and the tools import.
-for mod in . scripts/compat scripts/peakshave scripts/soak; do
+for mod in . scripts/compat scripts/peakshave scripts/soak examples/orders; do
 	(cd "$mod" && go mod tidy -diff) || { echo "go mod tidy would change $mod (run it there)"; exit 1; }
 done
 
@@ -44,6 +44,24 @@ if ! command -v chromium >/dev/null 2>&1; then
 	fi
 fi
 
+# The order example's PostgreSQL tests (examples/orders) initdb and start
+# Debian's PostgreSQL themselves: installed like Chromium when missing;
+# otherwise they fail under CI=true and are skipped elsewhere.
+if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+		echo "== installing postgresql for the order example's tests"
+		aptlog=$(mktemp)
+		if ! { DEBIAN_FRONTEND=noninteractive apt-get update -qq &&
+			DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql; } >"$aptlog" 2>&1; then
+			tail -20 "$aptlog"; rm -f "$aptlog"
+			echo "scripts/test.sh: could not install postgresql" >&2; exit 1
+		fi
+		rm -f "$aptlog"
+	else
+		echo "== postgresql is missing: the order example's PostgreSQL tests $([ "${CI:-}" = true ] && echo fail || echo are skipped) (apt-get install postgresql)"
+	fi
+fi
+
 echo "== go test -race"
 go test -race -count=1 -timeout 12m ./...
 
@@ -64,6 +82,11 @@ echo "== compat over TLS (enforcing)"
 # that its chart library stays out of the main module's dependencies.
 echo "== peakshave: the peak-shaving demo at a small scale"
 (cd scripts/peakshave && go vet ./... && go test -race -count=1 -timeout 5m ./...)
+
+# The order pipeline example (examples/orders) is a module of its own too,
+# so that its database drivers stay out of the main module's dependencies.
+echo "== examples/orders: the order pipeline on SQLite and PostgreSQL"
+(cd examples/orders && go vet ./... && go test -race -count=1 -timeout 5m ./...)
 
 # The soak runner (scripts/soak.sh drives it; not run here) is a module of
 # its own as well: its vet and unit tests run, not a soak.
