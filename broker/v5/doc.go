@@ -15,10 +15,16 @@
 // SimpleConsumers over POP (broker/pop, through a Backend that is also a
 // Popper; FIFO per message group for an orderly group, TAG and SQL92
 // filters; SendMessage refuses a type the topic's message.type does not
-// take), transactions (a Transactor). What does not yet: dead letters,
-// QueryAssignment, auto_renew and
-// the pull RPCs answer codes.Unimplemented, or NOT_IMPLEMENTED where the
-// request is otherwise served.
+// take), transactions (a Transactor); PushConsumers (renew.go,
+// assignment.go): QueryAssignment (one assignment per readable master,
+// queue id -1, or per read queue for an orderly group), auto_renew (the
+// invisible time of what a live client holds is extended, keeping its
+// handle, until ack, nack or the client goes: its last Telemetry stream
+// ends or its heartbeats stop for 30 s), attempt_id (a retried receive
+// gets the same messages for a minute) and ForwardMessageToDeadLetterQueue
+// (reconsume times are the broker's deliveries: a FIFO client's local
+// retries are not added). What does not yet: the pull RPCs answer
+// codes.Unimplemented.
 //
 // One port takes TLS and plaintext: the first byte of each connection is
 // read (0x16 starts a TLS handshake), as on the remoting port; in enforcing

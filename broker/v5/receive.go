@@ -90,8 +90,9 @@ func (s *Server) ReceiveMessage(req *v2.ReceiveMessageRequest, stream v2.Messagi
 		return answer(status(v2.Code_NOT_IMPLEMENTED, "this broker does not serve POP consumption"))
 	}
 	group, name := req.GetGroup().GetName(), req.GetMessageQueue().GetTopic().GetName()
-	if _, st := s.check(ctx, "ReceiveMessage", acl.Resource{Name: name, Need: acl.Sub},
-		acl.Resource{Name: acl.RetryPrefix + group, Need: acl.Sub}); st != nil {
+	c, st := s.check(ctx, "ReceiveMessage", acl.Resource{Name: name, Need: acl.Sub},
+		acl.Resource{Name: acl.RetryPrefix + group, Need: acl.Sub})
+	if st != nil {
 		return answer(st)
 	}
 	if err := topic.ValidateName(group); err != nil {
@@ -100,10 +101,14 @@ func (s *Server) ReceiveMessage(req *v2.ReceiveMessageRequest, stream v2.Messagi
 	if err := topic.ValidateName(name); err != nil {
 		return answer(status(v2.Code_ILLEGAL_TOPIC, "topic: "+err.Error()))
 	}
-	if req.GetAutoRenew() {
-		return answer(status(v2.Code_NOT_IMPLEMENTED, "auto_renew (PushConsumer) is not served yet: use a SimpleConsumer"))
+	rn, renews := s.backend.(Renewer)
+	if req.GetAutoRenew() && !renews {
+		return answer(status(v2.Code_NOT_IMPLEMENTED, "this broker does not renew invisible times (auto_renew): use a SimpleConsumer"))
 	}
 	inv := req.GetInvisibleDuration().AsDuration()
+	if req.GetAutoRenew() && req.InvisibleDuration == nil {
+		inv = autoRenewInvisible // NB: the PushConsumers name none
+	}
 	if inv < minInvisible || inv > maxInvisible {
 		return answer(status(v2.Code_ILLEGAL_INVISIBLE_TIME, "invisible_duration "+inv.String()+": want 10s to 12h"))
 	}
@@ -136,23 +141,41 @@ func (s *Server) ReceiveMessage(req *v2.ReceiveMessageRequest, stream v2.Messagi
 	}
 	end := time.Now().Add(max(poll, 0))
 	r := PopRequest{Group: group, Topic: name, Queue: req.GetMessageQueue().GetId(), Max: batch, Invisible: inv, Tags: tags, SQL: sql}
+	ak := attemptKey{client: c.clientID, group: group, topic: name, id: req.GetAttemptId()}
+	if ak.id != "" {
+		if a := s.renew.replay(ak, s.opts.Now()); a != nil {
+			// NB: a retry of a receive answered already: the same messages
+			// and handles, not a second batch.
+			if a.renew {
+				s.renew.add(c.clientID, group, name, a.msgs, a.inv, a.popped)
+				s.startRenewing(rn)
+			}
+			return s.sendReceived(stream, group, a.msgs, a.renew)
+		}
+	}
 	for {
 		arrived := p.Arrival() // NB: before the pop, so an arrival in between wakes the wait
+		var popped time.Time
+		if renews {
+			popped = rn.PopNow()
+		}
 		got, st := p.Pop(ctx, r)
 		if st != nil {
 			return answer(st)
 		}
 		if len(got) > 0 {
-			if err := answer(okStatus()); err != nil {
-				return err
+			msgs := make([]*v2.Message, len(got))
+			for i, m := range got {
+				msgs[i] = toV5(m, inv)
 			}
-			for _, m := range got {
-				if err := stream.Send(&v2.ReceiveMessageResponse{Content: &v2.ReceiveMessageResponse_Message{
-					Message: toV5(m, inv)}}); err != nil {
-					return err
-				}
+			if req.GetAutoRenew() {
+				s.renew.add(c.clientID, group, name, msgs, inv, popped)
+				s.startRenewing(rn)
 			}
-			return nil
+			if ak.id != "" {
+				s.renew.keep(ak, &attemptResult{at: s.opts.Now(), popped: popped, inv: inv, renew: req.GetAutoRenew(), msgs: msgs})
+			}
+			return s.sendReceived(stream, group, msgs, req.GetAutoRenew())
 		}
 		left := time.Until(end)
 		if left <= 0 {
@@ -171,6 +194,25 @@ func (s *Server) ReceiveMessage(req *v2.ReceiveMessageRequest, stream v2.Messagi
 		}
 		t.Stop()
 	}
+}
+
+// sendReceived answers a receive's messages; when the client does not
+// get them, auto_renew lets them go (delivered again after their
+// invisible time, or to a retry of the same attempt id).
+func (s *Server) sendReceived(stream v2.MessagingService_ReceiveMessageServer, group string, msgs []*v2.Message, renewed bool) error {
+	err := stream.Send(&v2.ReceiveMessageResponse{Content: &v2.ReceiveMessageResponse_Status{Status: okStatus()}})
+	for _, m := range msgs {
+		if err != nil {
+			break
+		}
+		err = stream.Send(&v2.ReceiveMessageResponse{Content: &v2.ReceiveMessageResponse_Message{Message: m}})
+	}
+	if err != nil && renewed {
+		for _, m := range msgs {
+			s.renew.forget(group, m.GetSystemProperties().GetReceiptHandle())
+		}
+	}
+	return err
 }
 
 // toV5 converts a stored message to what a v5 consumer receives.
@@ -261,6 +303,7 @@ func (s *Server) AckMessage(ctx context.Context, req *v2.AckMessageRequest) (*v2
 	out := &v2.AckMessageResponse{}
 	for _, e := range req.GetEntries() {
 		st := p.Ack(group, name, e.GetReceiptHandle())
+		s.renew.forget(group, e.GetReceiptHandle())
 		if st == nil {
 			st = okStatus()
 		}
@@ -290,13 +333,18 @@ func (s *Server) ChangeInvisibleDuration(ctx context.Context, req *v2.ChangeInvi
 		return &v2.ChangeInvisibleDurationResponse{Status: st, ReceiptHandle: req.GetReceiptHandle()}, nil
 	}
 	d := req.GetInvisibleDuration().AsDuration()
-	if d < minInvisible || d > maxInvisible {
+	lo := minInvisible
+	if s.renew.holds(group, req.GetReceiptHandle()) {
+		lo = 0 // NB: a PushConsumer's nack: its backoff starts at 1 s
+	}
+	if d < lo || d > maxInvisible {
 		return &v2.ChangeInvisibleDurationResponse{ReceiptHandle: req.GetReceiptHandle(),
-			Status: status(v2.Code_ILLEGAL_INVISIBLE_TIME, "invisible_duration "+d.String()+": want 10s to 12h")}, nil
+			Status: status(v2.Code_ILLEGAL_INVISIBLE_TIME, "invisible_duration "+d.String()+": want "+lo.String()+" to 12h")}, nil
 	}
 	h, st := p.Change(group, name, req.GetReceiptHandle(), d)
 	if st == nil {
 		st = okStatus()
+		s.renew.forget(group, req.GetReceiptHandle()) // NB: the new handle waits out d, not renewed
 	}
 	return &v2.ChangeInvisibleDurationResponse{Status: st, ReceiptHandle: h}, nil
 }

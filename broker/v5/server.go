@@ -99,6 +99,7 @@ type Server struct {
 	quit    chan struct{} // closed by Close: Telemetry streams end
 	closing sync.Once
 	clients clientTable
+	renew   renewals // auto_renew and attempt ids (renew.go)
 }
 
 // New returns a Server over backend; Serve starts it.
@@ -158,6 +159,7 @@ func (s *Server) Close() {
 
 func (s *Server) close() {
 	close(s.quit)
+	defer s.stopRenewing() // NB: the renewal loop ends with quit
 	done := make(chan struct{})
 	go func() { s.grpc.GracefulStop(); close(done) }()
 	select {

@@ -324,9 +324,10 @@ func TestSend_FIFOAndDelay(t *testing.T) {
 	sr, err := c.SendMessage(callCtx(t, "", "", ""), &v2.SendMessageRequest{Messages: []*v2.Message{msg("v5fifo", "X7", "x")}})
 	require.NoError(t, err)
 	require.Equal(t, v2.Code_CLIENT_ID_REQUIRED, sr.GetStatus().GetCode())
-	// Not served yet: Unimplemented, not a false success.
-	_, err = c.QueryAssignment(callCtx(t, "c2", "", ""), &v2.QueryAssignmentRequest{})
-	require.Error(t, err)
+	// QueryAssignment (served since the PushConsumer) names a bad group.
+	qa, err := c.QueryAssignment(callCtx(t, "c2", "", ""), &v2.QueryAssignmentRequest{})
+	require.NoError(t, err)
+	require.Equal(t, v2.Code_ILLEGAL_CONSUMER_GROUP, qa.GetStatus().GetCode())
 }
 
 // TestACL_AndTLS: with ACL on, the v5 signature is checked against the

@@ -102,6 +102,22 @@ func (t *clientTable) closeStream(st *telemetryStream) {
 	st.groups = nil
 }
 
+// streaming reports whether client has a Telemetry stream open.
+func (t *clientTable) streaming(client string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.streams[client]) > 0
+}
+
+// live reports whether a client was heard from (a heartbeat, its
+// settings) within clientLiveness.
+func (t *clientTable) live(id string, now time.Time) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	c := t.m[id]
+	return c != nil && now.Sub(c.lastSeen) <= clientLiveness
+}
+
 // addGroupLocked lists st as a producer of group. REQUIRES: t.mu held.
 func (t *clientTable) addGroupLocked(st *telemetryStream, group string) {
 	if _, ok := st.groups[group]; ok || len(st.groups) >= maxStreamGroups {
@@ -223,6 +239,7 @@ func (s *Server) NotifyClientTermination(ctx context.Context, req *v2.NotifyClie
 		return &v2.NotifyClientTerminationResponse{Status: st}, nil
 	}
 	s.clients.drop(c.clientID)
+	s.releaseClient(c.clientID)
 	return &v2.NotifyClientTerminationResponse{Status: okStatus()}, nil
 }
 
@@ -238,7 +255,7 @@ func (s *Server) Telemetry(stream v2.MessagingService_TelemetryServer) error {
 	}
 	ts := &telemetryStream{client: c.clientID, out: make(chan *v2.TelemetryCommand, streamQueue)}
 	s.clients.openStream(ts)
-	defer s.clients.closeStream(ts)
+	defer s.streamEnded(ts) // NB: its client's last stream releases what auto_renew holds for it
 	cmds := make(chan *v2.TelemetryCommand)
 	recvErr := make(chan error, 1)
 	go func() {

@@ -1,0 +1,271 @@
+package v5
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
+)
+
+// Renewer is what auto_renew (a PushConsumer's receive) needs of a
+// Popper.
+type Renewer interface {
+	// Extend makes a handle's message invisible for d from now and keeps
+	// the handle valid (the client acks the handle it was given).
+	Extend(group, topic, handle string, d time.Duration) *v2.Status
+	// PopNow is the clock invisible times are measured on.
+	PopNow() time.Time
+}
+
+// DeadLetterer serves ForwardMessageToDeadLetterQueue.
+type DeadLetterer interface {
+	// DeadLetter stores a handle's message in the group's dead-letter
+	// topic and acks it.
+	DeadLetter(ctx context.Context, group, topic, handle string) *v2.Status
+}
+
+// Bounds of auto_renew and attempt ids.
+const (
+	// autoRenewInvisible is what an auto_renew receive pops with when it
+	// names no invisible time (the SDKs send none; RocketMQ's proxy: 60 s).
+	autoRenewInvisible = 60 * time.Second
+	renewTick          = time.Second
+	// clientLiveness: a client whose heartbeats (or settings) stopped
+	// this long ago no longer holds its messages (the SDKs beat every 10 s).
+	clientLiveness = 30 * time.Second
+	// releaseAfter is the invisible time left to the messages of a client
+	// that went away: an ack already on its way still lands.
+	releaseAfter = time.Second
+	maxRenewals  = 1 << 20
+	// attemptWindow is how long a receive's answer is kept for a retry
+	// with the same attempt id.
+	attemptWindow = time.Minute
+	maxAttempts   = 1 << 16
+)
+
+// renewal is one message an auto_renew receive delivered.
+type renewal struct {
+	client, group, topic, handle string
+	inv                          time.Duration
+	due                          time.Time // POP clock: renew from then on
+	until                        time.Time // POP clock: not renewed past it (maxInvisible after the receive)
+}
+
+// attemptKey names a receive for its retries.
+type attemptKey struct{ client, group, topic, id string }
+
+// attemptResult is a receive's answer, kept for its retries.
+type attemptResult struct {
+	at     time.Time // server clock
+	popped time.Time // POP clock
+	inv    time.Duration
+	renew  bool
+	msgs   []*v2.Message
+}
+
+// renewals holds the auto-renewed deliveries and the answers kept for
+// attempt ids. Its lock is a leaf: the backend is called without it.
+type renewals struct {
+	mu       sync.Mutex
+	m        map[string]*renewal // by group + "\x00" + handle; guarded by mu
+	attempts map[attemptKey]*attemptResult
+	renewed  uint64 // renewals made; guarded by mu
+	running  bool   // the renewal loop was started; guarded by mu
+	stopped  bool   // Close: no loop starts; guarded by mu
+	wg       sync.WaitGroup
+}
+
+func renewalKey(group, handle string) string { return group + "\x00" + handle }
+
+// add starts renewing msgs' handles for client.
+func (r *renewals) add(client, group, topic string, msgs []*v2.Message, inv time.Duration, popped time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.m == nil {
+		r.m = map[string]*renewal{}
+	}
+	for _, m := range msgs {
+		h := m.GetSystemProperties().GetReceiptHandle()
+		if len(r.m) >= maxRenewals {
+			return // NB: not renewed: delivered again after its invisible time
+		}
+		r.m[renewalKey(group, h)] = &renewal{client: client, group: group, topic: topic, handle: h, inv: inv,
+			due: popped.Add(inv * 2 / 3), until: popped.Add(maxInvisible)}
+	}
+}
+
+// forget stops renewing a handle (acked, changed, dead-lettered) and
+// reports whether it was renewed.
+func (r *renewals) forget(group, handle string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	k := renewalKey(group, handle)
+	_, ok := r.m[k]
+	delete(r.m, k)
+	return ok
+}
+
+// holds reports whether a handle is renewed.
+func (r *renewals) holds(group, handle string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.m[renewalKey(group, handle)]
+	return ok
+}
+
+// takeClient removes and returns client's renewals.
+func (r *renewals) takeClient(client string) []*renewal {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []*renewal
+	for k, e := range r.m {
+		if e.client == client {
+			out = append(out, e)
+			delete(r.m, k)
+		}
+	}
+	return out
+}
+
+// due returns the renewals due at now; they stay listed (an ack or a
+// change meanwhile forgets them).
+func (r *renewals) due(now time.Time) []*renewal {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []*renewal
+	for _, e := range r.m {
+		if !e.due.After(now) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// renewed records e's renewal: next due at due.
+func (r *renewals) renewedAt(e *renewal, due time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.renewed++
+	e.due = due
+}
+
+// drop forgets e unless a newer delivery took its handle's place.
+func (r *renewals) drop(e *renewal) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if k := renewalKey(e.group, e.handle); r.m[k] == e {
+		delete(r.m, k)
+	}
+}
+
+// Renewals reports the deliveries auto_renew holds and the renewals made
+// so far.
+func (s *Server) Renewals() (held int, renewed uint64) {
+	s.renew.mu.Lock()
+	defer s.renew.mu.Unlock()
+	return len(s.renew.m), s.renew.renewed
+}
+
+// startRenewing starts the renewal loop once; it ends at Close.
+func (s *Server) startRenewing(rn Renewer) {
+	s.renew.mu.Lock()
+	defer s.renew.mu.Unlock()
+	if s.renew.running || s.renew.stopped {
+		return
+	}
+	s.renew.running = true
+	s.renew.wg.Add(1)
+	go func() {
+		defer s.renew.wg.Done()
+		t := time.NewTicker(renewTick)
+		defer t.Stop()
+		for {
+			select {
+			case <-s.quit:
+				return
+			case <-t.C:
+				s.renewDue(rn)
+			}
+		}
+	}()
+}
+
+// stopRenewing waits for the renewal loop to end (s.quit closed).
+func (s *Server) stopRenewing() {
+	s.renew.mu.Lock()
+	s.renew.stopped = true
+	s.renew.mu.Unlock()
+	s.renew.wg.Wait()
+}
+
+// renewDue extends the invisible time of the renewals due (at 2/3 of
+// it) whose client is live; a gone client's are released, a handle no
+// longer current (acked, changed, delivered again) is dropped.
+func (s *Server) renewDue(rn Renewer) {
+	now := rn.PopNow()
+	for _, e := range s.renew.due(now) {
+		if !s.clients.live(e.client, s.opts.Now()) || now.After(e.until) {
+			s.renew.drop(e)
+			rn.Extend(e.group, e.topic, e.handle, releaseAfter)
+			continue
+		}
+		if st := rn.Extend(e.group, e.topic, e.handle, e.inv); st != nil && st.GetCode() != v2.Code_OK {
+			s.renew.drop(e)
+			continue
+		}
+		s.renew.renewedAt(e, now.Add(e.inv*2/3))
+	}
+}
+
+// releaseClient stops renewing a client's deliveries (its last Telemetry
+// stream ended, or it terminated): they are delivered again soon.
+func (s *Server) releaseClient(client string) {
+	rn, ok := s.backend.(Renewer)
+	if !ok {
+		return
+	}
+	for _, e := range s.renew.takeClient(client) {
+		rn.Extend(e.group, e.topic, e.handle, releaseAfter)
+	}
+}
+
+// replay returns the answer kept for a receive's attempt id, if any.
+func (r *renewals) replay(k attemptKey, now time.Time) *attemptResult {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	a := r.attempts[k]
+	if a == nil || now.Sub(a.at) > attemptWindow {
+		return nil
+	}
+	return a
+}
+
+// keep records a receive's answer for its attempt id.
+func (r *renewals) keep(k attemptKey, a *attemptResult) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.attempts == nil {
+		r.attempts = map[attemptKey]*attemptResult{}
+	}
+	if len(r.attempts) >= maxAttempts/2 {
+		for k, old := range r.attempts {
+			if a.at.Sub(old.at) > attemptWindow {
+				delete(r.attempts, k)
+			}
+		}
+		if len(r.attempts) >= maxAttempts {
+			return // NB: a retry of this one gets a new batch (at least once)
+		}
+	}
+	r.attempts[k] = a
+}
+
+// streamEnded forgets a Telemetry stream; when it was its client's last,
+// the client's auto-renewed deliveries are released.
+func (s *Server) streamEnded(ts *telemetryStream) {
+	s.clients.closeStream(ts)
+	if !s.clients.streaming(ts.client) {
+		s.releaseClient(ts.client)
+	}
+}
