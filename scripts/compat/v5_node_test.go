@@ -66,6 +66,7 @@ type nodeDriver struct {
 	t       *testing.T
 	stdin   io.WriteCloser
 	answers chan nodeAnswer
+	stopped chan struct{} // closed at cleanup: answers nobody waits for are dropped
 	exited  chan struct{}
 	waitErr error
 	mu      sync.Mutex
@@ -112,7 +113,7 @@ func startNode(t *testing.T, env ...string) *nodeDriver {
 		cmd.Env = append(cmd.Env, "SLUICE_V5_TLS=1", "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH="+brokerCert(t))
 	}
 	cmd.Env = append(cmd.Env, env...)
-	d := &nodeDriver{t: t, answers: make(chan nodeAnswer, 1), exited: make(chan struct{})}
+	d := &nodeDriver{t: t, answers: make(chan nodeAnswer, 1), stopped: make(chan struct{}), exited: make(chan struct{})}
 	stdin, err := cmd.StdinPipe()
 	require.NoError(t, err)
 	stdout, err := cmd.StdoutPipe()
@@ -129,13 +130,17 @@ func startNode(t *testing.T, env ...string) *nodeDriver {
 			if err := json.Unmarshal(sc.Bytes(), &a); err != nil {
 				a = nodeAnswer{ID: -1, Error: &nodeError{Name: "driver", Message: "not an answer: " + sc.Text()}}
 			}
-			d.answers <- a
+			select {
+			case d.answers <- a:
+			case <-d.stopped:
+			}
 		}
 		d.waitErr = cmd.Wait()
 		cancel()
 		close(d.exited)
 	}()
 	t.Cleanup(func() {
+		close(d.stopped)
 		_ = d.stdin.Close() // NB: the driver shuts its clients down and exits
 		select {
 		case <-d.exited:
