@@ -842,3 +842,23 @@ func TestV5Node_DeadLetter(t *testing.T) {
 	require.Equal(t, "dead", dead[0].Properties[idProperty])
 	d.requireQuiet()
 }
+
+// TestV5Node_MessageType: a topic made FIFO (mqadmin updateTopic -a
+// +message.type=FIFO) takes the Node producer's FIFO messages, and the SDK
+// itself refuses a NORMAL one from the route's accept_message_types.
+func TestV5Node_MessageType(t *testing.T) {
+	t.Parallel()
+	topic := name(t, "topic")
+	createTopic(t, topic, 2)
+	out, err := exec.Command(mqadmin, mqadminArgs("updateTopic", "-t", topic, "-b", brokerAddr, "-r", "2", "-w", "2",
+		"-a", "+message.type=FIFO")...).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	d := startNode(t)
+	d.must("producer", map[string]any{"name": "p", "topics": []string{topic}}, nil)
+	d.must("send", map[string]any{"client": "p", "topic": topic, "body": "fifo", "messageGroup": "g"}, nil)
+	var e *nodeError
+	require.ErrorAs(t, d.call("send", map[string]any{"client": "p", "topic": topic, "body": "normal"}, nil), &e)
+	require.Equal(t, "TypeError", e.Name)
+	require.Contains(t, e.Message, "accept message types")
+	d.requireQuiet()
+}
