@@ -74,9 +74,12 @@ type grpcBackend struct{ b *Broker }
 // MaxBodySize implements v5.Backend.
 func (g grpcBackend) MaxBodySize() int32 { return g.b.cfg.Store.MaxMessageSize }
 
-// MessageType implements v5.Backend: no topic attribute is kept yet, so
-// every topic is MIXED.
-func (g grpcBackend) MessageType(string) string { return "" }
+// MessageType implements v5.Backend: the topic's message.type attribute
+// (mqadmin updateTopic -a +message.type=FIFO).
+func (g grpcBackend) MessageType(name string) string {
+	c, _ := g.b.topics.Get(name)
+	return c.Attributes[protocol.AttrMessageType]
+}
 
 // Group implements v5.Backend.
 func (g grpcBackend) Group(name string) v5.GroupSettings {
