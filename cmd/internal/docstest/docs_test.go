@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path"
@@ -11,8 +12,10 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -887,5 +890,141 @@ func TestConfigTables(t *testing.T) {
 		if err := os.WriteFile(file, []byte(doc), 0o644); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// ---- the guides' examples, run as written ----
+
+var exampleMark = regexp.MustCompile(`<!-- example: ([\w-]+) -->`)
+
+// examples returns the blocks marked <!-- example: NAME --> (the next
+// fenced block after the mark).
+func examples(t *testing.T) map[string]block {
+	t.Helper()
+	out := map[string]block{}
+	for _, file := range docFiles(t) {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rel, _ := filepath.Rel(root, file)
+		text := string(data)
+		for _, m := range exampleMark.FindAllStringSubmatchIndex(text, -1) {
+			name := text[m[2]:m[3]]
+			line := strings.Count(text[:m[0]], "\n") + 1
+			bs := blocks(rel, text[m[1]:])
+			if len(bs) == 0 || !isShell(bs[0].lang) {
+				t.Errorf("%s:%d: example %s has no shell block after it", rel, line, name)
+				continue
+			}
+			b := bs[0]
+			b.line += line
+			out[name] = b
+		}
+	}
+	return out
+}
+
+// freePorts returns a free port for each port an example names, each with
+// the port after it free too (a broker's HA port is its listen port + 1).
+func freePorts(t *testing.T, ports []string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	var held []net.Listener
+	defer func() {
+		for _, l := range held {
+			l.Close()
+		}
+	}()
+	for _, p := range ports {
+		for range 100 {
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			port := l.Addr().(*net.TCPAddr).Port
+			next, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port+1))
+			if err != nil {
+				l.Close()
+				continue
+			}
+			held = append(held, l, next)
+			out[p] = strconv.Itoa(port)
+			break
+		}
+		if out[p] == "" {
+			t.Fatal("no free pair of ports")
+		}
+	}
+	return out
+}
+
+var loopbackPort = regexp.MustCompile(`127\.0\.0\.1:(\d+)`)
+
+// TestExamples runs each marked example of the guides as written, on free
+// ports (each 127.0.0.1:PORT it names is moved to a free one) in a
+// scratch directory whose bin/ holds the binaries this test built (the
+// example's own "go build -o bin/ ..." line is not run again). An example
+// must exit 0; every process it started is stopped afterwards.
+func TestExamples(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts clusters of processes")
+	}
+	exs := examples(t)
+	if len(exs) < 2 {
+		t.Fatalf("found %d marked examples, want the replication and controller ones", len(exs))
+	}
+	for name, b := range exs {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := os.Symlink(bin, filepath.Join(dir, "bin")); err != nil {
+				t.Fatal(err)
+			}
+			var ports []string
+			seen := map[string]bool{}
+			for _, m := range loopbackPort.FindAllStringSubmatch(b.text, -1) {
+				if !seen[m[1]] {
+					seen[m[1]] = true
+					ports = append(ports, m[1])
+				}
+			}
+			moved := freePorts(t, ports)
+			script := loopbackPort.ReplaceAllStringFunc(b.text, func(s string) string {
+				return "127.0.0.1:" + moved[strings.TrimPrefix(s, "127.0.0.1:")]
+			})
+			var lines []string
+			for line := range strings.SplitSeq(script, "\n") {
+				if strings.HasPrefix(line, "go build -o bin/ ") {
+					line = "# built by the test: " + line
+				}
+				lines = append(lines, line)
+			}
+			script = "set -e\n" + strings.Join(lines, "\n") + "\n"
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, "bash", "-c", script)
+			cmd.Dir = dir
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+			// NB: the output goes to a file: the example's background
+			// processes would hold a pipe open past the script's end.
+			logPath := filepath.Join(dir, "example.log")
+			logFile, err := os.Create(logPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer logFile.Close()
+			cmd.Stdout, cmd.Stderr = logFile, logFile
+			cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+			cmd.WaitDelay = 5 * time.Second
+			if err = cmd.Start(); err == nil {
+				err = cmd.Wait()
+				// NB: whatever the example left running, in its process group.
+				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			}
+			if err != nil {
+				out, _ := os.ReadFile(logPath)
+				t.Fatalf("%s:%d: example %s failed: %v\n%s", b.file, b.line, name, err, out)
+			}
+		})
 	}
 }
