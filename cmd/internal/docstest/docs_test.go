@@ -976,55 +976,78 @@ func TestExamples(t *testing.T) {
 	}
 	for name, b := range exs {
 		t.Run(name, func(t *testing.T) {
-			dir := t.TempDir()
-			if err := os.Symlink(bin, filepath.Join(dir, "bin")); err != nil {
-				t.Fatal(err)
-			}
-			var ports []string
-			seen := map[string]bool{}
-			for _, m := range loopbackPort.FindAllStringSubmatch(b.text, -1) {
-				if !seen[m[1]] {
-					seen[m[1]] = true
-					ports = append(ports, m[1])
-				}
-			}
-			moved := freePorts(t, ports)
-			script := loopbackPort.ReplaceAllStringFunc(b.text, func(s string) string {
-				return "127.0.0.1:" + moved[strings.TrimPrefix(s, "127.0.0.1:")]
-			})
-			var lines []string
-			for line := range strings.SplitSeq(script, "\n") {
-				if strings.HasPrefix(line, "go build -o bin/ ") {
-					line = "# built by the test: " + line
-				}
-				lines = append(lines, line)
-			}
-			script = "set -e\n" + strings.Join(lines, "\n") + "\n"
-			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-			defer cancel()
-			cmd := exec.CommandContext(ctx, "bash", "-c", script)
-			cmd.Dir = dir
-			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-			// NB: the output goes to a file: the example's background
-			// processes would hold a pipe open past the script's end.
-			logPath := filepath.Join(dir, "example.log")
-			logFile, err := os.Create(logPath)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer logFile.Close()
-			cmd.Stdout, cmd.Stderr = logFile, logFile
-			cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-			cmd.WaitDelay = 5 * time.Second
-			if err = cmd.Start(); err == nil {
-				err = cmd.Wait()
-				// NB: whatever the example left running, in its process group.
-				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			}
-			if err != nil {
-				out, _ := os.ReadFile(logPath)
-				t.Fatalf("%s:%d: example %s failed: %v\n%s", b.file, b.line, name, err, out)
+			if err := runExample(t, b); err != nil {
+				t.Fatalf("%s:%d: example %s failed: %v", b.file, b.line, name, err)
 			}
 		})
 	}
+}
+
+// TestExamples_CatchesBrokenExample: an example that cannot work fails,
+// and what it started is stopped all the same.
+func TestExamples_CatchesBrokenExample(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a process")
+	}
+	b := block{file: "bad.md", line: 1, lang: "sh", text: "bin/mqnamesrv --listen 127.0.0.1:9876 &\n" +
+		"bin/mqadmin -n 127.0.0.1:9877 --timeout 1s topicList   # no nameserver there\n"}
+	if err := runExample(t, b); err == nil || !strings.Contains(err.Error(), "127.0.0.1:") {
+		t.Fatalf("a broken example passed or failed without its output: %v", err)
+	}
+}
+
+// runExample runs one example as TestExamples says; the error holds the
+// example's output.
+func runExample(t *testing.T, b block) error {
+	dir := t.TempDir()
+	if err := os.Symlink(bin, filepath.Join(dir, "bin")); err != nil {
+		t.Fatal(err)
+	}
+	var ports []string
+	seen := map[string]bool{}
+	for _, m := range loopbackPort.FindAllStringSubmatch(b.text, -1) {
+		if !seen[m[1]] {
+			seen[m[1]] = true
+			ports = append(ports, m[1])
+		}
+	}
+	moved := freePorts(t, ports)
+	script := loopbackPort.ReplaceAllStringFunc(b.text, func(s string) string {
+		return "127.0.0.1:" + moved[strings.TrimPrefix(s, "127.0.0.1:")]
+	})
+	var lines []string
+	for line := range strings.SplitSeq(script, "\n") {
+		if strings.HasPrefix(line, "go build -o bin/ ") {
+			line = "# built by the test: " + line
+		}
+		lines = append(lines, line)
+	}
+	script = "set -e\n" + strings.Join(lines, "\n") + "\n"
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", "-c", script)
+	cmd.Dir = dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// NB: the output goes to a file: the example's background
+	// processes would hold a pipe open past the script's end.
+	logPath := filepath.Join(dir, "example.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logFile.Close()
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 5 * time.Second
+	if err = cmd.Start(); err == nil {
+		err = cmd.Wait()
+		// NB: whatever the example left running, in its process group.
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
+	if err != nil {
+		out, _ := os.ReadFile(logPath)
+
+		return fmt.Errorf("%w\n%s", err, out)
+	}
+	return nil
 }
