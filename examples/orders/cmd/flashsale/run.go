@@ -111,7 +111,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		ns = broker.Match[2]
 		logf("broker %s (sync flush), nameserver %s", broker.Match[1], ns)
 		if console != "off" {
-			logf("console: http://%s (Peak shaving shows the backlog rise and drain)", console)
+			logf("console: http://%s/#/live (Live peak shaving: the backlog rising and draining)", console)
 		}
 	}
 	if err := createTopic(ctx, ns); err != nil {

@@ -29,6 +29,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -69,15 +70,10 @@ func run(ns, dsn string, rate int, name string) error {
 	if err != nil {
 		return err
 	}
-	tick := time.NewTicker(time.Second / time.Duration(rate))
-	defer tick.Stop()
+	limit := &pacer{every: time.Second / time.Duration(rate)} // NB: shared by every queue
 	err = c.Subscribe(orders.Topic, "*", func(ctx context.Context, msgs []*client.Message) client.ConsumeResult {
-		for range msgs {
-			select {
-			case <-tick.C: // the cap, shared by every queue
-			case <-ctx.Done():
-				return client.ConsumeRetryLater
-			}
+		if limit.wait(ctx, len(msgs)) != nil {
+			return client.ConsumeRetryLater // closing
 		}
 		if err := fulfil(ctx, db, msgs); err != nil {
 			slog.Warn("orders-worker: fulfil; retrying the batch", "err", err)
@@ -117,4 +113,30 @@ func fulfil(ctx context.Context, db *sql.DB, msgs []*client.Message) error {
 		}
 	}
 	return tx.Commit()
+}
+
+// pacer spaces the batches so that orders go at most one every "every".
+type pacer struct {
+	every time.Duration
+	mu    sync.Mutex
+	next  time.Time // the earliest start of the next batch
+}
+
+// wait waits for the turn of a batch of n orders.
+func (p *pacer) wait(ctx context.Context, n int) error {
+	p.mu.Lock()
+	at := p.next
+	if now := time.Now(); at.Before(now) {
+		at = now // NB: time not used is lost: no burst after a slow spell
+	}
+	p.next = at.Add(time.Duration(n) * p.every)
+	p.mu.Unlock()
+	t := time.NewTimer(time.Until(at))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
