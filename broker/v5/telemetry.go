@@ -292,7 +292,7 @@ func (s *Server) Telemetry(stream v2.MessagingService_TelemetryServer) error {
 			reply, st := s.settingsFor(set)
 			s.clients.seen(c.clientID, set.GetClientType(), groupOf(set), s.opts.Now())
 			if pub := set.GetPublishing(); pub != nil {
-				s.clients.publishes(ts, pub)
+				s.clients.publishes(ts, s.publishable(ctx, pub))
 			}
 			s.clients.describe(ctx, c.clientID, set)
 			out := &v2.TelemetryCommand{Status: st}
@@ -304,6 +304,25 @@ func (s *Server) Telemetry(stream v2.MessagingService_TelemetryServer) error {
 			}
 		}
 	}
+}
+
+// publishable is what of pub's topics the stream's caller may publish
+// to (ACL): a stream is a producer, and gets the transaction checks
+// (whole messages), of those only. At most maxStreamGroups are looked at.
+func (s *Server) publishable(ctx context.Context, pub *v2.Publishing) *v2.Publishing {
+	if s.opts.ACL == nil {
+		return pub
+	}
+	out := &v2.Publishing{}
+	for i, r := range pub.GetTopics() {
+		if i >= maxStreamGroups {
+			break
+		}
+		if _, st := s.check(ctx, "Telemetry", acl.Resource{Name: r.GetName(), Need: acl.Pub}); st == nil {
+			out.Topics = append(out.Topics, r)
+		}
+	}
+	return out
 }
 
 // groupOf is a consumer's group in its settings.
