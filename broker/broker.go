@@ -94,6 +94,7 @@ type Broker struct {
 	restartCh   chan string   // see Restart
 	sendSem     chan struct{} // bounds sends waiting for the store
 	bursts      sync.Map      // *remoting.Conn → *sendBurst: inline sends of the reader's burst
+	v5Puts      v5Puts        // v5 sends gathered for one store submission (grpc.go)
 	regMu       sync.Mutex    // serialises nameserver (un)registrations
 	// started is set once Start has set nsc and addr, which registering
 	// needs; requests can arrive before that.

@@ -8,6 +8,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
@@ -180,7 +181,7 @@ func (g grpcBackend) Send(ctx context.Context, reqs []v5.SendRequest) []v5.SendR
 		})})
 	}
 	if len(puts) > 0 {
-		b.store.Submit(puts)
+		b.v5Puts.submit(b.store, puts)
 	}
 	for len(waiting) > 0 {
 		select {
@@ -202,6 +203,66 @@ func (g grpcBackend) Send(ctx context.Context, reqs []v5.SendRequest) []v5.SendR
 		}
 	}
 	return out
+}
+
+// v5Puts merges the store submissions of concurrent v5 sends, as a
+// remoting connection's burst is stored with one Submit: a call that
+// finds no submission under way submits what is pending, then again
+// what arrived meanwhile; the others only add theirs. One Submit per
+// call (its own store.putMu turn and inline dispatch) was ~20% of the
+// broker's CPU with 256 single-message calls in flight.
+type v5Puts struct {
+	mu      sync.Mutex
+	pending []store.PutRequest // guarded by mu
+	spare   []store.PutRequest // guarded by mu: the submitter's, when idle
+	busy    bool               // guarded by mu: a submitter runs
+	sc      store.PutScratch   // the submitter's
+}
+
+// v5PutRounds bounds the submissions a caller makes for others before it
+// hands the rest to a goroutine of its own.
+const v5PutRounds = 8
+
+// submit stores puts, with those of concurrent callers; their Done
+// answer each.
+func (v *v5Puts) submit(s *store.Store, puts []store.PutRequest) {
+	v.mu.Lock()
+	v.pending = append(v.pending, puts...)
+	if v.busy {
+		v.mu.Unlock()
+		return
+	}
+	v.busy = true
+	v.mu.Unlock()
+	if !v.drain(s, v5PutRounds) {
+		go v.drain(s, -1)
+	}
+}
+
+// drain submits the pending puts until none are left (true) or after
+// rounds submissions (false: still busy, pending left). REQUIRES: busy,
+// set by this submitter.
+func (v *v5Puts) drain(s *store.Store, rounds int) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for ; rounds != 0; rounds-- {
+		if len(v.pending) == 0 {
+			v.busy = false
+			return true
+		}
+		batch := v.pending
+		v.pending, v.spare = v.spare[:0], nil
+		v.mu.Unlock()
+		s.SubmitWith(batch, &v.sc)
+		clear(batch)
+		v.mu.Lock()
+		v.spare = batch[:0]
+	}
+	if len(v.pending) == 0 {
+		v.busy = false
+		return true
+	}
+	return false
 }
 
 // EndTransaction implements v5.Transactor: END_TRANSACTION's code
