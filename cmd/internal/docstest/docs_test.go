@@ -1051,3 +1051,104 @@ func runExample(t *testing.T, b block) error {
 	}
 	return nil
 }
+
+// ---- links ----
+
+var (
+	mdLink  = regexp.MustCompile(`\]\(([^)\s]+)\)`)
+	heading = regexp.MustCompile(`(?m)^#{1,6} (.+)$`)
+)
+
+// slug is GitHub's anchor for a heading: lower case, punctuation dropped,
+// spaces as hyphens.
+func slug(h string) string {
+	var sb strings.Builder
+	for _, r := range strings.ToLower(strings.TrimSpace(h)) {
+		switch {
+		case r == ' ':
+			sb.WriteRune('-')
+		case r == '-' || r == '_' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9':
+			sb.WriteRune(r)
+		}
+	}
+	return sb.String()
+}
+
+// anchors returns the anchors of a Markdown file's headings (outside code
+// blocks).
+func anchors(text string) map[string]bool {
+	out := map[string]bool{}
+	inCode := false
+	for line := range strings.SplitSeq(text, "\n") {
+		if fence.MatchString(line) {
+			inCode = !inCode
+			continue
+		}
+		if m := heading.FindStringSubmatch(line); m != nil && !inCode {
+			out[slug(m[1])] = true
+		}
+	}
+	return out
+}
+
+// TestLinks: every relative link of README.md and docs/*.md names a file
+// that exists and, with #anchor, a heading of it.
+func TestLinks(t *testing.T) {
+	texts := map[string]string{}
+	for _, file := range docFiles(t) {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		texts[file] = string(data)
+	}
+	links := 0
+	for file, text := range texts {
+		rel, _ := filepath.Rel(root, file)
+		for i, line := range strings.Split(text, "\n") {
+			for _, m := range mdLink.FindAllStringSubmatch(line, -1) {
+				target := m[1]
+				if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+					continue
+				}
+				links++
+				name, anchor, _ := strings.Cut(target, "#")
+				path := file
+				if name != "" {
+					path = filepath.Join(filepath.Dir(file), name)
+				}
+				data, ok := texts[path]
+				if !ok {
+					b, err := os.ReadFile(path)
+					if err != nil {
+						t.Errorf("%s:%d: link %s: no such file", rel, i+1, target)
+						continue
+					}
+					data = string(b)
+				}
+				if anchor != "" && !anchors(data)[anchor] {
+					t.Errorf("%s:%d: link %s: no heading with that anchor", rel, i+1, target)
+				}
+			}
+		}
+	}
+	if links < 10 {
+		t.Errorf("only %d links found: is the parser broken?", links)
+	}
+}
+
+func TestSlug(t *testing.T) {
+	for h, want := range map[string]string{
+		"The controller (automatic failover)":            "the-controller-automatic-failover",
+		"Exactly-once publishing (the duplicate window)": "exactly-once-publishing-the-duplicate-window",
+		"Security: ACL and TLS":                          "security-acl-and-tls",
+		"`mqadmin`":                                      "mqadmin",
+	} {
+		if got := slug(h); got != want {
+			t.Errorf("slug(%q) = %q, want %q", h, got, want)
+		}
+	}
+	if a := anchors("# Top\n```sh\n# not a heading\n```\n## Sub part\n"); !a["top"] || !a["sub-part"] || a["not-a-heading"] {
+		t.Errorf("anchors: %v", a)
+	}
+}
