@@ -373,8 +373,11 @@ func (b *Broker) endTransaction(ctx context.Context, e txEnd) endResult {
 	defer unlock()
 	rec, err := b.store.ReadMessage(e.pos)
 	if err != nil {
-		if b.tx.decided(e.halfOffset) {
-			return endResult{} // NB: decided, and since deleted from the log
+		// NB: only an offset retention removed may be a decided half
+		// message's; one the log holds (inside a record, past its end)
+		// names none.
+		if e.pos < int64(b.store.Log().Min()) && b.tx.decided(e.halfOffset) {
+			return endResult{} // decided, and since deleted from the log
 		}
 		return endResult{fault: endNoHalf, readErr: err, remark: fmt.Sprintf("no half message at offset %d: %v", e.pos, err)}
 	}

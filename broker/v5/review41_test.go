@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicemq/sluice/broker"
+	v5 "github.com/sluicemq/sluice/broker/v5"
 	"github.com/sluicemq/sluice/conf"
 	"github.com/sluicemq/sluice/internal/testutil"
 )
@@ -54,4 +55,30 @@ func TestTransaction_CheckBackNeedsPub(t *testing.T) {
 		require.Equal(t, "allowed", rc.GetMessage().GetTopic().GetName(),
 			"a check of a topic the account may not publish to: %s", rc.GetMessage().GetBody())
 	}
+}
+
+// TestEndTransaction_DecidedBadOffset: an EndTransaction naming a decided
+// half message's queue offset with a commit-log offset the log holds but
+// where no half message starts (inside a record, past the log's end) is
+// INVALID_TRANSACTION_ID, as it is while the transaction is open, not OK.
+func TestEndTransaction_DecidedBadOffset(t *testing.T) {
+	b := startBroker(t, nil)
+	createTopic(t, b, "v5txd", 1, "", "", false)
+	c := dial(t, b.GRPCAddr(), false)
+	e := sendTx(t, c, "p1", txMsg("v5txd", "TXD1", "x"))
+	pos, half, ok := v5.ParseTransactionID(e.TransactionId)
+	require.True(t, ok)
+	commit := v2.TransactionResolution_COMMIT
+	st := endTx(t, c, "p1", "v5txd", "TXD1", e.TransactionId, commit)
+	require.Equal(t, v2.Code_OK, st.GetCode(), st.GetMessage())
+	for name, txID := range map[string]string{
+		"inside a record": v5.TransactionID(pos+3, half),
+		"past the log":    v5.TransactionID(1<<50, half),
+	} {
+		st := endTx(t, c, "p1", "v5txd", "TXD1", txID, commit)
+		require.Equal(t, v2.Code_INVALID_TRANSACTION_ID, st.GetCode(), "%s: %s", name, st.GetMessage())
+	}
+	st = endTx(t, c, "p1", "v5txd", "TXD1", e.TransactionId, commit)
+	require.Equal(t, v2.Code_OK, st.GetCode(), "the right id: decided already: %s", st.GetMessage())
+	require.Len(t, readAll(t, b.Store(), "v5txd", 0), 1, "committed once")
 }
