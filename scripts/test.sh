@@ -1,27 +1,64 @@
 #!/usr/bin/env bash
-# Runs Sluice's whole test suite: formatting, vet, the race-enabled tests and a
-# short fuzz smoke of every fuzz target. This is the README's test command and
-# what .ci/run calls. Needs only Go (modules come from the Go module proxy).
+# Runs Sluice's test suite. This is the README's test command and what
+# .ci/run calls (without flags). Needs only Go (modules come from the Go
+# module proxy); as root it installs Chromium and Node.js when missing.
+#
+#   bash scripts/test.sh          everything, as CI runs it: gofmt, go mod
+#                                 tidy, go vet, the race-enabled tests of
+#                                 every module, the compat suite (official
+#                                 clients against real processes) plain and
+#                                 over TLS, and a 5 s fuzz smoke of every
+#                                 fuzz target
+#   bash scripts/test.sh --quick  the inner loop: gofmt, go vet and the main
+#                                 module's tests without the race detector;
+#                                 no compat suite, no fuzzing
+#
+# The full run's stages run side by side, each writing its own log, shown
+# whole when the stage ends: the race tests on one side; on the other the
+# compat suite's two passes at once (they mostly wait on the official
+# client's timers), then the fuzz smoke. SLUICE_TEST_SERIAL=1 runs the
+# stages one after another instead.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+quick=false
+case "${1:-}" in
+"") ;;
+--quick) quick=true ;;
+*)
+	echo "usage: bash scripts/test.sh [--quick]" >&2
+	exit 2
+	;;
+esac
 
 if ! command -v go >/dev/null 2>&1; then
 	echo "scripts/test.sh: Go is not installed (https://go.dev/dl/)" >&2
 	exit 1
 fi
 
+# NB: -trimpath keeps the directory out of what is compiled, so a fresh
+# clone elsewhere reuses the build cache of the same code (without it every
+# package of this module is compiled again in each new directory).
+export GOFLAGS="${GOFLAGS:+$GOFLAGS }-trimpath"
+
+started=$SECONDS
+tmp=$(mktemp -d)
+declare -A stage_of # the background stages still running: pid → stage number
+cleanup() {
+	# Stages still running (another one failed) are stopped with their
+	# processes: each runs in a session of its own.
+	for pid in "${!stage_of[@]}"; do
+		kill -TERM -- "-$pid" 2>/dev/null || true
+	done
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+
 echo "== gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
 if [ -n "$unformatted" ]; then
 	echo "gofmt would change:"; echo "$unformatted"; exit 1
 fi
-
-echo "== go mod tidy"
-# Every module's go.mod and go.sum say exactly what its code needs: the
-# main module only what the broker, the client and the tools import.
-for mod in . scripts/compat scripts/peakshave scripts/soak examples/orders; do
-	(cd "$mod" && go mod tidy -diff) || { echo "go mod tidy would change $mod (run it there)"; exit 1; }
-done
 
 echo "== go vet"
 go vet ./...
@@ -62,62 +99,140 @@ if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
 	fi
 fi
 
-echo "== go test -race"
-go test -race -count=1 -timeout 12m ./...
+if $quick; then
+	echo "== go test (no -race)"
+	go test -count=1 -timeout 10m ./...
+	echo "== quick checks passed in $((SECONDS - started)) s (the full run: bash scripts/test.sh)"
+	exit 0
+fi
+
+echo "== go mod tidy"
+# Every module's go.mod and go.sum say exactly what its code needs: the
+# main module only what the broker, the client and the tools import.
+for mod in . scripts/compat scripts/peakshave scripts/soak examples/orders; do
+	(cd "$mod" && go mod tidy -diff) || { echo "go mod tidy would change $mod (run it there)"; exit 1; }
+done
+
+echo "== go vet: compat, peakshave, soak, examples/orders"
+for mod in scripts/compat scripts/peakshave scripts/soak examples/orders; do
+	(cd "$mod" && go vet ./...)
+done
 
 # The compat suite's Node.js SDK tests need node and the pinned npm packages:
 # installed when missing (scripts/compat/node/install.sh says how).
 bash scripts/compat/node/install.sh
+
+# stage NAME FUNCTION... runs the functions (of this script) one after
+# another in the background, in a session of their own, their output to a
+# log; wait_stages shows each stage's log as it ends, and stops at the
+# first that fails (the others are stopped on exit).
+stage_names=()
+stage() {
+	local n=${#stage_names[@]}
+	stage_names+=("$1")
+	shift
+	echo "== ${stage_names[$n]}: started"
+	setsid bash -c 'set -e; start=$SECONDS; for f in "${@:2}"; do "$f"; done; echo $((SECONDS - start)) >"$1.secs"' \
+		stage "$tmp/stage$n" "$@" >"$tmp/stage$n.log" 2>&1 </dev/null &
+	stage_of[$!]=$n
+	if [ "${SLUICE_TEST_SERIAL:-}" = 1 ]; then
+		wait_stages
+	fi
+}
+wait_stages() {
+	local pid rc n
+	while [ ${#stage_of[@]} -gt 0 ]; do
+		rc=0
+		wait -n -p pid "${!stage_of[@]}" || rc=$?
+		n=${stage_of[$pid]}
+		unset "stage_of[$pid]"
+		echo "== ${stage_names[$n]}"
+		cat "$tmp/stage$n.log"
+		if [ "$rc" != 0 ]; then
+			echo "scripts/test.sh: ${stage_names[$n]} failed (exit $rc) after $((SECONDS - started)) s" >&2
+			exit 1
+		fi
+		echo "== ${stage_names[$n]}: passed in $(cat "$tmp/stage$n.secs") s"
+	done
+}
+
+# The main module's tests with the race detector; then the peak-shaving
+# demo (a module of its own, so that its chart library stays out of the
+# main module's dependencies) at a small scale, and the soak runner's unit
+# tests (scripts/soak.sh drives a soak; none runs here).
+race_tests() {
+	go test -race -count=1 -timeout 12m ./...
+	(cd scripts/peakshave && go test -race -count=1 -timeout 5m ./...)
+	(cd scripts/soak && go test -race -count=1 -timeout 5m ./...)
+	(cd examples/orders && go test -race -count=1 -timeout 5m ./...) # the order pipeline, its own module too
+}
+
 # The compatibility suite is a separate module (scripts/compat, its own
-# go.mod) that runs mqnamesrv and mqbroker against the official RocketMQ Go
-# client. Without -race: the client itself has data races, which the race
-# detector would report as failures of these tests.
-echo "== compat: official RocketMQ Go client against mqnamesrv + mqbroker"
-(cd scripts/compat && go vet ./... && go test -count=1 -timeout 10m ./...)
-# Once more over TLS: both servers enforce it, every client uses WithTls(true).
-echo "== compat over TLS (enforcing)"
-(cd scripts/compat && SLUICE_COMPAT_TLS=1 go test -count=1 -timeout 10m ./...)
+# go.mod) that runs mqnamesrv, mqbroker and mqcontroller against the
+# official RocketMQ clients. Without -race: the Go client itself has data
+# races, which the race detector would report as failures of these tests.
+# It runs twice, at once, on binaries built once: plain, and over TLS (both
+# servers enforce it, every client uses TLS).
+compat() {
+	mkdir -p "$tmp/bin"
+	go build -o "$tmp/bin/" ./cmd/mqnamesrv ./cmd/mqbroker ./cmd/mqadmin ./cmd/mqcontroller
+	export SLUICE_COMPAT_BIN="$tmp/bin"
+	(cd scripts/compat && go test -count=1 -timeout 10m ./... >"$tmp/compat-plain.out" 2>&1) &
+	local plain=$!
+	(cd scripts/compat && SLUICE_COMPAT_TLS=1 go test -count=1 -timeout 10m ./... >"$tmp/compat-tls.out" 2>&1) &
+	local tls=$!
+	local rc=0
+	wait $plain || rc=1
+	echo "-- plain"; cat "$tmp/compat-plain.out"
+	wait $tls || rc=1
+	echo "-- over TLS (enforcing)"; cat "$tmp/compat-tls.out"
+	return $rc
+}
 
-# The peak-shaving demo is a module of its own too (scripts/peakshave), so
-# that its chart library stays out of the main module's dependencies.
-echo "== peakshave: the peak-shaving demo at a small scale"
-(cd scripts/peakshave && go vet ./... && go test -race -count=1 -timeout 5m ./...)
-
-# The order pipeline example (examples/orders) is a module of its own too,
-# so that its database drivers stay out of the main module's dependencies.
-echo "== examples/orders: the order pipeline on SQLite and PostgreSQL"
-(cd examples/orders && go vet ./... && go test -race -count=1 -timeout 5m ./...)
-
-# The soak runner (scripts/soak.sh drives it; not run here) is a module of
-# its own as well: its vet and unit tests run, not a soak.
-echo "== soak: the soak runner's unit tests"
-(cd scripts/soak && go vet ./... && go test -race -count=1 -timeout 5m ./...)
-
-echo "== fuzz smoke (${FUZZTIME:=5s} per target)"
-fuzzlog=$(mktemp)
-trap 'rm -f "$fuzzlog"' EXIT
-for pkg in $(go list ./...); do
-	dir=$(go list -f '{{.Dir}}' "$pkg")
-	for target in $(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$dir"/*_test.go 2>/dev/null | sed 's/^func //' | sort -u); do
-		echo "-- $pkg $target"
-		# NB: Go 1.26's fuzz coordinator can fail a target with a bare
-		# "context deadline exceeded" as -fuzztime expires (golang/go#75804,
-		# fixed in Go 1.27): no input is written and nothing reproduces.
-		# Such a failure is shown and the target run again, up to 3 times;
-		# a real finding writes its input to testdata/fuzz and fails at once.
-		# NB: -fuzzminimizetime 1s: the engine's minimizing of a new input
-		# has been seen to stall until -fuzztime ran out (0 execs/s from 3 to
-		# 36 s in on, in 5 of 31 targets of a 60 s campaign).
-		for attempt in 1 2 3 4; do
-			if go test -run='^$' -fuzz="^${target}\$" -fuzztime="$FUZZTIME" -fuzzminimizetime=1s "$pkg" >"$fuzzlog" 2>&1; then
-				break
-			fi
-			tail -40 "$fuzzlog"
-			if grep -q 'Failing input written' "$fuzzlog" || ! grep -q 'context deadline exceeded' "$fuzzlog" || [ "$attempt" = 4 ]; then
-				exit 1
-			fi
-			echo "-- $target: the fuzz engine's deadline race (golang/go#75804), not a finding; running it again"
+# The fuzz smoke: every Fuzz target of the main module for FUZZTIME. Each
+# package's fuzz-instrumented test binary is built once, then run once per
+# target (go test -fuzz would build and link it again for each), with the
+# same corpus cache go test -fuzz uses.
+fuzz() {
+	local fuzzlog=$tmp/fuzz.out cachedir pkg dir bin target attempt
+	cachedir=$(go env GOCACHE)/fuzz
+	mkdir -p "$tmp/fuzzbin"
+	for pkg in $(go list ./...); do
+		dir=$(go list -f '{{.Dir}}' "$pkg")
+		targets=$(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$dir"/*_test.go 2>/dev/null | sed 's/^func //' | sort -u || true)
+		[ -n "$targets" ] || continue
+		bin=$tmp/fuzzbin/$(echo "$pkg" | tr / _).test
+		go test -c -fuzz=. -o "$bin" "$pkg"
+		for target in $targets; do
+			echo "-- $pkg $target"
+			# NB: Go 1.26's fuzz coordinator can fail a target with a bare
+			# "context deadline exceeded" as -fuzztime expires (golang/go#75804,
+			# fixed in Go 1.27): no input is written and nothing reproduces.
+			# Such a failure is shown and the target run again, up to 3 times;
+			# a real finding writes its input to testdata/fuzz and fails at once.
+			# NB: -fuzzminimizetime 1s: the engine's minimizing of a new input
+			# has been seen to stall until -fuzztime ran out (0 execs/s from 3 to
+			# 36 s in on, in 5 of 31 targets of a 60 s campaign).
+			for attempt in 1 2 3 4; do
+				if (cd "$dir" && "$bin" -test.run='^$' -test.fuzz="^${target}\$" -test.fuzztime="$FUZZTIME" \
+					-test.fuzzminimizetime=1s -test.fuzzcachedir="$cachedir/$pkg" -test.timeout=5m \
+					-test.paniconexit0) >"$fuzzlog" 2>&1; then
+					break
+				fi
+				tail -40 "$fuzzlog"
+				if grep -q 'Failing input written' "$fuzzlog" || ! grep -q 'context deadline exceeded' "$fuzzlog" || [ "$attempt" = 4 ]; then
+					return 1
+				fi
+				echo "-- $target: the fuzz engine's deadline race (golang/go#75804), not a finding; running it again"
+			done
 		done
 	done
-done
-echo "== all checks passed"
+}
+
+: "${FUZZTIME:=5s}"
+export tmp FUZZTIME
+export -f race_tests compat fuzz
+stage "go test -race; peakshave, soak" race_tests
+stage "compat (plain and over TLS), then the fuzz smoke ($FUZZTIME per target)" compat fuzz
+wait_stages
+echo "== all checks passed in $((SECONDS - started)) s"
