@@ -352,8 +352,18 @@ func (g grpcBackend) Change(group, topicName, handle string, d time.Duration) (s
 	if err != nil {
 		return handle, &v2.Status{Code: v2.Code_INVALID_RECEIPT_HANDLE, Message: err.Error()}
 	}
+	if d <= popWakeWithin {
+		// NB: a nack: the message is visible again in d, and a receive
+		// parked until then takes it (RocketMQ's revive appends it to the
+		// retry topic, which wakes the polls); else it waits out its poll.
+		time.AfterFunc(d+time.Millisecond, func() { g.b.popArrivals.notify("", 0, 0, 0, nil) })
+	}
 	return nh.Encode(), nil
 }
+
+// popWakeWithin bounds the invisible times after which Change wakes the
+// parked receives: a longer one outlasts every long poll (20 s at most).
+const popWakeWithin = 30 * time.Second
 
 // Extend implements v5.Renewer: the handle's message stays invisible for
 // d from now and the handle stays valid (auto_renew; pop.Table.Extend).
