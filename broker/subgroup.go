@@ -61,6 +61,7 @@ func (b *Broker) handleDeleteSubGroup(_ context.Context, w remoting.ResponseWrit
 		return
 	}
 	b.offsets.DeleteGroup(h.GroupName)
+	b.pop.DeleteGroup(h.GroupName) // NB: its RocketMQ 5 (POP) state too: else kept for ever, and its acks commit offsets again
 	reply(w, req, protocol.Success, "")
 }
 

@@ -395,6 +395,25 @@ func (t *Table) Attempt(group string, h Handle, now time.Time) (int32, error) {
 	return e.attempt, nil
 }
 
+// DeleteGroup forgets group's state on every queue (the group was
+// deleted): its handles are no longer current, and a group of that name
+// starts anew. It reports whether there was any.
+func (t *Table) DeleteGroup(group string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	found := false
+	for k := range t.queues {
+		if k.group == group {
+			delete(t.queues, k)
+			found = true
+		}
+	}
+	if found {
+		t.changed()
+	}
+	return found
+}
+
 // Committed is the lowest offset of group's topic queue not acked: where
 // the group resumes after a restart. False when the group never popped
 // the queue.
