@@ -862,3 +862,44 @@ func TestV5Node_MessageType(t *testing.T) {
 	require.Contains(t, e.Message, "accept message types")
 	d.requireQuiet()
 }
+
+// TestV5Node_PushConsumer: the Node PushConsumer (auto-renewed receives,
+// issue 42's broker side) consumes what the Node producer sent, each
+// message once when its listener succeeds; a message its listener fails
+// is nacked (ChangeInvisibleDuration with the SDK's backoff) and consumed
+// again with delivery attempt 2.
+func TestV5Node_PushConsumer(t *testing.T) {
+	t.Parallel()
+	topic := name(t, "topic")
+	createTopic(t, topic, 2)
+	d := startNode(t)
+	d.must("producer", map[string]any{"name": "p", "topics": []string{topic}}, nil)
+	ids := map[string]string{}
+	for _, id := range []string{"a", "b", "c"} {
+		props := map[string]string{idProperty: id}
+		if id == "b" {
+			props["fail"] = "1" // NB: the listener fails its first delivery
+		}
+		var r nodeReceipt
+		d.must("send", map[string]any{"client": "p", "topic": topic, "body": "body of " + id, "properties": props}, &r)
+		ids[id] = r.MessageID
+	}
+	d.must("pushConsumer", map[string]any{"name": "c", "group": name(t, "group"),
+		"subscriptions": map[string]string{topic: "*"}}, nil)
+	var got []nodeMessage
+	deadline := time.Now().Add(patience)
+	for len(got) < 4 {
+		require.True(t, time.Now().Before(deadline), "waiting for 4 consumptions; got %v", got)
+		time.Sleep(100 * time.Millisecond) // NB: polling the driver for a condition, with a deadline
+		d.must("pushed", map[string]any{"client": "c"}, &got)
+	}
+	attempts := map[string][]int{}
+	for _, m := range got {
+		require.Equal(t, ids[m.id()], m.MessageID, m.id())
+		require.Equal(t, "body of "+m.id(), m.Body)
+		require.False(t, m.Corrupted, m.id())
+		attempts[m.id()] = append(attempts[m.id()], m.DeliveryAttempt)
+	}
+	require.Equal(t, map[string][]int{"a": {1}, "b": {1, 2}, "c": {1}}, attempts)
+	d.requireQuiet()
+}

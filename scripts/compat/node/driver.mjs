@@ -13,7 +13,7 @@
 // override each (endpoint, tls, accessKey, secretKey: "" for none).
 import { createInterface } from 'node:readline';
 import { format } from 'node:util';
-import { FilterExpression, Producer, SimpleConsumer } from 'rocketmq-client-nodejs';
+import { ConsumeResult, FilterExpression, Producer, PushConsumer, SimpleConsumer } from 'rocketmq-client-nodejs';
 
 const debug = process.env.SLUICE_NODE_DEBUG === '1';
 const log = level => (...a) => process.stderr.write(`${new Date().toISOString()} [sdk ${level}] ${format(...a)}\n`);
@@ -33,6 +33,7 @@ const SQL = 2;
 const clients = new Map(); // name → Producer | SimpleConsumer
 const views = new Map(); // ref → MessageView, for ack and changeInvisibleDuration
 const checks = []; // transaction check-backs seen: {messageId, property}
+const pushed = new Map(); // push consumer name → the messages its listener got
 let nextRef = 1;
 
 function clientOptions(req) {
@@ -118,6 +119,31 @@ const ops = {
     await c.startup();
     clients.set(req.name, c);
     return { clientId: c.clientId };
+  },
+  // pushConsumer starts a PushConsumer whose listener records each
+  // message and answers SUCCESS, or FAILURE for a message whose "fail"
+  // property is at least its delivery attempt.
+  async pushConsumer(req) {
+    const subs = new Map();
+    for (const [ topic, expr ] of Object.entries(req.subscriptions)) {
+      subs.set(topic, typeof expr === 'string' ? expr : new FilterExpression(expr.sql, SQL));
+    }
+    const got = [];
+    pushed.set(req.name, got);
+    const c = new PushConsumer({ ...clientOptions(req), consumerGroup: req.group, subscriptions: subs,
+      messageListener: {
+        consume(view) {
+          got.push({ ...viewJSON(view), consumedAtMs: Date.now() });
+          const fail = Number(view.properties.get('fail') ?? 0);
+          return fail >= (view.deliveryAttempt ?? 1) ? ConsumeResult.FAILURE : ConsumeResult.SUCCESS;
+        },
+      } });
+    await c.startup();
+    clients.set(req.name, c);
+    return { clientId: c.clientId };
+  },
+  async pushed(req) {
+    return pushed.get(req.client) ?? [];
   },
   async send(req) {
     const r = await client(req.client).send(message(req));
