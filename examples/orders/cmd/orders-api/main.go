@@ -101,18 +101,22 @@ type api struct {
 }
 
 func (a *api) postOrder(w http.ResponseWriter, r *http.Request) {
-	var o orders.Order
+	var in struct { // NB: the id is the API's to give
+		Customer string `json:"customer"`
+		Items    int    `json:"items"`
+		Amount   int64  `json:"amount"`
+	}
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&o); err != nil {
+	if err := dec.Decode(&in); err != nil {
 		http.Error(w, "bad order: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	if o.Customer == "" || len(o.Customer) > 128 || o.Items <= 0 || o.Amount <= 0 {
+	if in.Customer == "" || len(in.Customer) > 128 || in.Items <= 0 || in.Amount <= 0 {
 		http.Error(w, "bad order: want a customer (1..128 bytes), items > 0 and amount > 0", http.StatusBadRequest)
 		return
 	}
-	o.ID = rand.Text()
+	o := orders.Order{ID: rand.Text(), Customer: in.Customer, Items: in.Items, Amount: in.Amount}
 	body, _ := json.Marshal(o)
 	// The customer is the sharding key: one customer's orders go to one
 	// queue, which the worker consumes in order.
