@@ -105,6 +105,11 @@ func (g grpcBackend) Pop(ctx context.Context, r v5.PopRequest) ([]v5.Popped, *v2
 		}
 		b.commitPop(r.Group, r.Topic, q)
 	}
+	if len(run.out) > 0 && r.Invisible <= popWakeWithin {
+		// NB: what is not acked in time is visible again then, and a
+		// receive parked until then takes it (as for Change's nack).
+		time.AfterFunc(r.Invisible+time.Millisecond, func() { b.popArrivals.notify("", 0, 0, 0, nil) })
+	}
 	return run.out, nil
 }
 
@@ -361,8 +366,9 @@ func (g grpcBackend) Change(group, topicName, handle string, d time.Duration) (s
 	return nh.Encode(), nil
 }
 
-// popWakeWithin bounds the invisible times after which Change wakes the
-// parked receives: a longer one outlasts every long poll (20 s at most).
+// popWakeWithin bounds the invisible times after which Pop and Change
+// wake the parked receives: a longer one outlasts every long poll (20 s at
+// most).
 const popWakeWithin = 30 * time.Second
 
 // Extend implements v5.Renewer: the handle's message stays invisible for
