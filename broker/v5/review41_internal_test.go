@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/sluicemq/sluice/broker/pop"
+	"github.com/sluicemq/sluice/internal/message"
 )
 
 // failingPop is popBackend whose Pop fails after taking its messages, as
@@ -49,4 +51,40 @@ func TestReceive_DeliversWhatWasTakenBeforeAFailure(t *testing.T) {
 	got := delivered(msgs)
 	slices.Sort(got)
 	require.Equal(t, []string{"m0@1", "m1@1"}, got)
+}
+
+// TestRecoverOrphaned_PrefersLiveProducers: a transaction check goes to a
+// producer heard from lately, not to the open stream of one whose
+// heartbeats stopped (its client vanished: the check would be counted and
+// never answered), while a live one is there.
+func TestRecoverOrphaned_PrefersLiveProducers(t *testing.T) {
+	clock := &fakeClock{now: time.Unix(1_800_000_000, 0)}
+	s, c := startFake(t, clock)
+	open := func(id string) v2.MessagingService_TelemetryClient {
+		st, err := c.Telemetry(md(t, id))
+		require.NoError(t, err)
+		pt := v2.ClientType_PRODUCER
+		require.NoError(t, st.Send(&v2.TelemetryCommand{Command: &v2.TelemetryCommand_Settings{Settings: &v2.Settings{
+			ClientType: &pt, PubSub: &v2.Settings_Publishing{Publishing: &v2.Publishing{Topics: []*v2.Resource{{Name: "T"}}}}}}}))
+		_, err = st.Recv()
+		require.NoError(t, err)
+		return st
+	}
+	_ = open("gone")
+	live := open("live")
+	clock.Add(clientLiveness + 10*time.Second)
+	hb, err := c.Heartbeat(md(t, "live"), &v2.HeartbeatRequest{})
+	require.NoError(t, err)
+	require.Equal(t, v2.Code_OK, hb.GetStatus().GetCode())
+
+	const checks = 15 // NB: fewer than a stream's queue holds
+	for i := range checks {
+		rec := message.Record{Topic: []byte("T"), Properties: []byte(message.PropUniqKey + "\x01TX" + strconv.Itoa(i) + "\x02")}
+		require.True(t, s.RecoverOrphaned("T", &rec, "tx"))
+	}
+	for i := range checks {
+		got, err := live.Recv()
+		require.NoError(t, err, "check %d went elsewhere", i)
+		require.NotNil(t, got.GetRecoverOrphanedTransactionCommand(), "got %v", got)
+	}
 }

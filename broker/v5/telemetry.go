@@ -175,6 +175,27 @@ func (t *clientTable) tellProducer(group string, cmd *v2.TelemetryCommand) bool 
 	return false
 }
 
+// tellLiveProducer is tellProducer preferring the streams of clients
+// heard from within clientLiveness: a stream whose client vanished stays
+// open until its connection is found dead, and a check it takes is
+// counted against the half message's checks but never answered.
+func (t *clientTable) tellLiveProducer(group string, cmd *v2.TelemetryCommand, now time.Time) bool {
+	t.mu.Lock()
+	for st := range t.producers[group] {
+		if c := t.m[st.client]; c == nil || now.Sub(c.lastSeen) > clientLiveness {
+			continue
+		}
+		select {
+		case st.out <- cmd:
+			t.mu.Unlock()
+			return true
+		default:
+		}
+	}
+	t.mu.Unlock()
+	return t.tellProducer(group, cmd) // NB: none live: any open stream
+}
+
 // seen records a client; kind and group are kept when unspecified.
 func (t *clientTable) seen(id string, kind v2.ClientType, group string, now time.Time) {
 	t.mu.Lock()

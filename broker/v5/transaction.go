@@ -129,5 +129,5 @@ func (s *Server) RecoverOrphaned(group string, rec *message.Record, txID string)
 	sp.ReceiptHandle, sp.InvisibleDuration, sp.DeliveryAttempt = nil, nil, nil
 	cmd := &v2.TelemetryCommand{Status: okStatus(), Command: &v2.TelemetryCommand_RecoverOrphanedTransactionCommand{
 		RecoverOrphanedTransactionCommand: &v2.RecoverOrphanedTransactionCommand{Message: m, TransactionId: txID}}}
-	return s.clients.tellProducer(group, cmd)
+	return s.clients.tellLiveProducer(group, cmd, s.opts.Now())
 }
