@@ -211,3 +211,38 @@ func TestV5PushConsumer_FIFO(t *testing.T) {
 	}
 	require.Equal(t, []string{"B2"}, dead)
 }
+
+// TestV5PushConsumer_AutoRenew: a PushConsumer's listener that holds a
+// message for 70 s, past the 60 s it was received with, acks it then
+// with the handle it got: the broker renewed its invisible time
+// meanwhile (auto_renew), so it was not delivered again and the ack
+// lands (the group's offset reaches the end of the queue). Without the
+// renewal the handle would be over at 60 s and the ack refused.
+func TestV5PushConsumer_AutoRenew(t *testing.T) {
+	t.Parallel()
+	topic, group := name(t, "topic"), name(t, "group")
+	createTopic(t, topic, 1)
+	p := newV5Producer(t, topic)
+	sendV5(t, p, topic, false, "slow", "fast")
+	const hold = 70 * time.Second
+	held := make(chan struct{})
+	var once sync.Once
+	l := newPushLog(func(id string, _ int32) bool {
+		if id == "slow" {
+			time.Sleep(hold) // NB: the scenario: a listener busy past the invisible time
+			once.Do(func() { close(held) })
+		}
+		return false
+	})
+	newV5PushConsumer(t, group, topic, l)
+	select {
+	case <-held:
+	case <-time.After(hold + patience):
+		t.Fatal("the slow listener never returned")
+	}
+	waitCommitted(t, group, topic)
+	l.mu.Lock()
+	got := append([]string(nil), l.got...)
+	l.mu.Unlock()
+	require.ElementsMatch(t, []string{"slow@1", "fast@1"}, got, "each once: not delivered again while held")
+}
