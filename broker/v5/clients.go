@@ -91,15 +91,22 @@ func (t *clientTable) describe(ctx context.Context, id string, set *v2.Settings)
 	if pub := set.GetPublishing(); pub != nil {
 		in.topics = in.topics[:0]
 		for _, r := range pub.GetTopics() {
-			if r.GetName() != "" && !slices.Contains(in.topics, r.GetName()) {
+			if len(in.topics) >= maxClientTopics {
+				break
+			}
+			if r.GetName() != "" {
 				in.topics = append(in.topics, r.GetName())
 			}
 		}
 		slices.Sort(in.topics)
+		in.topics = slices.Compact(in.topics)
 	}
 	if sub := set.GetSubscription(); sub != nil {
 		in.subs = in.subs[:0]
 		for _, e := range sub.GetSubscriptions() {
+			if len(in.subs) >= maxClientTopics {
+				break
+			}
 			if e.GetTopic().GetName() == "" {
 				continue
 			}
@@ -112,6 +119,11 @@ func (t *clientTable) describe(ctx context.Context, id string, set *v2.Settings)
 		slices.SortFunc(in.subs, func(a, b Sub) int { return strings.Compare(a.Topic, b.Topic) })
 	}
 }
+
+// maxClientTopics bounds the topics (subscriptions) recorded of one
+// client's Settings: a Settings message may name hundreds of thousands,
+// and describe works under clientTable.mu.
+const maxClientTopics = 1024
 
 // mdClientVersion is the request metadata key of the SDK's version.
 const mdClientVersion = "x-mq-client-version"

@@ -88,3 +88,36 @@ func TestRecoverOrphaned_PrefersLiveProducers(t *testing.T) {
 		require.NotNil(t, got.GetRecoverOrphanedTransactionCommand(), "got %v", got)
 	}
 }
+
+// TestClients_SettingsTopicsBounded: the topics and subscriptions a
+// client's Settings name are recorded up to maxClientTopics, each topic
+// once: a Settings naming 20,000 took 20,000 (and a quadratic scan under
+// the client table's lock, which every call takes).
+func TestClients_SettingsTopicsBounded(t *testing.T) {
+	clock := &fakeClock{now: time.Unix(1_800_000_000, 0)}
+	s, c := startFake(t, clock)
+	const n = 20_000
+	topics := make([]*v2.Resource, 0, n+1)
+	subs := make([]*v2.SubscriptionEntry, 0, n)
+	for i := range n {
+		name := "T" + strconv.Itoa(i)
+		topics = append(topics, &v2.Resource{Name: name})
+		subs = append(subs, &v2.SubscriptionEntry{Topic: &v2.Resource{Name: name}})
+	}
+	topics = append(topics, &v2.Resource{Name: "T0"})
+	prod, cons := v2.ClientType_PRODUCER, v2.ClientType_SIMPLE_CONSUMER
+	settle(t, c, md(t, "p"), &v2.Settings{ClientType: &prod,
+		PubSub: &v2.Settings_Publishing{Publishing: &v2.Publishing{Topics: topics}}})
+	settle(t, c, md(t, "c"), &v2.Settings{ClientType: &cons,
+		PubSub: &v2.Settings_Subscription{Subscription: &v2.Subscription{Group: &v2.Resource{Name: "G"}, Subscriptions: subs}}})
+	for _, cl := range s.ListClients() {
+		switch cl.ID {
+		case "p":
+			require.Len(t, cl.Topics, maxClientTopics)
+			require.Equal(t, len(cl.Topics), len(slices.Compact(slices.Clone(cl.Topics))), "each once")
+		case "c":
+			require.Len(t, cl.Subs, maxClientTopics)
+		}
+	}
+	require.Len(t, s.ListClients(), 2)
+}
