@@ -29,6 +29,7 @@ import (
 // the senders move to a new producer (a new client instance reads the
 // route at once); the old one stays up, sending nothing, until the end.
 func TestControllerMode_GracefulRestartsUnderSendSync(t *testing.T) {
+	t.Parallel() // NB: its own brokers (and controller), under a broker name of its own
 	work := t.TempDir()
 	ctl := startController(t, work)
 	const group = "broker-handover"

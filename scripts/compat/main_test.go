@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -209,14 +210,16 @@ func buildTools(dir string, names ...string) error {
 }
 
 // controllerBinary returns the path of mqcontroller beside the other
-// binaries, building it there unless it was prebuilt.
+// binaries, building it there (once) unless it was prebuilt.
 func controllerBinary() (string, error) {
 	bin := filepath.Join(filepath.Dir(mqadmin), "mqcontroller")
 	if os.Getenv(prebuiltEnv) != "" {
 		return bin, nil
 	}
-	return bin, buildTools(filepath.Dir(mqadmin), "mqcontroller")
+	return bin, buildController()
 }
+
+var buildController = sync.OnceValue(func() error { return buildTools(filepath.Dir(mqadmin), "mqcontroller") })
 
 // process is a server started by the tests.
 type process struct {

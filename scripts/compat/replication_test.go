@@ -81,6 +81,7 @@ func statusField(out, key string) string {
 // acknowledged messages are in their queues in the order they were
 // acknowledged.
 func TestReplication_KillSyncMaster(t *testing.T) {
+	t.Parallel() // NB: its own brokers (and controller), under a broker name of its own
 	work := t.TempDir()
 	masterDir, slaveDir := filepath.Join(work, "master"), filepath.Join(work, "slave")
 	master := startGroupMember(t, masterDir, "127.0.0.1:0", "--role", "SYNC_MASTER", "--flush", "sync")
@@ -205,6 +206,7 @@ func TestReplication_KillSyncMaster(t *testing.T) {
 // seconds and the client, unchanged, sends to it once its route refresh
 // (every 30 s) sees it. It reports how long that took.
 func TestControllerMode_OfficialClientFollows(t *testing.T) {
+	t.Parallel() // NB: its own brokers (and controller), under a broker name of its own
 	work := t.TempDir()
 	ctlBin, err := controllerBinary()
 	require.NoError(t, err)
