@@ -22,7 +22,7 @@ const Topic = "orders"
 
 // Order is the body of an order message.
 type Order struct {
-	ID       string `json:"id"`
+	ID       string `json:"id,omitempty"`
 	Customer string `json:"customer"`
 	Items    int    `json:"items"`
 	Amount   int64  `json:"amount"` // in cents
