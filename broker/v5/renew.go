@@ -265,6 +265,14 @@ func (r *renewals) keep(k attemptKey, a *attemptResult) {
 // the client's auto-renewed deliveries are released.
 func (s *Server) streamEnded(ts *telemetryStream) {
 	s.clients.closeStream(ts)
+	select {
+	case <-s.quit:
+		// NB: the server is closing, not the client leaving: the messages
+		// keep the invisible time they have (the POP state is saved), so
+		// the client's acks after a restart still land.
+		return
+	default:
+	}
 	if !s.clients.streaming(ts.client) {
 		s.releaseClient(ts.client)
 	}

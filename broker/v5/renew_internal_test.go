@@ -375,3 +375,28 @@ func TestForwardToDeadLetter(t *testing.T) {
 	st, _ := recv(t, c, "pc", simpleReq("fifo-g"))
 	require.Equal(t, v2.Code_MESSAGE_NOT_FOUND, st.GetCode(), "dead-lettered, not delivered again")
 }
+
+// TestAutoRenew_KeptWhenTheServerCloses: a closing server ends its
+// clients' Telemetry streams, but that is not the clients going: what
+// they hold keeps its invisible time (their acks after a restart land),
+// where a client's own stream end releases it a second later.
+func TestAutoRenew_KeptWhenTheServerCloses(t *testing.T) {
+	s, b, c := startPop(t)
+	tel, err := c.Telemetry(md(t, "pc"))
+	require.NoError(t, err)
+	push := v2.ClientType_PUSH_CONSUMER
+	require.NoError(t, tel.Send(&v2.TelemetryCommand{Command: &v2.TelemetryCommand_Settings{Settings: &v2.Settings{ClientType: &push,
+		PubSub: &v2.Settings_Subscription{Subscription: &v2.Subscription{Group: &v2.Resource{Name: "g"}}}}}}))
+	_, err = tel.Recv()
+	require.NoError(t, err)
+	b.store(1)
+	st, got := recv(t, c, "pc", pushReq("g", "", 32))
+	require.Equal(t, v2.Code_OK, st.GetCode(), st.GetMessage())
+	require.Len(t, got, 1)
+
+	s.Close() // NB: returns once the stream's handler has ended
+	b.clock.Add(2 * releaseAfter)
+	require.Empty(t, b.tab.Pop("b", "g", "T", 0, 0, 1, 1, time.Minute, b.clock.Now()), "not released by the closing server")
+	b.clock.Add(autoRenewInvisible)
+	require.Len(t, b.tab.Pop("b", "g", "T", 0, 0, 1, 1, time.Minute, b.clock.Now()), 1, "delivered again after its invisible time")
+}
