@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	v5 "github.com/sluicemq/sluice/broker/v5"
+	"github.com/sluicemq/sluice/internal/message"
 	"github.com/sluicemq/sluice/internal/protocol"
 	"github.com/sluicemq/sluice/internal/remoting"
 )
@@ -55,4 +56,24 @@ func TestDeleteSubGroup_ForgetsPOPState(t *testing.T) {
 	off, ok := b.offsets.Query("kept", "t", 0)
 	require.True(t, ok)
 	require.Equal(t, int64(1), off)
+}
+
+// TestEndTransaction_EmptyProducerGroup: END_TRANSACTION checks the
+// producer group it names against the half message's even when it names
+// none (as before 2045da5, and as Java's broker does): an empty group
+// commits nothing.
+func TestEndTransaction_EmptyProducerGroup(t *testing.T) {
+	b := startBroker(t, testConfig(t.TempDir()), Options{})
+	c := newClient(t, remoting.SerializeJSON)
+	mustSend(t, c, b.Addr(), "orders", 1, "plain", nil) // the topic exists
+	half, pos := sendHalf(t, c, b, "not yours")
+	resp := invoke(t, c, b.Addr(), protocol.EndTransaction, &protocol.EndTransactionRequestHeader{ProducerGroup: "",
+		TranStateTableOffset: half, CommitLogOffset: pos, CommitOrRollback: message.TxCommit}, nil)
+	require.Equal(t, protocol.SystemError, int(resp.Code), resp.Remark)
+	require.Contains(t, resp.Remark, "producer group")
+	waitIndexed(t, b)
+	require.Equal(t, []string{"plain"}, recordBodiesOf(pullAll(t, c, b, "orders", 1)), "nothing committed")
+	endTx(t, c, b, half, pos, message.TxCommit)
+	waitIndexed(t, b)
+	require.Equal(t, []string{"plain", "not yours"}, recordBodiesOf(pullAll(t, c, b, "orders", 1)))
 }

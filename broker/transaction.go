@@ -314,7 +314,7 @@ func (b *Broker) handleEndTransaction(ctx context.Context, w remoting.ResponseWr
 		return
 	}
 	res := b.endTransaction(ctx, txEnd{pos: h.CommitLogOffset, halfOffset: h.TranStateTableOffset,
-		commit: h.CommitOrRollback == message.TxCommit, group: h.ProducerGroup})
+		commit: h.CommitOrRollback == message.TxCommit, group: h.ProducerGroup, checkGroup: true})
 	switch res.fault {
 	case endNoHalf:
 		code := int16(protocol.SystemError)
@@ -337,10 +337,12 @@ type txEnd struct {
 	pos        int64 // the half message's commit-log offset
 	halfOffset int64 // its queue offset in the half topic
 	commit     bool  // else roll back
-	// What the half message must carry; "" checks nothing.
-	group string // its producer group (PGROUP)
-	topic string // its real topic
-	msgID string // its UNIQ_KEY
+	// What the half message must carry; "" checks nothing, but for
+	// group with checkGroup (END_TRANSACTION: an empty group is checked).
+	group      string // its producer group (PGROUP)
+	checkGroup bool
+	topic      string // its real topic
+	msgID      string // its UNIQ_KEY
 }
 
 // endFault says why a decision was not made.
@@ -386,7 +388,7 @@ func (b *Broker) endTransaction(ctx context.Context, e txEnd) endResult {
 		return endResult{fault: endNoHalf, remark: fmt.Sprintf("offset %d is not a half message", e.pos)}
 	}
 	props := string(r.Properties)
-	if g, _ := message.PropertyValue(props, message.PropProducerGroup); e.group != "" && g != e.group {
+	if g, _ := message.PropertyValue(props, message.PropProducerGroup); (e.group != "" || e.checkGroup) && g != e.group {
 		return endResult{fault: endNoHalf, remark: fmt.Sprintf("half message at %d belongs to producer group %q, not %q", e.pos, g, e.group)}
 	}
 	if r.QueueOffset != e.halfOffset {
