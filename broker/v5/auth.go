@@ -35,6 +35,14 @@ func mdValue(md metadata.MD, key string) string {
 	return ""
 }
 
+// incoming is the first value of the header key of ctx's call.
+func incoming(ctx context.Context, key string) string {
+	if v := metadata.ValueFromIncomingContext(ctx, key); len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
 // remoteOf is the peer's address of ctx's call.
 func remoteOf(ctx context.Context) netip.AddrPort {
 	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
@@ -51,8 +59,9 @@ func remoteOf(ctx context.Context) netip.AddrPort {
 // check reads ctx's caller and, with ACL on, authenticates it and checks
 // it may use res. A refusal is a Status to answer; nil lets it proceed.
 func (s *Server) check(ctx context.Context, what string, res ...acl.Resource) (caller, *v2.Status) {
-	md, _ := metadata.FromIncomingContext(ctx)
-	c := caller{clientID: mdValue(md, mdClientID), remote: remoteOf(ctx), language: mdValue(md, mdLanguage)}
+	// NB: a header at a time, not FromIncomingContext's copy of them all
+	// (5% of the broker's CPU in a SimpleConsumer's receive + ack run).
+	c := caller{clientID: incoming(ctx, mdClientID), remote: remoteOf(ctx), language: incoming(ctx, mdLanguage)}
 	if c.clientID == "" {
 		return c, status(v2.Code_CLIENT_ID_REQUIRED, "the request carries no "+mdClientID+" header: every RocketMQ 5 request names its client")
 	}
@@ -64,8 +73,8 @@ func (s *Server) check(ctx context.Context, what string, res ...acl.Resource) (c
 		return c, nil
 	}
 	ref := rules.CheckV5(acl.V5Request{
-		Authorization: mdValue(md, mdAuthorization),
-		DateTime:      mdValue(md, mdDateTime),
+		Authorization: incoming(ctx, mdAuthorization),
+		DateTime:      incoming(ctx, mdDateTime),
 		Remote:        c.remote.Addr(),
 		What:          what,
 		Resources:     res,
