@@ -1,8 +1,10 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strings"
 	"testing"
 
@@ -71,4 +73,9 @@ func TestV5_BadOptions(t *testing.T) {
 		require.Equal(t, 2, run(args, &out, &errb), args)
 		require.Contains(t, errb.String(), "mqbench: ", args)
 	}
+}
+
+func TestV5ID_Format(t *testing.T) {
+	want := fmt.Sprintf("MQBENCH%08X%012X", os.Getpid(), 0xABC123)
+	require.Equal(t, want, v5ID(0xABC123))
 }
