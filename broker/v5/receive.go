@@ -79,7 +79,10 @@ func parseTags(expr string) []string {
 // each invisible for invisible_duration (10 s to 12 h), waiting for
 // arrivals up to the long-polling time (long_polling_timeout, or what the
 // client's deadline leaves, at most 20 s). It answers status OK and the
-// messages, or MESSAGE_NOT_FOUND when none came.
+// messages, or MESSAGE_NOT_FOUND when none came. A PushConsumer's
+// receive (auto_renew; 60 s when it names no invisible time) has its
+// messages renewed while its client lives (renew.go); one retried with
+// the same attempt_id gets the same messages and handles.
 func (s *Server) ReceiveMessage(req *v2.ReceiveMessageRequest, stream v2.MessagingService_ReceiveMessageServer) error {
 	ctx := stream.Context()
 	answer := func(st *v2.Status) error {
