@@ -118,10 +118,6 @@ for mod in scripts/compat scripts/peakshave scripts/soak examples/orders; do
 	(cd "$mod" && go vet ./...)
 done
 
-# The compat suite's Node.js SDK tests need node and the pinned npm packages:
-# installed when missing (scripts/compat/node/install.sh says how).
-bash scripts/compat/node/install.sh
-
 # stage NAME FUNCTION... runs the functions (of this script) one after
 # another in the background, in a session of their own, their output to a
 # log; wait_stages shows each stage's log as it ends, and stops at the
@@ -176,6 +172,10 @@ race_tests() {
 # It runs twice, at once, on binaries built once: plain, and over TLS (both
 # servers enforce it, every client uses TLS).
 compat() {
+	# The compat suite's Node.js SDK tests need node and the pinned npm packages:
+	# installed when missing (scripts/compat/node/install.sh says how).
+	# NB: here, beside the race tests, not before them (npm ci in a fresh clone).
+	bash scripts/compat/node/install.sh
 	mkdir -p "$tmp/bin"
 	go build -o "$tmp/bin/" ./cmd/mqnamesrv ./cmd/mqbroker ./cmd/mqadmin ./cmd/mqcontroller
 	export SLUICE_COMPAT_BIN="$tmp/bin"
