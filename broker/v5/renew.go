@@ -41,7 +41,7 @@ const (
 	// attemptWindow is how long a receive's answer is kept for a retry
 	// with the same attempt id.
 	attemptWindow = time.Minute
-	maxAttempts   = 1 << 16
+	maxAttemptIDs = 1 << 16
 )
 
 // renewal is one message an auto_renew receive delivered.
@@ -70,10 +70,13 @@ type renewals struct {
 	mu       sync.Mutex
 	m        map[string]*renewal // by group + "\x00" + handle; guarded by mu
 	attempts map[attemptKey]*attemptResult
-	renewed  uint64 // renewals made; guarded by mu
-	running  bool   // the renewal loop was started; guarded by mu
-	stopped  bool   // Close: no loop starts; guarded by mu
-	wg       sync.WaitGroup
+	// attemptOrder is attempts' keys in the order they came (a key kept
+	// again stays where it was first). Guarded by mu.
+	attemptOrder []attemptKey
+	renewed      uint64 // renewals made; guarded by mu
+	running      bool   // the renewal loop was started; guarded by mu
+	stopped      bool   // Close: no loop starts; guarded by mu
+	wg           sync.WaitGroup
 }
 
 func renewalKey(group, handle string) string { return group + "\x00" + handle }
@@ -241,22 +244,28 @@ func (r *renewals) replay(k attemptKey, now time.Time) *attemptResult {
 	return a
 }
 
-// keep records a receive's answer for its attempt id.
+// keep records a receive's answer for its attempt id. Answers expire
+// oldest first (they are kept in the order they came); past
+// maxAttemptIDs the oldest goes early (a retry of it gets a new batch:
+// at least once).
 func (r *renewals) keep(k attemptKey, a *attemptResult) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.attempts == nil {
 		r.attempts = map[attemptKey]*attemptResult{}
 	}
-	if len(r.attempts) >= maxAttempts/2 {
-		for k, old := range r.attempts {
-			if a.at.Sub(old.at) > attemptWindow {
-				delete(r.attempts, k)
-			}
+	for len(r.attemptOrder) > 0 {
+		old := r.attemptOrder[0]
+		o := r.attempts[old]
+		full := len(r.attempts) >= maxAttemptIDs
+		if o != nil && !full && a.at.Sub(o.at) <= attemptWindow {
+			break // NB: the oldest is current, so are the others
 		}
-		if len(r.attempts) >= maxAttempts {
-			return // NB: a retry of this one gets a new batch (at least once)
-		}
+		r.attemptOrder = r.attemptOrder[1:]
+		delete(r.attempts, old)
+	}
+	if _, ok := r.attempts[k]; !ok {
+		r.attemptOrder = append(r.attemptOrder, k)
 	}
 	r.attempts[k] = a
 }

@@ -400,3 +400,23 @@ func TestAutoRenew_KeptWhenTheServerCloses(t *testing.T) {
 	b.clock.Add(autoRenewInvisible)
 	require.Len(t, b.tab.Pop("b", "g", "T", 0, 0, 1, 1, time.Minute, b.clock.Now()), 1, "delivered again after its invisible time")
 }
+
+// TestAttemptIDs_Bounded: the answers kept for attempt ids expire after
+// the window and are at most maxAttemptIDs, the oldest going first.
+func TestAttemptIDs_Bounded(t *testing.T) {
+	var r renewals
+	t0 := time.Unix(1_800_000_000, 0)
+	key := func(i int) attemptKey { return attemptKey{client: "c", group: "g", topic: "T", id: strconv.Itoa(i)} }
+	for i := range maxAttemptIDs + 10 {
+		r.keep(key(i), &attemptResult{at: t0})
+	}
+	require.Len(t, r.attempts, maxAttemptIDs)
+	require.Nil(t, r.replay(key(9), t0), "among the oldest: gone")
+	require.NotNil(t, r.replay(key(10), t0))
+	require.NotNil(t, r.replay(key(maxAttemptIDs+9), t0))
+	require.Nil(t, r.replay(key(10), t0.Add(attemptWindow+time.Second)), "past the window")
+
+	r.keep(key(-1), &attemptResult{at: t0.Add(attemptWindow + time.Second)})
+	require.Len(t, r.attempts, 1, "the expired ones went")
+	require.Len(t, r.attemptOrder, 1)
+}
