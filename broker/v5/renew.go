@@ -42,6 +42,11 @@ const (
 	// with the same attempt id.
 	attemptWindow = time.Minute
 	maxAttemptIDs = 1 << 16
+	// maxAttemptBytes bounds the bodies kept for attempt ids: a PushConsumer
+	// names one on every receive, so without it the answers of a minute of
+	// traffic would stay in memory (a retry of an answer that went early
+	// gets a new batch: at least once).
+	maxAttemptBytes = 64 << 20
 )
 
 // renewal is one message an auto_renew receive delivered.
@@ -55,6 +60,13 @@ type renewal struct {
 // attemptKey names a receive for its retries.
 type attemptKey struct{ client, group, topic, id string }
 
+// attemptSlot is one answer kept, in the order kept: a slot whose key was
+// kept again since is stale (its answer is no longer the key's).
+type attemptSlot struct {
+	k attemptKey
+	a *attemptResult
+}
+
 // attemptResult is a receive's answer, kept for its retries.
 type attemptResult struct {
 	at     time.Time // server clock
@@ -62,6 +74,7 @@ type attemptResult struct {
 	inv    time.Duration
 	renew  bool
 	msgs   []*v2.Message
+	size   int // the bodies' bytes
 }
 
 // renewals holds the auto-renewed deliveries and the answers kept for
@@ -70,9 +83,10 @@ type renewals struct {
 	mu       sync.Mutex
 	m        map[string]*renewal // by group + "\x00" + handle; guarded by mu
 	attempts map[attemptKey]*attemptResult
-	// attemptOrder is attempts' keys in the order they came (a key kept
-	// again stays where it was first). Guarded by mu.
-	attemptOrder []attemptKey
+	// attemptOrder is attempts' answers in the order they came (a key
+	// kept again has a new slot at the end). Guarded by mu.
+	attemptOrder []attemptSlot
+	attemptBytes int    // the kept answers' sizes; guarded by mu
 	renewed      uint64 // renewals made; guarded by mu
 	running      bool   // the renewal loop was started; guarded by mu
 	stopped      bool   // Close: no loop starts; guarded by mu
@@ -246,28 +260,37 @@ func (r *renewals) replay(k attemptKey, now time.Time) *attemptResult {
 
 // keep records a receive's answer for its attempt id. Answers expire
 // oldest first (they are kept in the order they came); past
-// maxAttemptIDs the oldest goes early (a retry of it gets a new batch:
-// at least once).
+// maxAttemptIDs answers or maxAttemptBytes of bodies the oldest goes
+// early (a retry of it gets a new batch: at least once).
 func (r *renewals) keep(k attemptKey, a *attemptResult) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.attempts == nil {
 		r.attempts = map[attemptKey]*attemptResult{}
 	}
-	for len(r.attemptOrder) > 0 {
-		old := r.attemptOrder[0]
-		o := r.attempts[old]
-		full := len(r.attempts) >= maxAttemptIDs
-		if o != nil && !full && a.at.Sub(o.at) <= attemptWindow {
-			break // NB: the oldest is current, so are the others
-		}
-		r.attemptOrder = r.attemptOrder[1:]
-		delete(r.attempts, old)
+	a.size = 0
+	for _, m := range a.msgs {
+		a.size += len(m.GetBody())
 	}
-	if _, ok := r.attempts[k]; !ok {
-		r.attemptOrder = append(r.attemptOrder, k)
+	if o, ok := r.attempts[k]; ok {
+		r.attemptBytes -= o.size // NB: its slot in attemptOrder is stale now
 	}
 	r.attempts[k] = a
+	r.attemptBytes += a.size
+	r.attemptOrder = append(r.attemptOrder, attemptSlot{k, a})
+	for len(r.attemptOrder) > 1 {
+		old := r.attemptOrder[0]
+		o := r.attempts[old.k]
+		if o == old.a {
+			full := len(r.attempts) > maxAttemptIDs || r.attemptBytes > maxAttemptBytes
+			if !full && a.at.Sub(o.at) <= attemptWindow {
+				break // NB: the oldest is current, so are the others
+			}
+			r.attemptBytes -= o.size
+			delete(r.attempts, old.k)
+		}
+		r.attemptOrder = r.attemptOrder[1:]
+	}
 }
 
 // streamEnded forgets a Telemetry stream; when it was its client's last,

@@ -420,3 +420,28 @@ func TestAttemptIDs_Bounded(t *testing.T) {
 	require.Len(t, r.attempts, 1, "the expired ones went")
 	require.Len(t, r.attemptOrder, 1)
 }
+
+// TestAttemptIDs_BoundedBytes: the bodies kept for attempt ids are at most
+// maxAttemptBytes (a PushConsumer names an attempt id on every receive),
+// the oldest going first; a key kept again keeps its newest answer.
+func TestAttemptIDs_BoundedBytes(t *testing.T) {
+	var r renewals
+	t0 := time.Unix(1_800_000_000, 0)
+	key := func(i int) attemptKey { return attemptKey{client: "c", group: "g", topic: "T", id: strconv.Itoa(i)} }
+	body := make([]byte, 1<<20)
+	n := maxAttemptBytes>>20 + 8
+	for i := range n {
+		r.keep(key(i), &attemptResult{at: t0, msgs: []*v2.Message{{Body: body}}})
+	}
+	require.LessOrEqual(t, r.attemptBytes, maxAttemptBytes)
+	require.Equal(t, maxAttemptBytes, r.attemptBytes)
+	require.Nil(t, r.replay(key(7), t0), "among the oldest: gone")
+	require.NotNil(t, r.replay(key(8), t0))
+	require.NotNil(t, r.replay(key(n-1), t0))
+
+	again := &attemptResult{at: t0, msgs: []*v2.Message{{Body: body}}}
+	r.keep(key(8), again) // NB: its first slot is now the oldest, and stale
+	r.keep(key(n), &attemptResult{at: t0, msgs: []*v2.Message{{Body: body}}})
+	require.Same(t, again, r.replay(key(8), t0), "the stale slot took nothing")
+	require.Equal(t, maxAttemptBytes, r.attemptBytes)
+}
