@@ -92,7 +92,9 @@ func (b *Broker) handleEarliestTime(_ context.Context, w remoting.ResponseWriter
 // message stored at or after the timestamp (-1: the end of each queue);
 // without isForce an offset only moves back. The live members of the group
 // are told with RESET_CONSUMER_CLIENT_OFFSET (220), so that they restart
-// from the new offsets instead of committing their old ones over them.
+// from the new offsets instead of committing their old ones over them;
+// a RocketMQ 5 (POP) group's in-flight messages are forgotten (their
+// handles no longer ack) and it pops from the new offsets.
 // The answer's body is the new offset table.
 func (b *Broker) handleResetOffset(_ context.Context, w remoting.ResponseWriter, req *remoting.Command) {
 	var h protocol.ResetOffsetRequestHeader
@@ -121,6 +123,9 @@ func (b *Broker) handleResetOffset(_ context.Context, w remoting.ResponseWriter,
 		if cur, ok := b.offsets.Query(h.Group, h.Topic, qid); ok && !h.IsForce && cur < off {
 			off = cur // NB: without isForce, never skip messages forward
 		}
+		// NB: a RocketMQ 5 (POP) group's own position too, lest its next
+		// pop or ack commit the old one over the reset (pop.Table.Reset).
+		b.pop.Reset(h.Group, h.Topic, qid, off)
 		b.offsets.Commit(h.Group, h.Topic, qid, off)
 		body.OffsetTable[protocol.MessageQueue{Topic: h.Topic, BrokerName: b.cfg.BrokerName, QueueID: qid}] = off
 	}
