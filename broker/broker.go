@@ -91,6 +91,7 @@ type Broker struct {
 	grpcAddr    string        // its advertised address
 	pop         *pop.Table    // POP consumption (v5 SimpleConsumers)
 	popArrivals arrivals      // wakes their long polls
+	popCounts   popCounts     // their counts (popmetrics.go)
 	restartCh   chan string   // see Restart
 	sendSem     chan struct{} // bounds sends waiting for the store
 	bursts      sync.Map      // *remoting.Conn → *sendBurst: inline sends of the reader's burst

@@ -194,11 +194,16 @@ func (p *popRun) queue(ctx context.Context, q int32, start, end int64) (released
 			if err := b.popDeadLetter(ctx, r.Group, rec, d.Attempt-1); err != nil {
 				b.logger.Warn("broker: POP dead letter failed", "group", r.Group, "topic", r.Topic, "queue", q, "offset", d.Offset, "err", err)
 			} else {
+				b.popCounts.add(r.Group, r.Topic, q, cDLQ, 1)
 				ack(d.Handle)
 			}
 			continue
 		}
 		p.out = append(p.out, v5.Popped{Rec: rec, Attempt: d.Attempt, Handle: d.Handle.Encode()})
+		b.popCounts.add(r.Group, r.Topic, q, cReceives, 1)
+		if d.Attempt > 1 {
+			b.popCounts.add(r.Group, r.Topic, q, cRedeliveries, 1)
+		}
 	}
 	return released, nil
 }
@@ -334,12 +339,15 @@ func (b *Broker) handleFor(topicName, s string) (pop.Handle, *v2.Status) {
 func (g grpcBackend) Ack(group, topicName, handle string) *v2.Status {
 	h, st := g.b.handleFor(topicName, handle)
 	if st != nil {
+		g.b.popCounts.add(group, topicName, -1, cInvalid, 1)
 		return st
 	}
 	released, err := g.b.pop.AckNext(group, h, g.b.popNow())
 	if err != nil {
+		g.b.popCounts.add(group, topicName, h.Queue, cInvalid, 1)
 		return &v2.Status{Code: v2.Code_INVALID_RECEIPT_HANDLE, Message: err.Error()}
 	}
+	g.b.popCounts.add(group, topicName, h.Queue, cAcks, 1)
 	if released {
 		g.b.popArrivals.notify("", 0, 0, 0, nil) // NB: a receive waiting may take the group's next now
 	}
@@ -351,12 +359,15 @@ func (g grpcBackend) Ack(group, topicName, handle string) *v2.Status {
 func (g grpcBackend) Change(group, topicName, handle string, d time.Duration) (string, *v2.Status) {
 	h, st := g.b.handleFor(topicName, handle)
 	if st != nil {
+		g.b.popCounts.add(group, topicName, -1, cInvalid, 1)
 		return handle, st
 	}
 	nh, err := g.b.pop.Change(group, h, d, g.b.popNow())
 	if err != nil {
+		g.b.popCounts.add(group, topicName, h.Queue, cInvalid, 1)
 		return handle, &v2.Status{Code: v2.Code_INVALID_RECEIPT_HANDLE, Message: err.Error()}
 	}
+	g.b.popCounts.add(group, topicName, h.Queue, cNacks, 1)
 	if d <= popWakeWithin {
 		// NB: a nack: the message is visible again in d, and a receive
 		// parked until then takes it (RocketMQ's revive appends it to the
@@ -376,9 +387,11 @@ const popWakeWithin = 30 * time.Second
 func (g grpcBackend) Extend(group, topicName, handle string, d time.Duration) *v2.Status {
 	h, st := g.b.handleFor(topicName, handle)
 	if st != nil {
+		g.b.popCounts.add(group, topicName, -1, cInvalid, 1)
 		return st
 	}
 	if err := g.b.pop.Extend(group, h, d, g.b.popNow()); err != nil {
+		g.b.popCounts.add(group, topicName, h.Queue, cInvalid, 1)
 		return &v2.Status{Code: v2.Code_INVALID_RECEIPT_HANDLE, Message: err.Error()}
 	}
 	return nil
@@ -410,6 +423,7 @@ func (g grpcBackend) DeadLetter(ctx context.Context, group, topicName, handle st
 		if err := b.popDeadLetter(ctx, group, rec, max(attempt-1, 0)); err != nil {
 			return &v2.Status{Code: v2.Code_INTERNAL_SERVER_ERROR, Message: "dead letter of group " + group + ": " + err.Error()}
 		}
+		b.popCounts.add(group, topicName, h.Queue, cDLQ, 1)
 	}
 	return g.Ack(group, topicName, handle)
 }

@@ -119,6 +119,7 @@ func (c brokerCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range dedupDescs {
 		ch <- d
 	}
+	describePop(ch)
 	servermetrics.Remoting{}.Describe(ch)
 }
 
@@ -163,6 +164,7 @@ func (c brokerCollector) Collect(ch chan<- prometheus.Metric) {
 	b.connMu.RUnlock()
 	gauge(descParked, float64(b.hold.Parked()))
 	b.collectClients(ch)
+	b.collectPop(ch)
 	servermetrics.Remoting{Stats: b.server.Stats}.Collect(ch)
 	now := time.Now().UnixMilli()
 	for _, k := range b.offsets.Keys() {

@@ -47,6 +47,7 @@ func (b *Broker) handlers() map[int16]remoting.Handler {
 		protocol.GetAllDelayOffset:                b.handleAllDelayOffsets,
 		protocol.GetBrokerEpochCache:              b.handleEpochCache,
 		protocol.AllowLogCut:                      b.handleAllowLogCut,
+		protocol.PopStatus:                        b.handlePopStatus,
 		protocol.ViewMessageByID:                  b.handleViewMessage,
 		protocol.QueryMessage:                     b.handleQueryMessage,
 		protocol.GetBrokerRuntimeInfo:             b.handleRuntimeInfo,
