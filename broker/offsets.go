@@ -123,10 +123,11 @@ func (b *Broker) handleResetOffset(_ context.Context, w remoting.ResponseWriter,
 		if cur, ok := b.offsets.Query(h.Group, h.Topic, qid); ok && !h.IsForce && cur < off {
 			off = cur // NB: without isForce, never skip messages forward
 		}
-		// NB: a RocketMQ 5 (POP) group's own position too, lest its next
-		// pop or ack commit the old one over the reset (pop.Table.Reset).
-		b.pop.Reset(h.Group, h.Topic, qid, off)
 		b.offsets.Commit(h.Group, h.Topic, qid, off)
+		// NB: a RocketMQ 5 (POP) group's own position too, lest its next
+		// pop or ack commit the old one over the reset (pop.Table.Reset;
+		// after the commit, as it says).
+		b.pop.Reset(h.Group, h.Topic, qid, off)
 		body.OffsetTable[protocol.MessageQueue{Topic: h.Topic, BrokerName: b.cfg.BrokerName, QueueID: qid}] = off
 	}
 	enc, err := json.Marshal(body)

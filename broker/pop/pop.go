@@ -148,6 +148,9 @@ type queueState struct {
 	busy     map[string]int64
 	waiting  map[string][]int64
 	nWaiting int
+	// reset: Reset moved next; the next pop, if unordered, takes it as
+	// it is (its start may predate the reset, see Reset). Not saved.
+	reset bool
 }
 
 // done removes an acked offset; when it was its message group's offset in
@@ -251,7 +254,9 @@ func (t *Table) pop(broker, group, topic string, queue int32, start, end int64, 
 		q = &queueState{next: start, inflight: map[int64]*entry{}}
 		t.queues[k] = q
 	}
-	if q.next < start {
+	keep := q.reset && groupOf == nil // NB: start may predate a reset
+	q.reset = false
+	if !keep && q.next < start {
 		q.next = start
 	}
 	changed := false

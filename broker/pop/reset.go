@@ -12,6 +12,13 @@ package pop
 // popped the queue has nothing to reset: its pops start at the committed
 // offset, which the caller sets. It reports whether there was any state.
 // A negative offset is taken as 0.
+//
+// The caller commits the group's offset before the reset: the first
+// unordered pop after it starts at offset whatever start it names (read
+// before the commit, or committed over it by a pop or ack under way),
+// and commits the reset position again. An orderly pop still takes the
+// greater of the two: a receive or ack of a FIFO group under way while
+// the admin resets may undo a backward reset (reset again).
 func (t *Table) Reset(group, topic string, queue int32, offset int64) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -22,6 +29,7 @@ func (t *Table) Reset(group, topic string, queue int32, offset int64) bool {
 	q.next = max(offset, 0)
 	q.inflight = map[int64]*entry{}
 	q.busy, q.waiting, q.nWaiting = nil, nil, 0
+	q.reset = true
 	t.changed()
 	return true
 }
