@@ -142,11 +142,11 @@ func (b *Broker) collectPop(ch chan<- prometheus.Metric) {
 
 // handlePopStatus serves POP_STATUS (mqadmin popStatus).
 func (b *Broker) handlePopStatus(_ context.Context, w remoting.ResponseWriter, req *remoting.Command) {
-	group, topic := req.ExtFields["consumerGroup"], req.ExtFields["topic"]
-	if group == "" {
-		reply(w, req, protocol.SystemError, "POP_STATUS: missing required field \"consumerGroup\"")
+	var h protocol.PopStatusRequestHeader
+	if !decodeHeader(w, req, &h, "bad header") {
 		return
 	}
+	group, topic := h.ConsumerGroup, h.Topic
 	counts := b.popCounts.snapshot()
 	now := b.popNow().UnixMilli()
 	body := protocol.PopStatusBody{Group: group, Queues: []protocol.PopQueueStatus{}}

@@ -15,7 +15,7 @@ import (
 func groupCommands(a *app) []*cobra.Command {
 	return []*cobra.Command{updateSubGroupCmd(a), deleteSubGroupCmd(a), consumerProgressCmd(a),
 		consumerConnectionCmd(a), consumerStatusCmd(a), getConsumerStatusCmd(a), resetOffsetByTimeCmd(a),
-		producerConnectionCmd(a)}
+		producerConnectionCmd(a), popStatusCmd(a)}
 }
 
 // boolFlag is a RocketMQ-style boolean flag that takes a value

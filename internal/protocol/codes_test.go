@@ -39,10 +39,10 @@ func TestResponseCodeName(t *testing.T) {
 }
 
 // TestCodeTables checks that the spec §2 table is complete (64 codes, plus
-// controller mode's, GET_BROKER_EPOCH_CACHE and ALLOW_LOG_CUT) and that no two codes share
-// a name.
+// controller mode's, GET_BROKER_EPOCH_CACHE, ALLOW_LOG_CUT and POP_STATUS) and that no two
+// codes share a name.
 func TestCodeTables(t *testing.T) {
-	require.Len(t, requestNames, 64+len(controllerRequestNames)+2)
+	require.Len(t, requestNames, 64+len(controllerRequestNames)+3)
 	seen := map[string]int16{}
 	for c, n := range requestNames {
 		prev, dup := seen[n]

@@ -25,3 +25,26 @@ type PopStatusBody struct {
 	Group  string           `json:"group"`
 	Queues []PopQueueStatus `json:"queues"`
 }
+
+// PopStatusRequestHeader is PopStatus's ext.
+type PopStatusRequestHeader struct {
+	ConsumerGroup string
+	Topic         string // "": every topic
+}
+
+// ToExt implements ExtHeader.
+func (h *PopStatusRequestHeader) ToExt(m map[string]string) {
+	m["consumerGroup"] = h.ConsumerGroup
+	if h.Topic != "" {
+		m["topic"] = h.Topic
+	}
+}
+
+// FromExt implements ExtHeader.
+func (h *PopStatusRequestHeader) FromExt(m map[string]string) error {
+	*h = PopStatusRequestHeader{ConsumerGroup: m["consumerGroup"], Topic: m["topic"]}
+	if h.ConsumerGroup == "" {
+		return &FieldError{Header: "PopStatusRequestHeader", Field: "consumerGroup", Err: ErrMissingField}
+	}
+	return nil
+}
