@@ -74,6 +74,18 @@ func cNacks(c *popCount) *atomic.Int64        { return &c.nacks }
 func cInvalid(c *popCount) *atomic.Int64      { return &c.invalid }
 func cDLQ(c *popCount) *atomic.Int64          { return &c.dlq }
 
+// deleteGroup forgets group's counts (the group was deleted): its series
+// go with it.
+func (p *popCounts) deleteGroup(group string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for k := range p.m {
+		if k.group == group {
+			delete(p.m, k)
+		}
+	}
+}
+
 // snapshot returns a copy of the counts.
 func (p *popCounts) snapshot() map[popCountKey][6]int64 {
 	p.mu.Lock()

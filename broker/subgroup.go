@@ -62,6 +62,7 @@ func (b *Broker) handleDeleteSubGroup(_ context.Context, w remoting.ResponseWrit
 	}
 	b.offsets.DeleteGroup(h.GroupName)
 	b.pop.DeleteGroup(h.GroupName) // NB: its RocketMQ 5 (POP) state too: else kept for ever, and its acks commit offsets again
+	b.popCounts.deleteGroup(h.GroupName)
 	reply(w, req, protocol.Success, "")
 }
 

@@ -23,7 +23,7 @@ import (
 // in-flight gauge follows the messages delivered and not acked, and
 // POP_STATUS (mqadmin popStatus) answers the queue's in-flight count, the
 // oldest in-flight message's age on the POP clock, its redeliveries and
-// dead letters.
+// dead letters. Deleting the group takes its series away.
 func TestPOP_MetricsAndStatus(t *testing.T) {
 	var skew atomic.Int64
 	b := startBrokerEdit(t, func(c *conf.Broker) { c.MetricsListen = "127.0.0.1:0" }, broker.Options{Logger: quiet(),
@@ -133,6 +133,18 @@ func TestPOP_MetricsAndStatus(t *testing.T) {
 	require.Equal(t, protocol.PopQueueStatus{MessageQueue: protocol.MessageQueue{Topic: "v5m", BrokerName: q.BrokerName, QueueID: 0},
 		OldestInFlightAgeMs: -1, Redeliveries: 2, DLQ: 2}, q)
 	require.NotEmpty(t, q.BrokerName)
+
+	// Deleting the group takes its series away.
+	resp, err = rc.Invoke(callCtx(t, "", "", ""), b.Addr(), remoting.NewRequest(protocol.DeleteSubscriptionGroup,
+		protocol.Ext(&protocol.DeleteSubscriptionGroupRequestHeader{GroupName: "mg"}), nil))
+	require.NoError(t, err)
+	require.Equal(t, int16(protocol.Success), resp.Code, resp.Remark)
+	v, err := servermetrics.Scrape(b.MetricsAddr())
+	require.NoError(t, err)
+	for _, n := range []string{"sluice_pop_receives_total", "sluice_pop_dlq_total", "sluice_pop_inflight_messages"} {
+		_, ok := v.Lookup(n, map[string]string{"group": "mg"})
+		require.False(t, ok, "%s{group=mg} after the group's deletion", n)
+	}
 
 	resp, err = rc.Invoke(callCtx(t, "", "", ""), b.Addr(), remoting.NewRequest(protocol.PopStatus, nil, nil))
 	require.NoError(t, err)
