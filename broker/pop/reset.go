@@ -8,7 +8,11 @@ package pop
 // old position over the reset. Backward, the messages from offset on are
 // delivered again as new ones (attempt 1, as RocketMQ's broker pops them
 // again from the queue's offset, their reconsume times never counted);
-// forward, the offsets skipped are never delivered. A group that never
+// forward, the offsets skipped are never delivered. (RocketMQ 5 applies a
+// reset at the queue's next pop, clearing its FIFO block and the offsets
+// it keeps in memory, but its checkpoints of messages in flight still
+// revive them through the retry topic: a forward reset there may deliver
+// a skipped message once more. Here it does not.) A group that never
 // popped the queue has nothing to reset: its pops start at the committed
 // offset, which the caller sets. It reports whether there was any state.
 // A negative offset is taken as 0.
