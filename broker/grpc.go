@@ -44,6 +44,7 @@ func (b *Broker) startGRPC() error {
 	}
 	s := v5.New(grpcBackend{b}, opts)
 	if err := s.Listen(addr); err != nil {
+		s.Close() // NB: its gRPC server's stream workers run from New on
 		if b.cfg.GRPC.Listen == "" {
 			b.logger.Warn("broker: no gRPC port: RocketMQ 5 clients cannot connect (set grpc.listen)", "err", err)
 			return nil
