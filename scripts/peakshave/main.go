@@ -22,9 +22,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -87,4 +89,20 @@ func sourceDir() string {
 		return filepath.Dir(file)
 	}
 	return ""
+}
+
+// mainModuleDir is the repository root, where the broker is built: two
+// levels above sourceDir, or, built with -trimpath, the main module's
+// directory as this module's go.mod replaces it (go list, run in the
+// current directory, which must be inside this module).
+func mainModuleDir(ctx context.Context) (string, error) {
+	if dir := sourceDir(); dir != "" {
+		return filepath.Join(dir, "..", ".."), nil
+	}
+	out, err := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Dir}}", "github.com/sluicemq/sluice").Output()
+	dir := strings.TrimSpace(string(out))
+	if err != nil || dir == "" {
+		return "", fmt.Errorf("cannot find the repository to build mqbroker in (run inside scripts/peakshave, or give -broker-bin): %v", err)
+	}
+	return dir, nil
 }

@@ -73,10 +73,12 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		bin = filepath.Join(tmp, "mqbroker")
 		// NB: built in the main module, whose go.sum covers the broker's
 		// dependencies (this module's covers only the client's).
-		build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/mqbroker")
-		if dir := sourceDir(); dir != "" {
-			build.Dir = filepath.Join(dir, "..", "..")
+		root, err := mainModuleDir(ctx)
+		if err != nil {
+			return Summary{}, err
 		}
+		build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/mqbroker")
+		build.Dir = root
 		if out, err := build.CombinedOutput(); err != nil {
 			return Summary{}, fmt.Errorf("build mqbroker (or give -broker-bin): %v: %s", err, out)
 		}
