@@ -29,7 +29,10 @@ import (
 // the senders move to a new producer (a new client instance reads the
 // route at once); the old one stays up, sending nothing, until the end.
 func TestControllerMode_GracefulRestartsUnderSendSync(t *testing.T) {
-	t.Parallel() // NB: its own brokers (and controller), under a broker name of its own
+	// NB: not parallel: its brokers register with the shared nameserver in
+	// DefaultCluster and serve TBW102, so a parallel test's auto-created
+	// topic or cluster-wide topic could land on them (TestAutoCreateTopic
+	// found broker-handover).
 	work := t.TempDir()
 	ctl := startController(t, work)
 	const group = "broker-handover"

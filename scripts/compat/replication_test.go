@@ -81,7 +81,10 @@ func statusField(out, key string) string {
 // acknowledged messages are in their queues in the order they were
 // acknowledged.
 func TestReplication_KillSyncMaster(t *testing.T) {
-	t.Parallel() // NB: its own brokers (and controller), under a broker name of its own
+	// NB: not parallel: its brokers register with the shared nameserver in
+	// DefaultCluster and serve TBW102, so a parallel test's auto-created
+	// topic or cluster-wide topic could land on them (TestAutoCreateTopic
+	// found broker-handover).
 	work := t.TempDir()
 	masterDir, slaveDir := filepath.Join(work, "master"), filepath.Join(work, "slave")
 	master := startGroupMember(t, masterDir, "127.0.0.1:0", "--role", "SYNC_MASTER", "--flush", "sync")
@@ -206,7 +209,10 @@ func TestReplication_KillSyncMaster(t *testing.T) {
 // seconds and the client, unchanged, sends to it once its route refresh
 // (every 30 s) sees it. It reports how long that took.
 func TestControllerMode_OfficialClientFollows(t *testing.T) {
-	t.Parallel() // NB: its own brokers (and controller), under a broker name of its own
+	// NB: not parallel: its brokers register with the shared nameserver in
+	// DefaultCluster and serve TBW102, so a parallel test's auto-created
+	// topic or cluster-wide topic could land on them (TestAutoCreateTopic
+	// found broker-handover).
 	work := t.TempDir()
 	ctlBin, err := controllerBinary()
 	require.NoError(t, err)

@@ -21,8 +21,11 @@ import (
 func TestV5Node_Transaction(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
+	// NB: SLUICE_AUTO_CREATE_TOPIC=false: it registers with the shared
+	// nameserver while other tests run, and must not serve TBW102 (a
+	// parallel test's auto-created topic would land on it).
 	env := append([]string{"SLUICE_STORE_SEGMENT_SIZE=67108864", "SLUICE_TRANSACTION_CHECK_INTERVAL=500ms",
-		"SLUICE_TRANSACTION_TIMEOUT=1s"}, securityEnv...)
+		"SLUICE_TRANSACTION_TIMEOUT=1s", "SLUICE_AUTO_CREATE_TOPIC=false"}, securityEnv...)
 	args := append([]string{"-n", nameserverAddr, "--listen", "127.0.0.1:0", "--grpc-listen", "127.0.0.1:0",
 		"--store-dir", filepath.Join(dir, "store"), "--flush", "async", "--broker-name", "broker-node-tx",
 		"--cluster", "DefaultCluster"}, securityArgs...)
