@@ -87,6 +87,12 @@
 //	| gRPC server (v5)       | broker/v5 Server (Close waits)| a v5 client's connection; per     | Close (GracefulStop,|
 //	|                        |                               | stream, grpc's own goroutines     | bounded)            |
 //	| POP persistLoop        | pop.Table                     | 1 s ticker while state changes    | Table.Close         |
+//	| v5 Telemetry receiver  | broker/v5 Telemetry (one per  | a client's Telemetry stream       | the stream ends     |
+//	|                        | stream; the handler sends)    |                                   | (keepalive: 40 s)   |
+//	| v5 renewal loop        | broker/v5 renewals            | the first auto_renew receive;     | Server.Close        |
+//	|                        |                               | 1 s ticker                        | (stopRenewing)      |
+//	| v5 put drain           | grpc.go v5Puts                | a submitter past 8 rounds of      | nothing pending     |
+//	|                        |                               | other calls' puts                 |                     |
 //	| consumer status fan-out| handleGetConsumerStatus waits | one per group member              | its call returns    |
 //
 // Close order: answer parked pulls, stop the loops, unregister from the
