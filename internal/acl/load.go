@@ -36,7 +36,7 @@ func LoadFile(path string) (*Rules, error) {
 	if err != nil {
 		return nil, fmt.Errorf("acl: ACL file %s: %w", path, err)
 	}
-	if err := dec.Decode(doc); err != nil {
+	if err := dec.Decode(stringKeys(doc)); err != nil {
 		return nil, fmt.Errorf("acl: ACL file %s: %w", path, err)
 	}
 	rules, err := Compile(f)
@@ -45,6 +45,34 @@ func LoadFile(path string) (*Rules, error) {
 		return nil, fmt.Errorf("acl: ACL file %s:\n%w", path, err)
 	}
 	return rules, nil
+}
+
+// stringKeys returns v with every YAML mapping's keys made strings, as
+// viper reads them: YAML allows any scalar as a key (0:, true:), and the
+// decoder expects string keys (a non-string one panicked it, found by
+// FuzzLoadFile). Such a key then reads as the unknown key it is.
+func stringKeys(v any) any {
+	switch m := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(m))
+		for k, e := range m {
+			out[k] = stringKeys(e)
+		}
+		return out
+	case map[any]any:
+		out := make(map[string]any, len(m))
+		for k, e := range m {
+			out[fmt.Sprint(k)] = stringKeys(e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(m))
+		for i, e := range m {
+			out[i] = stringKeys(e)
+		}
+		return out
+	}
+	return v
 }
 
 // addLines fills in the Line of every FieldError in err from the YAML
