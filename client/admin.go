@@ -58,6 +58,9 @@ type BrokerAddrs struct {
 	Cluster    string
 	BrokerName string
 	Addrs      map[int64]string
+	// GrpcAddrs are the RocketMQ 5 gRPC endpoints by broker id, of the
+	// brokers that serve one (Sluice brokers started with --grpc-listen).
+	GrpcAddrs map[int64]string
 }
 
 // QueueData is a topic's queues on one broker.
@@ -99,7 +102,7 @@ func (c ClusterInfo) MasterAddrs(cluster string) []string {
 }
 
 func brokerAddrs(b protocol.BrokerData) BrokerAddrs {
-	return BrokerAddrs{Cluster: b.Cluster, BrokerName: b.BrokerName, Addrs: b.BrokerAddrs}
+	return BrokerAddrs{Cluster: b.Cluster, BrokerName: b.BrokerName, Addrs: b.BrokerAddrs, GrpcAddrs: b.GrpcAddrs}
 }
 
 // TopicRoute asks the name servers for topic's route. An unknown topic
@@ -108,7 +111,7 @@ func (a *Admin) TopicRoute(ctx context.Context, topic string) (TopicRoute, error
 	if err := a.check(); err != nil {
 		return TopicRoute{}, err
 	}
-	d, err := a.core.routes.fetch(ctx, topic)
+	d, err := a.core.routes.fetchWith(ctx, topic, true)
 	if err != nil {
 		return TopicRoute{}, err
 	}

@@ -131,8 +131,14 @@ func (c *routeCache) cached(topic string) *topicRoute {
 
 // fetch asks the name servers, in turn, for topic's route.
 func (c *routeCache) fetch(ctx context.Context, topic string) (protocol.TopicRouteData, error) {
+	return c.fetchWith(ctx, topic, false)
+}
+
+// fetchWith is fetch; withGrpc also asks a Sluice nameserver for the
+// brokers' RocketMQ 5 endpoints (BrokerData.GrpcAddrs; others ignore it).
+func (c *routeCache) fetchWith(ctx context.Context, topic string, withGrpc bool) (protocol.TopicRouteData, error) {
 	var d protocol.TopicRouteData
-	req := request{code: protocol.GetRouteInfoByTopic, ext: protocol.Ext(&protocol.GetRouteInfoRequestHeader{Topic: topic})}
+	req := request{code: protocol.GetRouteInfoByTopic, ext: protocol.Ext(&protocol.GetRouteInfoRequestHeader{Topic: topic, WithGrpc: withGrpc})}
 	var errs []error
 	start := int(c.next.Load())
 	for i := range c.ns {

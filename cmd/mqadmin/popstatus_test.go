@@ -86,3 +86,36 @@ func TestPopStatus(t *testing.T) {
 	require.Contains(t, stderr, "consumer group nobody has received nothing by POP")
 	c.fails(t, exitUsage, "popStatus", "-t", "orders")
 }
+
+// TestTopicRoute_GrpcEndpoint: a broker serving RocketMQ 5 clients shows
+// its gRPC endpoint in topicRoute, in the table and in JSON (grpcAddrs by
+// broker id), where v5 SDKs are to be pointed; one with grpc.listen off
+// shows "-" and no grpcAddrs.
+func TestTopicRoute_GrpcEndpoint(t *testing.T) {
+	type route struct {
+		Brokers []struct {
+			GrpcAddrs map[string]string `json:"grpcAddrs"`
+		} `json:"brokers"`
+	}
+	c := startClusterWith(t, func(b *conf.Broker) { b.GRPC.Listen = "127.0.0.1:0" })
+	c.send(t, "orders", 1, []byte("a"), nil)
+	c.waitRoute(t, "orders")
+	grpcAddr := c.b.GRPCAddr()
+	require.NotEmpty(t, grpcAddr)
+	out := c.ok(t, "topicRoute", "-t", "orders")
+	require.Equal(t, []string{"DefaultCluster", "broker-a", "0", c.broker, grpcAddr}, findRow(t, out, "DefaultCluster"))
+	var r route
+	c.okJSON(t, &r, "topicRoute", "-t", "orders")
+	require.Len(t, r.Brokers, 1)
+	require.Equal(t, map[string]string{"0": grpcAddr}, r.Brokers[0].GrpcAddrs)
+
+	off := startClusterWith(t, func(b *conf.Broker) { b.GRPC.Listen = conf.GRPCOff })
+	off.send(t, "orders", 1, []byte("a"), nil)
+	off.waitRoute(t, "orders")
+	out = off.ok(t, "topicRoute", "-t", "orders")
+	require.Equal(t, []string{"DefaultCluster", "broker-a", "0", off.broker, "-"}, findRow(t, out, "DefaultCluster"))
+	r = route{}
+	off.okJSON(t, &r, "topicRoute", "-t", "orders")
+	require.Len(t, r.Brokers, 1)
+	require.Nil(t, r.Brokers[0].GrpcAddrs)
+}

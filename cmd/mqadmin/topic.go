@@ -312,6 +312,8 @@ type brokerView struct {
 	Cluster    string           `json:"cluster"`
 	BrokerName string           `json:"brokerName"`
 	Addrs      map[int64]string `json:"brokerAddrs"`
+	// GrpcAddrs: the RocketMQ 5 endpoints by broker id, where served.
+	GrpcAddrs map[int64]string `json:"grpcAddrs,omitempty"`
 }
 
 type queueView struct {
@@ -339,7 +341,7 @@ func topicRouteCmd(a *app) *cobra.Command {
 		}
 		v := routeView{Topic: topic, Brokers: []brokerView{}, Queues: []queueView{}}
 		for _, b := range r.Brokers {
-			v.Brokers = append(v.Brokers, brokerView{Cluster: b.Cluster, BrokerName: b.BrokerName, Addrs: b.Addrs})
+			v.Brokers = append(v.Brokers, brokerView{Cluster: b.Cluster, BrokerName: b.BrokerName, Addrs: b.Addrs, GrpcAddrs: b.GrpcAddrs})
 		}
 		for _, q := range r.Queues {
 			v.Queues = append(v.Queues, queueView{BrokerName: q.BrokerName, ReadQueueNums: q.ReadQueues,
@@ -350,10 +352,14 @@ func topicRouteCmd(a *app) *cobra.Command {
 		if a.json {
 			return a.printJSON(v)
 		}
-		t := newTable(a.stdout, "Cluster", "Broker Name", "BID", "Addr")
+		t := newTable(a.stdout, "Cluster", "Broker Name", "BID", "Addr", "gRPC Addr")
 		for _, b := range v.Brokers {
 			for _, id := range slices.Sorted(maps.Keys(b.Addrs)) {
-				t.row(b.Cluster, b.BrokerName, id, b.Addrs[id])
+				grpc := b.GrpcAddrs[id]
+				if grpc == "" {
+					grpc = "-" // NB: serves RocketMQ 4.x clients only
+				}
+				t.row(b.Cluster, b.BrokerName, id, b.Addrs[id], grpc)
 			}
 		}
 		if err := t.flush(); err != nil {

@@ -41,7 +41,7 @@ func TestTopic_CreateRouteStatusDelete(t *testing.T) {
 
 	// topicRoute
 	out = c.ok(t, "topicRoute", "-t", "orders")
-	require.Equal(t, []string{"DefaultCluster", "broker-a", "0", c.broker}, findRow(t, out, "DefaultCluster"))
+	require.Equal(t, []string{"DefaultCluster", "broker-a", "0", c.broker, c.b.GRPCAddr()}, findRow(t, out, "DefaultCluster"))
 	require.Equal(t, []string{"broker-a", "4", "4", "6", "(RW)"}, findRow(t, out, "broker-a", "4"))
 	var route struct {
 		Brokers []struct {
