@@ -42,14 +42,16 @@ type queueSnap struct {
 }
 
 // snapshotVersion is the version Persist writes: 2 adds the FIFO state
-// (each in-flight offset's message group, the waiting offsets). Open
-// reads 1 too (no FIFO state).
-const snapshotVersion = 2
+// (each in-flight offset's message group, the waiting offsets), 3 the
+// position of the next record not in it (Table.Pos). Open reads 1 and 2
+// too (no FIFO state; position 0).
+const snapshotVersion = 3
 
 type snapshot struct {
 	Version int         `msgpack:"ver"`
 	Nonce   uint64      `msgpack:"nonce"`
 	Queues  []queueSnap `msgpack:"queues"`
+	Pos     int64       `msgpack:"pos,omitempty"` // version 3
 }
 
 // persister saves a Table to its file.
@@ -75,10 +77,10 @@ func Open(path string, log *slog.Logger) (*Table, error) {
 	case errors.Is(err, fs.ErrNotExist):
 	case err != nil:
 		return nil, fmt.Errorf("pop: %w", err)
-	case s.Version != 1 && s.Version != snapshotVersion:
-		return nil, fmt.Errorf("pop: %s: version %d, want 1 or %d", path, s.Version, snapshotVersion)
+	case s.Version < 1 || s.Version > snapshotVersion:
+		return nil, fmt.Errorf("pop: %s: version %d, want 1 to %d", path, s.Version, snapshotVersion)
 	default:
-		t.nonce = s.Nonce
+		t.nonce, t.pos = s.Nonce, max(s.Pos, 0)
 		for _, q := range s.Queues {
 			t.queues[key{q.Group, q.Topic, q.Queue}] = q.state()
 		}
@@ -145,7 +147,7 @@ func (t *Table) Persist() error {
 		t.mu.Unlock()
 		return nil
 	}
-	s := snapshot{Version: snapshotVersion, Nonce: t.nonce, Queues: make([]queueSnap, 0, len(t.queues))}
+	s := snapshot{Version: snapshotVersion, Nonce: t.nonce, Pos: t.pos, Queues: make([]queueSnap, 0, len(t.queues))}
 	for k, q := range t.queues {
 		qs := queueSnap{Group: k.group, Topic: k.topic, Queue: k.queue, Next: q.next,
 			Inflight: make([]inflightSnap, 0, len(q.inflight))}

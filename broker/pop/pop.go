@@ -10,7 +10,11 @@
 // PersistInterval while it changes and at Close: after a restart the
 // offsets in flight are in flight still (their handles valid) and acked
 // ones are not delivered again; a kill -9 loses at most the last interval
-// (those messages are delivered again: at least once).
+// (those messages are delivered again: at least once). A journaled table
+// (SetJournal, record.go) also writes each change as a record to the
+// broker's log: the saved state names the position it covers, a restart
+// applies the records past it (nothing acked is lost by a kill -9), and
+// a slave's table applies its master's records as they arrive.
 //
 // FIFO (PopOrderly, for a group with consumeMessageOrderly): a message
 // group's next offset is delivered only once the one before it is acked
@@ -202,6 +206,10 @@ type Table struct {
 	queues map[key]*queueState // guarded by mu
 	nonce  uint64              // guarded by mu
 	p      *persister          // nil: in memory only (New)
+	// journal receives a record of each change (record.go); pos is the
+	// position of the next record not in the state. Guarded by mu.
+	journal Journal
+	pos     int64
 }
 
 // New returns an empty Table.
@@ -260,9 +268,16 @@ func (t *Table) pop(broker, group, topic string, queue int32, start, end int64, 
 		q.next = start
 	}
 	changed := false
+	var rec *Record
+	if t.journal != nil {
+		rec = &Record{Op: OpPop, Group: group, Topic: topic, Queue: queue}
+	}
 	if groupOf == nil && q.nWaiting > 0 {
 		q.releaseAll()
 		changed = true
+		if rec != nil {
+			rec.Release = true
+		}
 	}
 	nowMs := now.UnixMilli()
 	visibleAt := now.Add(invisible).UnixMilli()
@@ -272,6 +287,11 @@ func (t *Table) pop(broker, group, topic string, queue int32, start, end int64, 
 		e.nonce, e.visibleAt = t.nonce, visibleAt
 		out = append(out, Delivery{Offset: off, Attempt: e.attempt, Handle: Handle{Broker: broker, Topic: topic,
 			Queue: queue, Offset: off, Nonce: e.nonce, VisibleAt: visibleAt}})
+		if rec != nil {
+			b, ok := q.busy[e.group]
+			rec.Set = append(rec.Set, recordEntry{Offset: off, VisibleAt: visibleAt, Attempt: e.attempt, Nonce: e.nonce,
+				Group: e.group, Busy: e.group != "" && ok && b == off})
+		}
 	}
 	for off, e := range q.inflight {
 		if len(out) >= n {
@@ -296,6 +316,13 @@ func (t *Table) pop(broker, group, topic string, queue int32, start, end int64, 
 				q.waiting[g] = append(q.waiting[g], q.next)
 				q.nWaiting++
 				changed = true
+				if rec != nil {
+					if n := len(rec.Wait); n > 0 && rec.Wait[n-1].Group == g {
+						rec.Wait[n-1].Offsets = append(rec.Wait[n-1].Offsets, q.next)
+					} else {
+						rec.Wait = append(rec.Wait, waitingSnap{Group: g, Offsets: []int64{q.next}})
+					}
+				}
 				continue
 			}
 			if g != "" {
@@ -311,6 +338,10 @@ func (t *Table) pop(broker, group, topic string, queue int32, start, end int64, 
 	}
 	if changed || len(out) > 0 {
 		t.changed()
+		if rec != nil {
+			rec.Next, rec.Nonce = q.next, t.nonce
+			t.emit(rec)
+		}
 	}
 	return out
 }
@@ -345,15 +376,25 @@ func (t *Table) Ack(group string, h Handle, now time.Time) error {
 // message group deliverable (FIFO): a receive waiting for arrivals can
 // take it now.
 func (t *Table) AckNext(group string, h Handle, now time.Time) (bool, error) {
+	released, _, err := t.AckDurable(group, h, now)
+	return released, err
+}
+
+// AckDurable is AckNext, returning too the wait for the ack's record
+// (nil when the table is not journaled): an ack is answered OK only once
+// its record is as durable as a send would be, so that a slave that takes
+// over knows it.
+func (t *Table) AckDurable(group string, h Handle, now time.Time) (bool, Wait, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	q, e, err := t.current(group, h, now)
 	if err != nil {
-		return false, err
+		return false, nil, err
 	}
 	released := q.done(h.Offset, e)
 	t.changed()
-	return released, nil
+	w := t.emit(&Record{Op: OpAck, Group: group, Topic: h.Topic, Queue: h.Queue, Offset: h.Offset})
+	return released, w, nil
 }
 
 // Change makes h's message invisible for d from now and returns its new
@@ -369,6 +410,7 @@ func (t *Table) Change(group string, h Handle, d time.Duration, now time.Time) (
 	e.nonce, e.visibleAt = t.nonce, now.Add(d).UnixMilli()
 	h.Nonce, h.VisibleAt = e.nonce, e.visibleAt
 	t.changed()
+	t.emit(&Record{Op: OpChange, Group: group, Topic: h.Topic, Queue: h.Queue, Offset: h.Offset, Nonce: e.nonce, VisibleAt: e.visibleAt})
 	return h, nil
 }
 
@@ -406,15 +448,22 @@ func (t *Table) Attempt(group string, h Handle, now time.Time) (int32, error) {
 func (t *Table) DeleteGroup(group string) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	found := t.deleteGroup(group)
+	if found {
+		t.changed()
+		t.emit(&Record{Op: OpDelete, Group: group})
+	}
+	return found
+}
+
+// deleteGroup forgets group's state. REQUIRES: t.mu held.
+func (t *Table) deleteGroup(group string) bool {
 	found := false
 	for k := range t.queues {
 		if k.group == group {
 			delete(t.queues, k)
 			found = true
 		}
-	}
-	if found {
-		t.changed()
 	}
 	return found
 }

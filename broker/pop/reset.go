@@ -30,10 +30,16 @@ func (t *Table) Reset(group, topic string, queue int32, offset int64) bool {
 	if q == nil {
 		return false
 	}
+	q.resetTo(offset)
+	t.changed()
+	t.emit(&Record{Op: OpReset, Group: group, Topic: topic, Queue: queue, Offset: q.next})
+	return true
+}
+
+// resetTo is Reset's change of q. REQUIRES: t.mu held.
+func (q *queueState) resetTo(offset int64) {
 	q.next = max(offset, 0)
 	q.inflight = map[int64]*entry{}
 	q.busy, q.waiting, q.nWaiting = nil, nil, 0
 	q.reset = true
-	t.changed()
-	return true
 }

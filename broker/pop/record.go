@@ -1,0 +1,246 @@
+package pop
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// Records: every change of a journaled Table (SetJournal) is also written
+// as a record, in the order the changes were made, to its Journal (the
+// broker's commitlog, on a system topic): the log carries them to the
+// slaves, whose tables apply them (Apply), and a restarted broker applies
+// those past its saved state. A record holds the change's outcome, not
+// its request (a pop's outcome depends on the map order and the clock):
+// applying it sets what the change set.
+
+// RecordVersion is the version of the records Encode writes.
+const RecordVersion = 1
+
+// Record ops.
+const (
+	OpPop    = 1 // a pop's deliveries (Set), new waiting offsets (Wait), the queue's next (Next)
+	OpAck    = 2 // Offset acked (removed; its message group's next released)
+	OpChange = 3 // Offset's new Nonce and VisibleAt
+	OpReset  = 4 // the queue reset to Offset
+	OpDelete = 5 // the group deleted
+)
+
+// maxRecordItems bounds a record's Set and Wait (a pop takes at most
+// MaxInflight offsets of a queue).
+const maxRecordItems = MaxInflight
+
+// recordEntry is one offset a pop delivered: its state after the pop.
+type recordEntry struct {
+	Offset    int64  `msgpack:"o"`
+	VisibleAt int64  `msgpack:"v"`
+	Attempt   int32  `msgpack:"a"`
+	Nonce     uint64 `msgpack:"n"`
+	Group     string `msgpack:"g,omitempty"`
+	Busy      bool   `msgpack:"b,omitempty"` // its message group's offset in flight from now on
+}
+
+// Record is one change of a Table.
+type Record struct {
+	Version int    `msgpack:"ver"`
+	Op      int    `msgpack:"op"`
+	Group   string `msgpack:"g"`
+	Topic   string `msgpack:"t,omitempty"`
+	Queue   int32  `msgpack:"q,omitempty"`
+	// OpPop: the queue's next offset after the pop; whether the pop
+	// released its waiting offsets first; the offsets delivered; the
+	// offsets that went waiting; the table's nonce after.
+	Next    int64         `msgpack:"x,omitempty"`
+	Release bool          `msgpack:"r,omitempty"`
+	Set     []recordEntry `msgpack:"s,omitempty"`
+	Wait    []waitingSnap `msgpack:"w,omitempty"`
+	// OpAck, OpChange, OpReset: the offset; OpChange: its new nonce and
+	// visible time (OpPop: Nonce is the table's).
+	Offset    int64  `msgpack:"o,omitempty"`
+	Nonce     uint64 `msgpack:"n,omitempty"`
+	VisibleAt int64  `msgpack:"v,omitempty"`
+}
+
+// ErrRecord is a record that does not decode or makes no sense.
+var ErrRecord = errors.New("pop: bad state record")
+
+// Encode returns the record's bytes (msgpack).
+func (r *Record) Encode() []byte {
+	r.Version = RecordVersion
+	b, err := msgpack.Marshal(r)
+	if err != nil {
+		panic(fmt.Sprintf("pop: encode record: %v", err)) // NB: plain fields: cannot fail
+	}
+	return b
+}
+
+// DecodeRecord reads a record made by Encode, checking its version and
+// fields.
+func DecodeRecord(b []byte) (Record, error) {
+	var r Record
+	if err := msgpack.Unmarshal(b, &r); err != nil {
+		return Record{}, fmt.Errorf("%w: %v", ErrRecord, err)
+	}
+	switch {
+	case r.Version != RecordVersion:
+		return Record{}, fmt.Errorf("%w: version %d, want %d", ErrRecord, r.Version, RecordVersion)
+	case r.Op < OpPop || r.Op > OpDelete:
+		return Record{}, fmt.Errorf("%w: op %d", ErrRecord, r.Op)
+	case r.Queue < 0 || r.Queue > 1<<16 || r.Offset < 0 || r.Next < 0:
+		return Record{}, fmt.Errorf("%w: queue %d, offset %d, next %d", ErrRecord, r.Queue, r.Offset, r.Next)
+	case len(r.Set) > maxRecordItems || len(r.Wait) > maxRecordItems:
+		return Record{}, fmt.Errorf("%w: %d offsets set, %d groups waiting", ErrRecord, len(r.Set), len(r.Wait))
+	}
+	n := 0
+	for _, w := range r.Wait {
+		n += len(w.Offsets)
+		for _, off := range w.Offsets {
+			if off < 0 {
+				return Record{}, fmt.Errorf("%w: waiting offset %d", ErrRecord, off)
+			}
+		}
+	}
+	if n > maxRecordItems {
+		return Record{}, fmt.Errorf("%w: %d offsets waiting", ErrRecord, n)
+	}
+	for _, e := range r.Set {
+		if e.Offset < 0 {
+			return Record{}, fmt.Errorf("%w: offset %d", ErrRecord, e.Offset)
+		}
+	}
+	return r, nil
+}
+
+// Wait waits for a record to be durable (as a send under the broker's
+// replication policy) and reports why it is not.
+type Wait func() error
+
+// Journal stores a journaled table's records. Append is called with the
+// table's lock held, in the order of the changes; it stores rec (or fails
+// to) and returns the position after it (what Apply calls the next
+// record's position; 0: unknown, the table's position stays) and a wait
+// for its durability. It must not call the table.
+type Journal interface {
+	Append(rec []byte) (next int64, wait Wait)
+}
+
+// SetJournal makes t write a record of each change to j (nil: none).
+// Extend (auto_renew) writes none: a renewal lost in a failover only
+// makes a message in flight visible again sooner (delivered twice).
+func (t *Table) SetJournal(j Journal) {
+	t.mu.Lock()
+	t.journal = j
+	t.mu.Unlock()
+}
+
+// Pos is the position of the next record t has not applied: records
+// before it are in t's state (and in its saved state once Persist ran).
+func (t *Table) Pos() int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.pos
+}
+
+// emit writes r to the journal. REQUIRES: t.mu held.
+func (t *Table) emit(r *Record) Wait {
+	if t.journal == nil {
+		return nil
+	}
+	next, w := t.journal.Append(r.Encode())
+	if next > 0 {
+		t.pos = next
+		t.changed()
+	}
+	return w
+}
+
+// Apply applies the record at position pos (made by another table: its
+// master's, or this broker's before a restart) and moves t's position
+// past it. A record before t's position is in t's state already: it is
+// skipped, and Apply reports false. A record past it (those between were
+// removed by retention) is applied all the same.
+func (t *Table) Apply(pos int64, r *Record) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if pos < t.pos {
+		return false
+	}
+	t.pos = pos + 1
+	t.apply(r)
+	t.changed()
+	return true
+}
+
+// Skip moves t's position to pos when it is behind (records there are
+// gone or unreadable).
+func (t *Table) Skip(pos int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if pos > t.pos {
+		t.pos = pos
+		t.changed()
+	}
+}
+
+// apply sets what r's change set. REQUIRES: t.mu held.
+func (t *Table) apply(r *Record) {
+	k := key{r.Group, r.Topic, r.Queue}
+	switch r.Op {
+	case OpPop:
+		q := t.queues[k]
+		if q == nil {
+			q = &queueState{next: r.Next, inflight: map[int64]*entry{}}
+			t.queues[k] = q
+		}
+		q.reset = false
+		if r.Release {
+			q.releaseAll()
+		}
+		for _, s := range r.Set {
+			e := q.inflight[s.Offset]
+			if e == nil {
+				e = &entry{}
+				q.inflight[s.Offset] = e
+			}
+			e.visibleAt, e.attempt, e.nonce, e.group = s.VisibleAt, s.Attempt, s.Nonce, s.Group
+			if s.Busy && s.Group != "" {
+				if q.busy == nil {
+					q.busy = map[string]int64{}
+				}
+				q.busy[s.Group] = s.Offset
+			}
+		}
+		for _, w := range r.Wait {
+			if len(w.Offsets) == 0 {
+				continue
+			}
+			if q.waiting == nil {
+				q.waiting = map[string][]int64{}
+			}
+			q.waiting[w.Group] = append(q.waiting[w.Group], w.Offsets...)
+			q.nWaiting += len(w.Offsets)
+		}
+		q.next = r.Next
+		t.nonce = max(t.nonce, r.Nonce)
+	case OpAck:
+		if q := t.queues[k]; q != nil {
+			if e := q.inflight[r.Offset]; e != nil {
+				q.done(r.Offset, e)
+			}
+		}
+	case OpChange:
+		if q := t.queues[k]; q != nil {
+			if e := q.inflight[r.Offset]; e != nil {
+				e.nonce, e.visibleAt = r.Nonce, r.VisibleAt
+			}
+		}
+		t.nonce = max(t.nonce, r.Nonce)
+	case OpReset:
+		if q := t.queues[k]; q != nil {
+			q.resetTo(r.Offset)
+		}
+	case OpDelete:
+		t.deleteGroup(r.Group)
+	}
+}
