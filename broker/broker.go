@@ -92,6 +92,8 @@ type Broker struct {
 	pop         *pop.Table    // POP consumption (v5 SimpleConsumers)
 	popArrivals arrivals      // wakes their long polls
 	popCounts   popCounts     // their counts (popmetrics.go)
+	popApplyMu  sync.Mutex    // one popApplyLog at a time
+	popKick     chan struct{} // a slave's POP state record arrived (popjournal.go)
 	restartCh   chan string   // see Restart
 	sendSem     chan struct{} // bounds sends waiting for the store
 	bursts      sync.Map      // *remoting.Conn → *sendBurst: inline sends of the reader's burst
@@ -200,6 +202,11 @@ func New(cfg conf.Broker, opts Options) (*Broker, error) {
 		return nil, err
 	}
 	b.store.Subscribe(b.popArrivals.notify)
+	b.popKick = make(chan struct{}, 1)
+	if err := b.openPopLog(); err != nil {
+		b.closeStores()
+		return nil, err
+	}
 	if err := b.createSystemTopics(); err != nil {
 		b.closeStores()
 		return nil, err
@@ -318,6 +325,8 @@ func (b *Broker) Start() error {
 	go b.housekeepingLoop()
 	go b.sched.loop()
 	go b.tx.checkLoop(b.opts.TransactionCheckInterval, b.opts.TransactionTimeout)
+	b.wg.Add(1)
+	go b.popApplyLoop()
 	if regErr != nil {
 		b.Close() // NB: after the loops started: Close stops them
 		return fmt.Errorf("broker: %w", regErr)

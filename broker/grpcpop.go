@@ -62,6 +62,9 @@ func (g grpcBackend) Arrival() <-chan struct{} { return g.b.popArrivals.next() }
 // v5 FIFO messages carry, and a message with none is its own group.
 func (g grpcBackend) Pop(ctx context.Context, r v5.PopRequest) ([]v5.Popped, *v2.Status) {
 	b := g.b
+	if st := b.popOnSlave(); st != nil {
+		return nil, st
+	}
 	cfg, ok := b.topics.Get(r.Topic)
 	if !ok {
 		return nil, &v2.Status{Code: v2.Code_TOPIC_NOT_FOUND, Message: fmt.Sprintf("topic %s does not exist on broker %s", r.Topic, b.cfg.BrokerName)}
@@ -335,14 +338,31 @@ func (b *Broker) handleFor(topicName, s string) (pop.Handle, *v2.Status) {
 	return h, nil
 }
 
-// Ack implements v5.Popper.
+// popOnSlave refuses a POP call on a slave: its POP state is its
+// master's, applied from the log (popjournal.go), never changed by a
+// client of its own.
+func (b *Broker) popOnSlave() *v2.Status {
+	if !b.isSlave() {
+		return nil
+	}
+	return &v2.Status{Code: v2.Code_FORBIDDEN, Message: fmt.Sprintf(
+		"broker %s is a slave, not its group's master now: receive and acknowledge at the master", b.cfg.BrokerName)}
+}
+
+// Ack implements v5.Popper: OK once the ack's state record is as durable
+// as a send would be (popjournal.go), so that a slave taking over never
+// delivers the message again; a record not durable so is answered as
+// such a send (the ack holds on this broker all the same).
 func (g grpcBackend) Ack(group, topicName, handle string) *v2.Status {
+	if st := g.b.popOnSlave(); st != nil {
+		return st
+	}
 	h, st := g.b.handleFor(topicName, handle)
 	if st != nil {
 		g.b.popCounts.add(group, topicName, -1, cInvalid, 1)
 		return st
 	}
-	released, err := g.b.pop.AckNext(group, h, g.b.popNow())
+	released, wait, err := g.b.pop.AckDurable(group, h, g.b.popNow())
 	if err != nil {
 		g.b.popCounts.add(group, topicName, h.Queue, cInvalid, 1)
 		return &v2.Status{Code: v2.Code_INVALID_RECEIPT_HANDLE, Message: err.Error()}
@@ -352,11 +372,22 @@ func (g grpcBackend) Ack(group, topicName, handle string) *v2.Status {
 		g.b.popArrivals.notify("", 0, 0, 0, nil) // NB: a receive waiting may take the group's next now
 	}
 	g.b.commitPop(group, topicName, h.Queue)
+	if wait != nil {
+		if err := wait(); err != nil {
+			if pe, ok := err.(*putError); ok {
+				return v5PutStatus(pe.res)
+			}
+			return &v2.Status{Code: v2.Code_INTERNAL_SERVER_ERROR, Message: err.Error()}
+		}
+	}
 	return nil
 }
 
 // Change implements v5.Popper.
 func (g grpcBackend) Change(group, topicName, handle string, d time.Duration) (string, *v2.Status) {
+	if st := g.b.popOnSlave(); st != nil {
+		return handle, st
+	}
 	h, st := g.b.handleFor(topicName, handle)
 	if st != nil {
 		g.b.popCounts.add(group, topicName, -1, cInvalid, 1)
@@ -385,6 +416,9 @@ const popWakeWithin = 30 * time.Second
 // Extend implements v5.Renewer: the handle's message stays invisible for
 // d from now and the handle stays valid (auto_renew; pop.Table.Extend).
 func (g grpcBackend) Extend(group, topicName, handle string, d time.Duration) *v2.Status {
+	if st := g.b.popOnSlave(); st != nil {
+		return st
+	}
 	h, st := g.b.handleFor(topicName, handle)
 	if st != nil {
 		g.b.popCounts.add(group, topicName, -1, cInvalid, 1)
@@ -406,6 +440,9 @@ func (g grpcBackend) PopNow() time.Time { return g.b.popNow() }
 // counts (a FIFO PushConsumer's local retries) is not added.
 func (g grpcBackend) DeadLetter(ctx context.Context, group, topicName, handle string) *v2.Status {
 	b := g.b
+	if st := b.popOnSlave(); st != nil {
+		return st
+	}
 	h, st := b.handleFor(topicName, handle)
 	if st != nil {
 		return st

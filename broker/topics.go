@@ -21,6 +21,7 @@ var systemTopics = map[string]bool{
 	transCheckMaxTopic:         true,
 	"SELF_TEST_TOPIC":          true,
 	"OFFSET_MOVED_EVENT":       true,
+	popStateTopic:              true,
 }
 
 func openTopics(dir string) (*topic.Table, error) {

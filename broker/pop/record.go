@@ -142,6 +142,15 @@ func (t *Table) Pos() int64 {
 	return t.pos
 }
 
+// Clear forgets every queue's state and the position (a saved state the
+// log no longer backs); the nonce stays, so no old handle is current.
+func (t *Table) Clear() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.queues, t.pos = map[key]*queueState{}, 0
+	t.changed()
+}
+
 // emit writes r to the journal. REQUIRES: t.mu held.
 func (t *Table) emit(r *Record) Wait {
 	if t.journal == nil {

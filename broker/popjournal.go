@@ -1,0 +1,143 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/sluicemq/sluice/broker/pop"
+	"github.com/sluicemq/sluice/broker/store"
+	"github.com/sluicemq/sluice/internal/message"
+)
+
+// popStateTopic holds the POP state records (pop/record.go) in queue 0:
+// the master's pop.Table writes one per change (a receive's deliveries,
+// an ack, a change of invisible time, a reset, a group's deletion), in
+// the order of the changes; the log carries them to the slaves, whose
+// tables apply them (popApplyLog), as a restarted broker applies those
+// past its saved state. A new master (promoted, elected) applies what it
+// has not before it serves a receive: acked messages are not delivered
+// again, those in flight are after their invisible time, and FIFO
+// message groups keep their order. The topic has no config: no route or
+// topic list shows it, and producers may not send to it (systemTopics).
+const popStateTopic = "RMQ_SYS_POP_STATE"
+
+// popJournal writes a table's records to the store (pop.Journal).
+type popJournal struct{ b *Broker }
+
+// Append implements pop.Journal: called with the table's lock held, so
+// that the records' order in the log is the changes' order (the table's
+// is the only writer of the topic). The wait is the put's answer: OK
+// only once the record is as durable as a send (flushed in sync flush
+// mode, on the in-sync replicas behind a replica gate).
+func (j popJournal) Append(rec []byte) (int64, pop.Wait) {
+	b := j.b
+	now := time.Now().UnixMilli()
+	m := &message.Message{Topic: popStateTopic, BornTimestamp: now, BornHost: b.storeHost, StoreHost: b.storeHost, Body: rec}
+	done := make(chan store.PutResult, 1)
+	b.store.Submit([]store.PutRequest{{Msg: m, Done: store.AnswerFunc(func(res store.PutResult) { done <- res })}})
+	next := b.store.QueueNext(popStateTopic, 0)
+	return next, func() error {
+		if res := <-done; res.Status != store.PutOK {
+			return &putError{res}
+		}
+		return nil
+	}
+}
+
+// popRecordsBatch bounds the records popApplyLog reads at once.
+const popRecordsBatch = 256
+
+// popApplyLog applies to the POP table the records of the log it has
+// not applied: a slave's, as they arrive, a restarted or new master's
+// before it serves.
+func (b *Broker) popApplyLog() {
+	b.popApplyMu.Lock()
+	defer b.popApplyMu.Unlock()
+	for {
+		from := b.pop.Pos()
+		res, err := b.store.Get(context.Background(), store.GetRequest{Topic: popStateTopic, QueueID: 0, Offset: from,
+			MaxMsgs: popRecordsBatch, MaxBytes: 8 << 20})
+		if err != nil {
+			b.logger.Warn("broker: read POP state records", "from", from, "err", err)
+			return
+		}
+		switch res.Status {
+		case store.GetOffsetTooSmall:
+			// NB: retention removed records the saved state does not
+			// hold: what they changed is lost (delivered again).
+			b.logger.Warn("broker: POP state records removed before they were applied", "from", from, "next", res.NextOffset)
+			b.pop.Skip(res.NextOffset)
+			continue
+		case store.GetFound:
+		default:
+			return
+		}
+		for body := res.Body; len(body) > 0; {
+			rec, err := message.Decode(body)
+			if err != nil || rec.TotalSize <= 0 || int(rec.TotalSize) > len(body) {
+				b.logger.Error("broker: POP state record unreadable", "from", from, "err", err)
+				return
+			}
+			body = body[rec.TotalSize:]
+			r, err := pop.DecodeRecord(rec.Body)
+			if err != nil {
+				b.logger.Error("broker: POP state record skipped", "offset", rec.QueueOffset, "err", err)
+				b.pop.Skip(rec.QueueOffset + 1)
+				continue
+			}
+			b.pop.Apply(rec.QueueOffset, &r)
+		}
+		if res.NextOffset <= from {
+			return
+		}
+	}
+}
+
+// openPopLog readies the POP table of New: records are written from now
+// on, and those the saved state lacks are applied (the dispatcher first
+// indexes the log: a kill -9 may have left its end unindexed). A saved
+// state past the log's records (the log was cut to agree with a new
+// master) is dropped and the records rebuilt from the start.
+func (b *Broker) openPopLog() error {
+	deadline := time.Now().Add(30 * time.Second)
+	for b.store.DispatchLag() > 0 {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("broker: the dispatcher is %d bytes behind the log after 30 s: cannot read the POP state records", b.store.DispatchLag())
+		}
+		time.Sleep(time.Millisecond) // NB: once, at open
+	}
+	if pos, end := b.pop.Pos(), b.store.MaxOffset(popStateTopic, 0); pos > end {
+		b.logger.Warn("broker: the POP state holds records the log no longer has (cut); rebuilding it from the log", "pos", pos, "end", end)
+		b.pop.Clear()
+	}
+	b.popApplyLog()
+	b.pop.SetJournal(popJournal{b})
+	b.store.Subscribe(func(topic string, _ int32, _, _ int64, _ []byte) {
+		if topic == popStateTopic && b.isSlave() {
+			select {
+			case b.popKick <- struct{}{}:
+			default:
+			}
+		}
+	})
+	return nil
+}
+
+// popApplyLoop applies a slave's POP state records as they arrive.
+func (b *Broker) popApplyLoop() {
+	defer b.wg.Done()
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-b.quit:
+			return
+		case <-b.popKick:
+		case <-t.C:
+		}
+		if b.isSlave() {
+			b.popApplyLog()
+		}
+	}
+}
