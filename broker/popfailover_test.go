@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
 	"github.com/stretchr/testify/require"
 
 	v5 "github.com/sluicemq/sluice/broker/v5"
@@ -73,26 +74,17 @@ func popTestGroups(t *testing.T, b *Broker) {
 	}
 }
 
-// TestPOPFailover_SlavePromoted: a SYNC_MASTER's POP state reaches its
-// slave with the log; the slave, promoted (restarted as the master, as an
-// operator does when the master's machine is gone), goes on where the
-// master was: acked messages are never delivered again, those in flight
-// are delivered again only once their invisible time is over (a handle
-// from the old master still acks), a nack's longer invisible time holds,
-// and FIFO message groups keep their order. Without the records the slave
-// has no POP state and delivers the acked messages again.
-func TestPOPFailover_SlavePromoted(t *testing.T) {
-	ns := startNamesrv(t, "127.0.0.1:0")
-	mc, sc := groupConfigs(t, ns.Addr(), conf.RoleSyncMaster)
-	clock := &popClock{}
-	opts := Options{PopClock: clock.now}
-	master := startBroker(t, mc, opts)
-	slave := startBroker(t, sc, opts)
+// popBefore is what the failover tests' old master handed out.
+type popBefore struct{ second, f1 popped }
+
+// popOnMaster sends and receives on a group's master: unordered, 10
+// received, m-0..m-4 acked, m-5 nacked for a minute, m-6..m-9 expired and
+// received again (attempt 2), m-6 and m-7 acked, m-8 and m-9 left in
+// flight; FIFO, A1 and B1 first, A1 acked lets A2 through, B1 holds B2.
+// It waits until every replica in slaves applied every record.
+func popOnMaster(t *testing.T, master *Broker, clock *popClock, slaves ...*Broker) popBefore {
+	t.Helper()
 	popTestGroups(t, master)
-	require.Eventually(t, func() bool {
-		st := master.repl.master.Load().Status()
-		return len(st.Slaves) == 1 && st.Slaves[0].Acked == int64(master.Store().Log().Next())
-	}, 10*time.Second, time.Millisecond)
 	c := newClient(t, remoting.SerializeJSON)
 	for _, body := range seq("m", 10) {
 		mustSend(t, c, master.Addr(), "pt", 0, body, nil)
@@ -102,8 +94,6 @@ func TestPOPFailover_SlavePromoted(t *testing.T) {
 	}
 	waitIndexed(t, master)
 
-	// Unordered: 10 received; 0-4 acked, 5 nacked for a minute, 6-9 expire
-	// and come again (attempt 2), 6 and 7 acked, 8 and 9 left in flight.
 	first := popAll(t, master, "g", "pt")
 	require.Equal(t, seq("m", 10), first.bodies())
 	for _, body := range seq("m", 5) {
@@ -117,31 +107,36 @@ func TestPOPFailover_SlavePromoted(t *testing.T) {
 	ackOK(t, master, "g", "pt", second.handles["m-6"])
 	ackOK(t, master, "g", "pt", second.handles["m-7"])
 
-	// FIFO: A1 and B1 first; A1 acked lets A2 through; B1 holds B2.
 	f1 := popAll(t, master, "f", "pf")
 	require.Equal(t, map[string]int32{"A1": 1, "B1": 1}, f1.attempts)
 	ackOK(t, master, "f", "pf", f1.handles["A1"])
 	f2 := popAll(t, master, "f", "pf")
 	require.Equal(t, map[string]int32{"A2": 1}, f2.attempts)
 
-	// The slave has applied every record.
-	require.Eventually(t, func() bool { return slave.pop.Pos() == master.pop.Pos() }, 10*time.Second, time.Millisecond)
-	require.Positive(t, slave.pop.Pos())
-	require.NoError(t, master.Close())
-	require.NoError(t, slave.Close())
-	nc := sc
-	nc.Role, nc.BrokerID = conf.RoleAsyncMaster, 0
-	nm := startBroker(t, nc, opts)
-	popTestGroups(t, nm) // NB: the slave's metadata copy may not have run yet
+	for _, s := range slaves {
+		require.Eventually(t, func() bool { return s.pop.Pos() == master.pop.Pos() }, 10*time.Second, time.Millisecond,
+			"the slave applied every record")
+		require.Positive(t, s.pop.Pos())
+		_, st := grpcBackend{s}.Pop(context.Background(), v5PopRequest("g", "pt"))
+		require.Equal(t, v2.Code_FORBIDDEN, st.GetCode(), "a slave does not serve POP")
+	}
+	return popBefore{second: second, f1: f1}
+}
 
-	// T+11: everything is in flight still.
+// popOnNewMaster goes on on the group's new master from where
+// popOnMaster left at T+11: everything is in flight still; a handle of
+// the old master acks; expired offsets come again with their attempts;
+// the nack's minute holds; FIFO groups keep their order.
+func popOnNewMaster(t *testing.T, nm *Broker, clock *popClock, was popBefore) {
+	t.Helper()
+	popTestGroups(t, nm) // NB: the slave's metadata copy may not have run yet
 	require.Empty(t, popAll(t, nm, "g", "pt").attempts, "acked or in flight")
 	require.Empty(t, popAll(t, nm, "f", "pf").attempts, "A2 and B1 in flight, the rest wait")
-	ackOK(t, nm, "g", "pt", second.handles["m-8"]) // NB: a handle of the old master
-	ackOK(t, nm, "f", "pf", f1.handles["B1"])
+	ackOK(t, nm, "g", "pt", was.second.handles["m-8"]) // NB: a handle of the old master
+	ackOK(t, nm, "f", "pf", was.f1.handles["B1"])
 	require.Equal(t, map[string]int32{"B2": 1}, popAll(t, nm, "f", "pf").attempts, "B1 acked lets B2 through")
 
-	clock.add(11 * time.Second) // T+22: m9 (and A2, B2) expired
+	clock.add(11 * time.Second) // T+22: m-9 (and A2, B2) expired
 	third := popAll(t, nm, "g", "pt")
 	require.Equal(t, map[string]int32{"m-9": 3}, third.attempts)
 	ackOK(t, nm, "g", "pt", third.handles["m-9"])
@@ -153,6 +148,57 @@ func TestPOPFailover_SlavePromoted(t *testing.T) {
 
 	clock.add(40 * time.Second) // T+62: the nack's minute is over
 	require.Equal(t, map[string]int32{"m-5": 2}, popAll(t, nm, "g", "pt").attempts)
+}
+
+// TestPOPFailover_SlavePromoted: a SYNC_MASTER's POP state reaches its
+// slave with the log; the slave, promoted (restarted as the master, as an
+// operator does when the master's machine is gone), goes on where the
+// master was (popOnNewMaster). Without the records the slave has no POP
+// state and delivers the acked messages again.
+func TestPOPFailover_SlavePromoted(t *testing.T) {
+	ns := startNamesrv(t, "127.0.0.1:0")
+	mc, sc := groupConfigs(t, ns.Addr(), conf.RoleSyncMaster)
+	clock := &popClock{}
+	opts := Options{PopClock: clock.now}
+	master := startBroker(t, mc, opts)
+	slave := startBroker(t, sc, opts)
+	require.Eventually(t, func() bool {
+		st := master.repl.master.Load().Status()
+		return len(st.Slaves) == 1 && st.Slaves[0].Acked == int64(master.Store().Log().Next())
+	}, 10*time.Second, time.Millisecond)
+	was := popOnMaster(t, master, clock, slave)
+	require.NoError(t, master.Close())
+	require.NoError(t, slave.Close())
+	nc := sc
+	nc.Role, nc.BrokerID = conf.RoleAsyncMaster, 0
+	popOnNewMaster(t, startBroker(t, nc, opts), clock, was)
+}
+
+// TestPOPFailover_ControllerMode: the same in controller mode: the
+// master closes, the controllers elect its in-sync slave, which goes on
+// where the master was (popOnNewMaster). Without the records it delivers
+// the acked messages again.
+func TestPOPFailover_ControllerMode(t *testing.T) {
+	ns := startNamesrv(t, "127.0.0.1:0")
+	ctl := startController(t)
+	clock := &popClock{}
+	opts := Options{PopClock: clock.now}
+	var bs []*Broker
+	for range 2 {
+		bs = append(bs, startBroker(t, ctlConfig(t.TempDir(), ns.Addr(), ctl.Addr()), opts))
+	}
+	m := waitGroup(t, bs...)
+	require.Eventually(t, func() bool { ss := m.ctl.syncSet.Load(); return ss != nil && len(ss.ids) == 2 }, 20*time.Second, 10*time.Millisecond)
+	var slave *Broker
+	for _, b := range bs {
+		if b != m {
+			slave = b
+		}
+	}
+	was := popOnMaster(t, m, clock, slave)
+	require.NoError(t, m.Close())
+	require.Equal(t, slave, waitGroup(t, slave))
+	popOnNewMaster(t, slave, clock, was)
 }
 
 // TestPOPFailover_KilledMasterKeepsAcks: a master killed (kill -9) after
