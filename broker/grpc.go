@@ -92,6 +92,14 @@ func (g grpcBackend) Group(name string) v5.GroupSettings {
 	return v5.GroupSettings{Orderly: c.ConsumeMessageOrderly, MaxAttempts: c.RetryMaxTimes + 1}
 }
 
+// ConsumerSeen implements v5.Backend: the group gets a config, as a 4.x
+// consumer's heartbeat gives it (Java's autoCreateSubscriptionGroup).
+func (g grpcBackend) ConsumerSeen(name string) {
+	if _, err := g.b.groupCfgs.Ensure(name); err != nil {
+		g.b.logger.Warn("broker: create subscription group", "group", name, "err", err)
+	}
+}
+
 // Route implements v5.Backend: the nameservers' route (the first that
 // answers), with each broker's gRPC address; with no nameserver, this
 // broker's own topic.

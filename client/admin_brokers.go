@@ -160,3 +160,40 @@ func (a *Admin) ConsumerConnections(ctx context.Context, addr, group string) (Gr
 	slices.SortFunc(out.Members, func(x, y ConsumerMember) int { return cmp.Compare(x.ClientID, y.ClientID) })
 	return out, nil
 }
+
+// PopQueueStatus is one queue of a POP (RocketMQ 5) consumer group on a
+// broker, as PopStatus returns it.
+type PopQueueStatus struct {
+	Queue    MessageQueue
+	InFlight int // delivered, not acked
+	Waiting  int // FIFO messages held behind their message group's
+	// OldestInFlight is the age of the oldest message in flight since it
+	// was stored; -1 when none is.
+	OldestInFlight time.Duration
+	Redeliveries   int64 // deliveries with attempt > 1 since the broker started
+	DLQ            int64 // messages sent to %DLQ%group since the broker started
+}
+
+// PopStatus returns the POP state of group on the broker at addr, per
+// queue (of topic, or of every topic when topic is ""), sorted; none when
+// the group has received nothing by POP there. POP_STATUS is a Sluice
+// request: another broker answers it with CodeRequestNotSupported.
+func (a *Admin) PopStatus(ctx context.Context, addr, brokerName, group, topic string) ([]PopQueueStatus, error) {
+	var st protocol.PopStatusBody
+	r := request{code: protocol.PopStatus, ext: protocol.Ext(&protocol.PopStatusRequestHeader{ConsumerGroup: group, Topic: topic})}
+	if err := a.brokerDecode(ctx, addr, r, &st); err != nil {
+		return nil, err
+	}
+	out := make([]PopQueueStatus, 0, len(st.Queues))
+	for _, q := range st.Queues {
+		s := PopQueueStatus{Queue: fromWire(q.MessageQueue), InFlight: q.InFlight, Waiting: q.Waiting,
+			OldestInFlight: -1, Redeliveries: q.Redeliveries, DLQ: q.DLQ}
+		s.Queue.BrokerName = cmp.Or(s.Queue.BrokerName, brokerName)
+		if q.OldestInFlightAgeMs >= 0 {
+			s.OldestInFlight = time.Duration(q.OldestInFlightAgeMs) * time.Millisecond
+		}
+		out = append(out, s)
+	}
+	slices.SortFunc(out, func(x, y PopQueueStatus) int { return compareQueues(x.Queue, y.Queue) })
+	return out, nil
+}

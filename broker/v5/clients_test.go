@@ -30,7 +30,8 @@ func (fakeBackend) Send(_ context.Context, reqs []SendRequest) []SendResult {
 func (fakeBackend) Group(g string) GroupSettings {
 	return GroupSettings{Orderly: strings.HasPrefix(g, "fifo"), MaxAttempts: 3}
 }
-func (fakeBackend) MaxBodySize() int32 { return 4 << 20 }
+func (fakeBackend) MaxBodySize() int32  { return 4 << 20 }
+func (fakeBackend) ConsumerSeen(string) {}
 
 // fakeClock is a settable clock.
 type fakeClock struct {

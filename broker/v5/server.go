@@ -66,6 +66,10 @@ type Backend interface {
 	Send(ctx context.Context, reqs []SendRequest) []SendResult
 	// Group returns a consumer group's settings (defaults when unknown).
 	Group(group string) GroupSettings
+	// ConsumerSeen is told of each consumer heartbeat of group: the
+	// broker keeps a config for every group its clients use, as a 4.x
+	// heartbeat makes it (the console and mqadmin list groups by it).
+	ConsumerSeen(group string)
 	// MaxBodySize is the largest body the store takes.
 	MaxBodySize() int32
 }

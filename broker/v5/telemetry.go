@@ -250,6 +250,9 @@ func (s *Server) Heartbeat(ctx context.Context, req *v2.HeartbeatRequest) (*v2.H
 	}
 	s.clients.seen(c.clientID, req.GetClientType(), req.GetGroup().GetName(), s.opts.Now())
 	s.clients.describe(ctx, c.clientID, nil)
+	if g := req.GetGroup().GetName(); g != "" && (Client{Type: req.GetClientType()}).IsConsumer() {
+		s.backend.ConsumerSeen(g)
+	}
 	return &v2.HeartbeatResponse{Status: okStatus()}, nil
 }
 

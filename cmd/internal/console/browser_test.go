@@ -281,6 +281,18 @@ func TestBrowser(t *testing.T) {
 		b.requireClean(t)
 	})
 
+	t.Run("POP group", func(t *testing.T) {
+		c := newV5Consumer(t, e, "popg")
+		require.NotEmpty(t, c.receive("orders", false))
+		b.goTo(t, "group/popg", "group")
+		b.poll(t, `+document.getElementById("pop-chart").dataset.lastinflight > 0`)
+		require.Positive(t, eval[int](t, b, `document.querySelectorAll("#group-body table")[2].querySelectorAll("tbody tr").length`),
+			"the POP table, a row per queue")
+		b.goTo(t, "groups", "groups")
+		require.Contains(t, eval[string](t, b, `document.getElementById("view").textContent`), "In flight (POP)")
+		b.requireClean(t)
+	})
+
 	t.Run("message by key", func(t *testing.T) {
 		b.goTo(t, "messages", "messages")
 		b.run(t, chromedp.SendKeys(chromedp.ID("q-topic"), "orders"), chromedp.SendKeys(chromedp.ID("q-key"), "order-42"))

@@ -23,6 +23,7 @@ type groupRow struct {
 	Lag         int64   `json:"lag"`
 	LagMs       int64   `json:"lagMs"`
 	ConsumeRate float64 `json:"consumeRate"`
+	InFlight    int64   `json:"inFlight"` // POP messages delivered, not acked
 }
 
 // systemGroup reports whether group is one a broker or tool uses itself.
@@ -58,7 +59,7 @@ func (s *Server) getGroups(r *http.Request) (any, error) {
 	for _, g := range names {
 		row := groupRow{Group: g, System: systemGroup(g), Lag: -1, LagMs: -1}
 		if p, ok := s.hist.last(groupKey(g)); ok {
-			row.Lag, row.LagMs, row.ConsumeRate = p.Lag, p.LagMs, p.ConsumeRate
+			row.Lag, row.LagMs, row.ConsumeRate, row.InFlight = p.Lag, p.LagMs, p.ConsumeRate, p.InFlight
 		}
 		out = append(out, row)
 	}
@@ -74,6 +75,39 @@ type progressRow struct {
 	ConsumerOffset int64  `json:"consumerOffset"` // -1: none committed
 	Lag            int64  `json:"lag"`            // -1: unknown
 	LagMs          int64  `json:"lagMs"`          // -1: unknown
+}
+
+// popRow is one queue a group consumes by POP (RocketMQ 5 clients), in
+// GET /api/groups/{group}.
+type popRow struct {
+	Topic      string `json:"topic"`
+	BrokerName string `json:"brokerName"`
+	QueueID    int    `json:"queueId"`
+	InFlight   int    `json:"inFlight"`
+	Waiting    int    `json:"waiting"` // FIFO messages behind their message group's
+	// OldestInFlightMs: age of the oldest message in flight; -1 when none.
+	OldestInFlightMs int64 `json:"oldestInFlightMs"`
+	Redeliveries     int64 `json:"redeliveries"`
+	DLQ              int64 `json:"dlq"`
+}
+
+// popStatus returns group's POP state on every master, per queue; masters
+// that do not serve POP_STATUS (not Sluice) are left out.
+func (s *Server) popStatus(ctx context.Context, ci client.ClusterInfo, group string) ([]client.PopQueueStatus, error) {
+	var out []client.PopQueueStatus
+	var errs []error
+	for _, b := range masters(ci) {
+		qs, err := s.admin.PopStatus(ctx, b.addr, b.name, group, "")
+		if errors.Is(err, &client.BrokerError{Code: client.CodeRequestNotSupported}) {
+			continue
+		}
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		out = append(out, qs...)
+	}
+	return out, errors.Join(errs...)
 }
 
 // memberView is one live client of a group.
@@ -101,6 +135,9 @@ type groupView struct {
 	LagMs        int64         `json:"lagMs"` // the largest known; -1 when none is
 	UnknownLag   int           `json:"unknownLag"`
 	History      []Point       `json:"history"` // the group's lag and rates, last hour
+	// Pop: the queues the group consumes by POP (RocketMQ 5 clients),
+	// empty when it consumes none that way.
+	Pop []popRow `json:"pop"`
 }
 
 func (s *Server) getGroup(r *http.Request) (any, error) {
@@ -134,6 +171,19 @@ func (s *Server) getGroup(r *http.Request) (any, error) {
 		return nil, err
 	}
 	out.ConsumeType, out.MessageModel, out.ConsumeFrom = meta.ConsumeType, meta.MessageModel, meta.ConsumeFromWhere
+	pop, err := s.popStatus(r.Context(), ci, g)
+	if err != nil {
+		return nil, err
+	}
+	out.Pop = make([]popRow, 0, len(pop))
+	for _, q := range pop {
+		row := popRow{Topic: q.Queue.Topic, BrokerName: q.Queue.BrokerName, QueueID: q.Queue.QueueID, InFlight: q.InFlight,
+			Waiting: q.Waiting, OldestInFlightMs: -1, Redeliveries: q.Redeliveries, DLQ: q.DLQ}
+		if q.OldestInFlight >= 0 {
+			row.OldestInFlightMs = q.OldestInFlight.Milliseconds()
+		}
+		out.Pop = append(out.Pop, row)
+	}
 	for _, m := range ms {
 		v := memberView{ClientID: m.ClientID, ClientAddr: m.ClientAddr, Language: m.Language,
 			Version: protocol.VersionName(m.Version), Subscriptions: m.Subscriptions, ExpressionTypes: m.ExpressionTypes}
@@ -143,7 +193,7 @@ func (s *Server) getGroup(r *http.Request) (any, error) {
 		out.Members = append(out.Members, v)
 	}
 	out.Online = len(out.Members) > 0
-	if !out.Online && len(out.Queues) == 0 {
+	if !out.Online && len(out.Queues) == 0 && len(out.Pop) == 0 {
 		names, err := s.groupNames(r.Context(), ci)
 		if err == nil && !slices.Contains(names, g) {
 			return nil, &httpError{status: http.StatusNotFound, msg: "no broker knows consumer group " + g}

@@ -16,6 +16,12 @@ type Point struct {
 	Stored      int64   `json:"stored"`   // messages a topic holds (sum of max - min offsets); topics only
 	ProduceRate float64 `json:"produceRate"`
 	ConsumeRate float64 `json:"consumeRate"`
+	// POP (RocketMQ 5) consumption of a group, summed over its queues;
+	// groups only, all zero for a group that received nothing by POP.
+	InFlight       int64   `json:"inFlight"`     // delivered, not acked
+	Redeliveries   int64   `json:"redeliveries"` // since the brokers started
+	DLQ            int64   `json:"dlq"`          // dead-lettered since the brokers started
+	RedeliveryRate float64 `json:"redeliveryRate"`
 }
 
 // series is a flow's points of the last keep, oldest first.
@@ -31,6 +37,7 @@ func (s *series) add(p Point, keep time.Duration) {
 		if dt := float64(p.T-prev.T) / 1000; dt > 0 {
 			p.ProduceRate = max(float64(p.Produced-prev.Produced)/dt, 0)
 			p.ConsumeRate = max(float64(p.Consumed-prev.Consumed)/dt, 0)
+			p.RedeliveryRate = max(float64(p.Redeliveries-prev.Redeliveries)/dt, 0) // NB: a restarted broker counts from 0
 		}
 	}
 	s.points = append(s.points, p)

@@ -102,6 +102,17 @@ func (s *Server) sampleGroups(ctx context.Context, ci client.ClusterInfo, now in
 			f.add(q)
 			all.add(q)
 		}
+		if pop, perr := s.popStatus(ctx, ci, g); perr == nil {
+			for _, q := range pop {
+				all.InFlight += int64(q.InFlight)
+				all.Redeliveries += q.Redeliveries
+				all.DLQ += q.DLQ
+			}
+		} else if p, ok := s.hist.last(groupKey(g)); ok {
+			// NB: a broker that did not answer keeps the POP figures where
+			// they were, as the other series keep their points
+			all.InFlight, all.Redeliveries, all.DLQ = p.InFlight, p.Redeliveries, p.DLQ
+		}
 		for topic, f := range flows {
 			s.hist.add(flowKey(g, topic), f.point())
 		}

@@ -43,7 +43,16 @@
     if (!resp.ok) throw new Error(data && data.error ? data.error : "HTTP " + resp.status);
     return data;
   }
-  const get = (path) => api("GET", path);
+  // stale is what get throws when the user navigated while it waited: the
+  // page that asked is gone and must not draw over the new one (a topics
+  // render a delete started, answered after the next page's, did).
+  const stale = new Error("stale page");
+  async function get(path) {
+    const gen = generation;
+    const data = await api("GET", path);
+    if (gen !== generation) throw stale;
+    return data;
+  }
 
   function say(text, ok) {
     notice.textContent = text;
@@ -96,7 +105,7 @@
       try {
         await fn();
       } catch (e) {
-        say(e.message);
+        if (e !== stale) say(e.message);
       }
       if (gen === generation) timer = setTimeout(tick, Math.max(1000, config.sampleEveryMs));
     };
@@ -241,8 +250,8 @@
   async function groups() {
     const list = await get("/api/groups");
     const rows = list.filter((g) => !g.system).map((g) => tr([link("group/" + enc(g.group), g.group), fmtLag(g.lag),
-      esc(fmtAge(g.lagMs)), fmtRate(g.consumeRate)]));
-    view.innerHTML = "<h1>Consumer groups</h1>" + table(["Group", "#Lag (messages)", "#Lag (time)", "#Consume rate"], rows);
+      esc(fmtAge(g.lagMs)), fmtRate(g.consumeRate), g.inFlight]));
+    view.innerHTML = "<h1>Consumer groups</h1>" + table(["Group", "#Lag (messages)", "#Lag (time)", "#Consume rate", "#In flight (POP)"], rows);
     ready("groups");
   }
 
@@ -261,6 +270,10 @@
         '<h2>Lag over the last hour</h2><div class="card"><canvas class="chart" id="lag-chart"></canvas></div>' +
         "<h2>Members</h2>" + table(["Client id", "Address", "Client", "Subscriptions"], members) +
         "<h2>Lag per queue</h2>" + table(["Topic", "Broker", "#Queue", "#Broker offset", "#Consumer offset", "#Lag (messages)", "#Lag (time)"], queues) +
+        (g.pop.length ? '<h2>POP (RocketMQ 5 consumers)</h2><div class="card"><canvas class="chart" id="pop-chart"></canvas></div>' +
+          table(["Topic", "Broker", "#Queue", "#In flight", "#Waiting (FIFO)", "#Oldest in flight", "#Redeliveries", "#DLQ"],
+            g.pop.map((q) => tr([esc(q.topic), esc(q.brokerName), q.queueId, q.inFlight, q.waiting, esc(q.oldestInFlightMs < 0 ? "-" : fmtAge(q.oldestInFlightMs)),
+              q.redeliveries, q.dlq]))) : "") +
         '<h2>Running status</h2><p><button id="status-load">Ask the members</button></p><div id="status"></div>' +
         "<p>" + g.topics.map((t) => link("live?topic=" + enc(t) + "&group=" + enc(name), "live chart of " + t)).join(" · ") +
         " · " + link("messages?dlq=" + enc(name), "dead-letter queue") + "</p>";
@@ -287,6 +300,15 @@
           { name: "lag seconds", color: "#e5a50a", axis: "right", points: g.history.filter((p) => p.lagMs >= 0).map((p) => [p.t, p.lagMs / 1000]) },
         ],
       });
+      if (g.pop.length) {
+        window.drawChart(document.getElementById("pop-chart"), {
+          left: "in flight", right: "redeliveries/s",
+          lines: [
+            { name: "in flight", color: "#1c71d8", fill: true, points: series(g.history, "inFlight") },
+            { name: "redeliveries/s", color: "#c01c28", axis: "right", points: series(g.history, "redeliveryRate") },
+          ],
+        });
+      }
     };
     view.innerHTML = "<h1>Consumer group " + esc(name) + "</h1>" +
       (config.readOnly ? "" :
@@ -516,6 +538,7 @@
           ready("none");
       }
     } catch (err) {
+      if (err === stale) return;
       say(err.message);
       if (!view.dataset.ready) {
         view.insertAdjacentHTML("beforeend", '<p class="bad" id="page-error">' + esc(err.message) + "</p>");
