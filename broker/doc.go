@@ -87,6 +87,8 @@
 //	| gRPC server (v5)       | broker/v5 Server (Close waits)| a v5 client's connection; per     | Close (GracefulStop,|
 //	|                        |                               | stream, grpc's own goroutines     | bounded)            |
 //	| POP persistLoop        | pop.Table                     | 1 s ticker while state changes    | Table.Close         |
+//	| popApplyLoop           | Broker                        | a POP state record indexed on a   | Close               |
+//	|                        |                               | slave; 1 s ticker (slaves only)   |                     |
 //	| v5 Telemetry receiver  | broker/v5 Telemetry (one per  | a client's Telemetry stream       | the stream ends     |
 //	|                        | stream; the handler sends)    |                                   | (keepalive: 40 s)   |
 //	| v5 renewal loop        | broker/v5 renewals            | the first auto_renew receive;     | Server.Close        |
