@@ -18,6 +18,35 @@ type popStatusView struct {
 	Queues []protocol.PopQueueStatus `json:"queues"`
 }
 
+// popTotals sums a POP group's queues.
+type popTotals struct {
+	InFlight         int64  `json:"inFlight"`
+	Waiting          int64  `json:"waiting"`
+	OldestInFlightMs *int64 `json:"oldestInFlightMs"` // null when nothing is in flight
+	Redeliveries     int64  `json:"redeliveries"`
+	DLQ              int64  `json:"dlq"`
+}
+
+func (v popStatusView) totals() popTotals {
+	var t popTotals
+	for _, q := range v.Queues {
+		t.InFlight, t.Waiting = t.InFlight+int64(q.InFlight), t.Waiting+int64(q.Waiting)
+		t.Redeliveries, t.DLQ = t.Redeliveries+q.Redeliveries, t.DLQ+q.DLQ
+		if q.OldestInFlightAgeMs >= 0 && (t.OldestInFlightMs == nil || q.OldestInFlightAgeMs > *t.OldestInFlightMs) {
+			ms := q.OldestInFlightAgeMs
+			t.OldestInFlightMs = &ms
+		}
+	}
+	return t
+}
+
+// String is the totals' line under the tables of popStatus and
+// consumerProgress.
+func (t popTotals) String() string {
+	return fmt.Sprintf("In Flight: %d  Waiting: %d  Oldest In Flight: %s  Redeliveries: %d  DLQ: %d",
+		t.InFlight, t.Waiting, orUnknown(t.OldestInFlightMs, msDuration), t.Redeliveries, t.DLQ)
+}
+
 // popStatus asks the brokers of topic (every broker when topic is empty)
 // for a POP group's state per queue (POP_STATUS, a Sluice request: a
 // broker that does not serve it is named in the error).
@@ -87,20 +116,17 @@ func popStatusCmd(a *app) *cobra.Command {
 			return a.printJSON(v)
 		}
 		t := newTable(a.stdout, "Topic", "Broker Name", "QID", "In Flight", "Waiting", "Oldest In Flight", "Redeliveries", "DLQ")
-		var inflight, waiting, redelivered, dead int64
 		for _, q := range v.Queues {
 			oldest := "-"
 			if q.OldestInFlightAgeMs >= 0 {
 				oldest = msDuration(q.OldestInFlightAgeMs)
 			}
 			t.row(q.Topic, q.BrokerName, q.QueueID, q.InFlight, q.Waiting, oldest, q.Redeliveries, q.DLQ)
-			inflight, waiting = inflight+int64(q.InFlight), waiting+int64(q.Waiting)
-			redelivered, dead = redelivered+q.Redeliveries, dead+q.DLQ
 		}
 		if err := t.flush(); err != nil {
 			return err
 		}
-		fmt.Fprintf(a.stdout, "\nIn Flight: %d  Waiting: %d  Redeliveries: %d  DLQ: %d\n", inflight, waiting, redelivered, dead)
+		fmt.Fprintf(a.stdout, "\n%s\n", v.totals())
 		return nil
 	})
 	return cmd

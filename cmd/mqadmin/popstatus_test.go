@@ -66,7 +66,21 @@ func TestPopStatus(t *testing.T) {
 	require.Equal(t, []string{"1", "0"}, row[3:5], "in flight, waiting")
 	require.NotEqual(t, "-", row[5], "the oldest in flight's age")
 	require.Equal(t, []string{"0", "0"}, row[6:8], "redeliveries, DLQ")
-	require.Contains(t, out, "In Flight: 1  Waiting: 0  Redeliveries: 0  DLQ: 0")
+	require.Regexp(t, `In Flight: 1  Waiting: 0  Oldest In Flight: \d\S*  Redeliveries: 0  DLQ: 0`, out)
+
+	// consumerProgress adds the POP totals under the offsets.
+	out = c.ok(t, "consumerProgress", "-g", "popg")
+	require.Regexp(t, `POP \(RocketMQ 5 consumers, per queue: popStatus\): In Flight: 1  Waiting: 0  Oldest In Flight: \d\S*  Redeliveries: 0  DLQ: 0`, out)
+	var pv struct {
+		Pop *struct {
+			InFlight         int64  `json:"inFlight"`
+			OldestInFlightMs *int64 `json:"oldestInFlightMs"`
+		} `json:"pop"`
+	}
+	c.okJSON(t, &pv, "consumerProgress", "-g", "popg")
+	require.NotNil(t, pv.Pop)
+	require.Equal(t, int64(1), pv.Pop.InFlight)
+	require.NotNil(t, pv.Pop.OldestInFlightMs)
 
 	var v popStatusView
 	c.okJSON(t, &v, "popStatus", "-g", "popg")

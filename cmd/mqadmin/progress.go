@@ -40,6 +40,9 @@ type progressView struct {
 	TotalLag         int64  `json:"totalLag"`
 	UnknownLagQueues int    `json:"unknownLagQueues"`
 	MaxLagTimeMs     *int64 `json:"maxLagTimeMs"` // null when no queue's lag time is known
+	// Pop sums the group's POP state (RocketMQ 5 consumers: popStatus has
+	// it per queue); absent when the group received nothing by POP.
+	Pop *popTotals `json:"pop,omitempty"`
 }
 
 // progressOf turns one queue of a GET_CONSUME_STATS answer into a row.
@@ -121,6 +124,12 @@ func (a *app) consumerProgress(ctx context.Context, group, topic string) (progre
 			v.MaxLagTimeMs = &ms
 		}
 	}
+	// NB: the offsets are the answer; POP state is added where a broker has
+	// some (an error here means none, or a broker that is not Sluice)
+	if pv, err := a.popStatus(ctx, group, topic); err == nil {
+		t := pv.totals()
+		v.Pop = &t
+	}
 	return v, nil
 }
 
@@ -158,6 +167,9 @@ func consumerProgressCmd(a *app) *cobra.Command {
 		if v.UnknownLagQueues > 0 {
 			fmt.Fprintf(a.stdout, "%d queue(s) without a committed offset: their lag is unknown and not in the total\n",
 				v.UnknownLagQueues)
+		}
+		if v.Pop != nil {
+			fmt.Fprintf(a.stdout, "POP (RocketMQ 5 consumers, per queue: popStatus): %s\n", v.Pop)
 		}
 		return nil
 	})
