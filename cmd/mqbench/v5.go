@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -181,13 +182,18 @@ func consumeV5(ctx context.Context, o options, i int, c *counters, fail func(err
 		return
 	}
 	defer v.conn.Close()
-	acks := make(chan *v2.Message, 4*maxV5Batch)
+	type ack struct {
+		m     *v2.Message
+		count bool // false: an e2e probe or a stale message, acked uncounted
+	}
+	acks := make(chan ack, 4*maxV5Batch)
 	var ackers sync.WaitGroup
 	for range max(o.inflight/4, 1) {
 		ackers.Add(1)
 		go func() {
 			defer ackers.Done()
-			for m := range acks {
+			for a := range acks {
+				m := a.m
 				resp, err := v.c.AckMessage(v.ctx(context.WithoutCancel(ctx)), &v2.AckMessageRequest{
 					Group: &v2.Resource{Name: o.group}, Topic: m.GetTopic(),
 					Entries: []*v2.AckMessageEntry{{MessageId: m.GetSystemProperties().GetMessageId(),
@@ -202,6 +208,9 @@ func consumeV5(ctx context.Context, o options, i int, c *counters, fail func(err
 					if ctx.Err() == nil {
 						c.failed(err)
 					}
+					continue
+				}
+				if !a.count {
 					continue
 				}
 				c.bytes.Add(int64(len(m.GetBody())))
@@ -222,17 +231,49 @@ func consumeV5(ctx context.Context, o options, i int, c *counters, fail func(err
 			}
 			return
 		}
+		now := time.Now()
 		for _, m := range msgs {
-			if m.GetSystemProperties().GetDeliveryAttempt() > 1 {
+			sp := m.GetSystemProperties()
+			if sp.GetDeliveryAttempt() > 1 {
 				c.redelivered.Add(1)
 			}
 			select {
-			case acks <- m:
+			case acks <- ack{m: m, count: o.mode != "e2e" || e2eV5(m, now, c)}:
 			case <-ctx.Done():
 				return
 			}
 		}
 	}
+}
+
+// e2eV5 is consumeV5's e2e bookkeeping for a received message: a probe
+// marks its queue ready (queues are told apart by broker address and id)
+// and is acked uncounted, as is a message of an earlier run; the others'
+// latencies are recorded from the send time their body starts with. It
+// reports whether m counts.
+func e2eV5(m *v2.Message, now time.Time, c *counters) bool {
+	sp := m.GetSystemProperties()
+	if sp.GetTag() == "probe" {
+		q := client.MessageQueue{Topic: m.GetTopic().GetName(), BrokerName: sp.GetStoreHost(), QueueID: int(sp.GetQueueId())}
+		if _, seen := c.probed.LoadOrStore(q, true); !seen {
+			c.probedQueues.Add(1)
+		}
+		return false
+	}
+	if len(m.GetBody()) < 8 {
+		return true
+	}
+	born := time.Unix(0, int64(binary.BigEndian.Uint64(m.GetBody())))
+	if born.Before(c.begun) {
+		c.stale.Add(1)
+		return false
+	}
+	c.lat.record(now.Sub(born))
+	if st := sp.GetStoreTimestamp(); st != nil {
+		c.toStore.record(max(st.AsTime().Sub(born), 0))
+		c.fromStore.record(max(now.Sub(st.AsTime()), 0))
+	}
+	return true
 }
 
 // maxV5Batch is the most messages one receive returns.
@@ -241,11 +282,15 @@ const maxV5Batch = 32
 // receiveV5 is one ReceiveMessage: the messages, none when the long poll
 // (up to 5 s) found nothing.
 func receiveV5(ctx context.Context, v *v5Client, o options, batch int32) ([]*v2.Message, error) {
+	tags := "bench"
+	if o.mode == "e2e" {
+		tags = "bench || probe"
+	}
 	cctx, cancel := context.WithTimeout(v.ctx(ctx), 10*time.Second)
 	defer cancel()
 	stream, err := v.c.ReceiveMessage(cctx, &v2.ReceiveMessageRequest{Group: &v2.Resource{Name: o.group},
 		MessageQueue:     &v2.MessageQueue{Topic: &v2.Resource{Name: o.topic}, Id: -1},
-		FilterExpression: &v2.FilterExpression{Type: v2.FilterType_TAG, Expression: "bench"},
+		FilterExpression: &v2.FilterExpression{Type: v2.FilterType_TAG, Expression: tags},
 		BatchSize:        batch, InvisibleDuration: durationpb.New(30 * time.Second),
 		LongPollingTimeout: durationpb.New(5 * time.Second)})
 	if err != nil {
