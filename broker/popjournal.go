@@ -36,13 +36,21 @@ func (j popJournal) Append(rec []byte) (int64, pop.Wait) {
 	m := &message.Message{Topic: popStateTopic, BornTimestamp: now, BornHost: b.storeHost, StoreHost: b.storeHost, Body: rec}
 	done := make(chan store.PutResult, 1)
 	b.store.Submit([]store.PutRequest{{Msg: m, Done: store.AnswerFunc(func(res store.PutResult) { done <- res })}})
-	next := b.store.QueueNext(popStateTopic, 0)
-	return next, func() error {
-		if res := <-done; res.Status != store.PutOK {
+	wait := func(res store.PutResult) error {
+		if res.Status != store.PutOK {
 			return &putError{res}
 		}
 		return nil
 	}
+	select {
+	case res := <-done: // NB: a refusal, or async flush with no gate: answered during Submit
+		if !res.Stored() {
+			return 0, func() error { return wait(res) }
+		}
+		return res.QueueOffset + 1, func() error { return wait(res) }
+	default:
+	}
+	return b.store.QueueNext(popStateTopic, 0), func() error { return wait(<-done) }
 }
 
 // popRecordsBatch bounds the records popApplyLog reads at once.
@@ -136,8 +144,16 @@ func (b *Broker) popApplyLoop() {
 		case <-b.popKick:
 		case <-t.C:
 		}
-		if b.isSlave() {
-			b.popApplyLog()
+		if !b.isSlave() {
+			continue
 		}
+		if b.pop.Diverged() {
+			// NB: this broker, master before, changed its POP state
+			// without a record (its log refused it): the master's records
+			// would apply to a state they do not describe.
+			b.logger.Warn("broker: the POP state holds changes its log does not; rebuilding it from the log")
+			b.pop.Clear()
+		}
+		b.popApplyLog()
 	}
 }

@@ -48,10 +48,11 @@ type queueSnap struct {
 const snapshotVersion = 3
 
 type snapshot struct {
-	Version int         `msgpack:"ver"`
-	Nonce   uint64      `msgpack:"nonce"`
-	Queues  []queueSnap `msgpack:"queues"`
-	Pos     int64       `msgpack:"pos,omitempty"` // version 3
+	Version  int         `msgpack:"ver"`
+	Nonce    uint64      `msgpack:"nonce"`
+	Queues   []queueSnap `msgpack:"queues"`
+	Pos      int64       `msgpack:"pos,omitempty"` // version 3
+	Diverged bool        `msgpack:"div,omitempty"` // version 3
 }
 
 // persister saves a Table to its file.
@@ -80,7 +81,7 @@ func Open(path string, log *slog.Logger) (*Table, error) {
 	case s.Version < 1 || s.Version > snapshotVersion:
 		return nil, fmt.Errorf("pop: %s: version %d, want 1 to %d", path, s.Version, snapshotVersion)
 	default:
-		t.nonce, t.pos = s.Nonce, max(s.Pos, 0)
+		t.nonce, t.pos, t.diverged = s.Nonce, max(s.Pos, 0), s.Diverged
 		for _, q := range s.Queues {
 			t.queues[key{q.Group, q.Topic, q.Queue}] = q.state()
 		}
@@ -147,7 +148,7 @@ func (t *Table) Persist() error {
 		t.mu.Unlock()
 		return nil
 	}
-	s := snapshot{Version: snapshotVersion, Nonce: t.nonce, Pos: t.pos, Queues: make([]queueSnap, 0, len(t.queues))}
+	s := snapshot{Version: snapshotVersion, Nonce: t.nonce, Pos: t.pos, Diverged: t.diverged, Queues: make([]queueSnap, 0, len(t.queues))}
 	for k, q := range t.queues {
 		qs := queueSnap{Group: k.group, Topic: k.topic, Queue: k.queue, Next: q.next,
 			Inflight: make([]inflightSnap, 0, len(q.inflight))}

@@ -210,6 +210,9 @@ type Table struct {
 	// position of the next record not in the state. Guarded by mu.
 	journal Journal
 	pos     int64
+	// diverged: a change's record was not stored (the log refused it):
+	// the state holds what the log does not. Saved.
+	diverged bool
 }
 
 // New returns an empty Table.

@@ -147,7 +147,7 @@ func (t *Table) Pos() int64 {
 func (t *Table) Clear() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.queues, t.pos = map[key]*queueState{}, 0
+	t.queues, t.pos, t.diverged = map[key]*queueState{}, 0, false
 	t.changed()
 }
 
@@ -157,11 +157,23 @@ func (t *Table) emit(r *Record) Wait {
 		return nil
 	}
 	next, w := t.journal.Append(r.Encode())
-	if next > 0 {
+	if next > t.pos {
 		t.pos = next
-		t.changed()
+	} else {
+		t.diverged = true
 	}
+	t.changed()
 	return w
+}
+
+// Diverged reports whether a change's record was not stored since the
+// table was opened empty or cleared: its state then holds what the log
+// does not, and a table that applies records (a slave) must be rebuilt
+// from the log (Clear, then Apply from the first record).
+func (t *Table) Diverged() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.diverged
 }
 
 // Apply applies the record at position pos (made by another table: its

@@ -214,3 +214,43 @@ func FuzzDecodeRecord(f *testing.F) {
 		tb.Pop("b", r.Group, r.Topic, r.Queue, 0, r.Next+2, 4, time.Second, time.Unix(1_800_000_000, 0))
 	})
 }
+
+// refusingJournal stores nothing (a log that refuses puts).
+type refusingJournal struct{}
+
+func (j refusingJournal) Append([]byte) (int64, Wait) {
+	return 0, func() error { return errors.New("refused") }
+}
+
+// TestRecord_Diverged: a change whose record the journal did not store
+// marks the table diverged (saved with it); Clear forgets the state and
+// the mark, keeping the nonce (no old handle is current again).
+func TestRecord_Diverged(t *testing.T) {
+	path := t.TempDir() + "/pop"
+	now := time.Unix(1_800_000_000, 0)
+	j := &memJournal{}
+	tb, err := Open(path, nil)
+	require.NoError(t, err)
+	tb.SetJournal(j)
+	d := tb.Pop("b", "g", "T", 0, 0, 2, 10, time.Minute, now)
+	require.False(t, tb.Diverged())
+	tb.SetJournal(refusingJournal{})
+	_, w, err := tb.AckDurable("g", d[0].Handle, now)
+	require.NoError(t, err, "the ack holds here")
+	require.Error(t, w(), "its record was not stored")
+	require.True(t, tb.Diverged())
+	require.Equal(t, int64(1), tb.Pos(), "no record past the pop's")
+	require.NoError(t, tb.Close())
+
+	tb, err = Open(path, nil)
+	require.NoError(t, err)
+	defer tb.Close()
+	require.True(t, tb.Diverged(), "saved")
+	tb.Clear()
+	require.False(t, tb.Diverged())
+	require.Equal(t, int64(0), tb.Pos())
+	require.Empty(t, state(tb))
+	replay(t, tb, j, 0)
+	require.NoError(t, tb.Ack("g", d[1].Handle, now), "rebuilt from the log: the pop's offsets in flight")
+	require.NoError(t, tb.Ack("g", d[0].Handle, now), "the ack the log never had is not in the rebuilt state")
+}
