@@ -2,7 +2,11 @@
 
 package commitlog
 
-import "syscall"
+import (
+	"runtime"
+	"syscall"
+	"unsafe"
+)
 
 // adviceChunk is how much one POSIX_FADV_WILLNEED asks for: Linux reads at
 // most max(read_ahead_kb, the device's largest request) for one call
@@ -32,4 +36,33 @@ func willNeed(f File, off, n int64) {
 			}
 		}
 	})
+}
+
+// sysPreadv2 is preadv2's system call number (the syscall package has none).
+var sysPreadv2 = map[string]uintptr{"amd64": 327, "arm64": 286}[runtime.GOARCH]
+
+// readCached reads into p from off of the file with descriptor fd from the
+// page cache only (preadv2 with RWF_NOWAIT): n is what it read, less than
+// len(p) when the rest is not in the cache (or at the file's end), and ok
+// is false if the kernel cannot read so.
+func readCached(fd uintptr, p []byte, off int64) (n int, ok bool) {
+	if len(p) == 0 {
+		return 0, true
+	}
+	const rwfNoWait = 8
+	iov := syscall.Iovec{Base: &p[0]}
+	iov.SetLen(len(p))
+	for {
+		r, _, errno := syscall.Syscall6(sysPreadv2, fd, uintptr(unsafe.Pointer(&iov)), 1, uintptr(off), 0, rwfNoWait)
+		switch errno {
+		case 0:
+			return int(r), true
+		case syscall.EAGAIN:
+			return 0, true
+		case syscall.EINTR:
+			continue
+		default: // ENOSYS, EOPNOTSUPP: an old kernel, a file system without it
+			return 0, false
+		}
+	}
 }

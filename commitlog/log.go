@@ -78,6 +78,12 @@ type Options struct {
 	// Where the file system cannot preallocate, the zeros allocate the
 	// space ahead instead. At least 2 MiB when set. Default 0: off.
 	WarmAhead int64
+	// ReadAhead, when positive, is how far ahead of a reader whose reads
+	// miss the page cache, moving forward through the log (a consumer
+	// replaying a backlog), the log is read into the cache in the
+	// background (see readahead.go). At least 1 MiB when set. Default 0:
+	// off (the kernel's own read-ahead only).
+	ReadAhead int64
 	// DiskFullRetry is how long after an ENOSPC failure appends stay refused
 	// before one is tried again. Default 1s.
 	DiskFullRetry time.Duration
@@ -134,6 +140,12 @@ func (o Options) withDefaults() (Options, error) {
 	if o.WarmAhead < 0 {
 		return o, fmt.Errorf("commitlog: negative warm-ahead %d", o.WarmAhead)
 	}
+	if o.ReadAhead < 0 {
+		return o, fmt.Errorf("commitlog: negative read-ahead %d", o.ReadAhead)
+	}
+	if o.ReadAhead > 0 && o.ReadAhead < 1<<20 {
+		o.ReadAhead = 1 << 20
+	}
 	if o.WarmAhead > 0 && o.WarmAhead < 2*warmPiece {
 		o.WarmAhead = 2 * warmPiece
 	}
@@ -171,6 +183,7 @@ type Log struct {
 	wpos   int64        // write position in active
 	wbuf   []byte       // encode buffer handed to fill
 	warm   *warmer      // nil unless Options.WarmAhead
+	ra     *readAhead   // nil unless Options.ReadAhead
 	raw    rawParser    // record boundaries of AppendRaw (replicas)
 	pre    *precreation // the next segment under creation (Options.PrecreateNext)
 
@@ -270,6 +283,11 @@ func Open(dir string, opts Options) (*Log, error) {
 	l.lastCheckpoint = time.Now()
 	l.wg.Add(1)
 	go l.flushLoop()
+	if opts.ReadAhead > 0 {
+		l.ra = newReadAhead(opts.ReadAhead)
+		l.wg.Add(1)
+		go l.readAheadLoop()
+	}
 	if opts.WarmAhead > 0 && !opts.NoPreallocate {
 		l.warm = newWarmer(l, opts.WarmAhead, l.Next())
 		l.wg.Add(1)
@@ -512,7 +530,7 @@ func (l *Log) createSegment(base Offset) (*segment, error) {
 	if err := l.syncDir(); err != nil {
 		return fail(fmt.Errorf("sync dir for segment %s: %w", segmentName(base), err))
 	}
-	return &segment{base: base, path: path, f: f}, nil
+	return newSegmentOf(base, path, f), nil
 }
 
 // writable returns the error that refuses appends, if any. A disk-full error
@@ -625,7 +643,15 @@ func (l *Log) ReadAt(p []byte, off Offset) (int, error) {
 	if lim := l.opts.SegmentSize - pos; int64(want) > lim {
 		want = int(lim)
 	}
-	n, err := seg.readAt(p[:want], pos)
+	var n int
+	var err error
+	if l.ra != nil {
+		var missed bool
+		n, missed, err = seg.readAtCached(p[:want], pos)
+		l.noteRead(off, n, missed)
+	} else {
+		n, err = seg.readAt(p[:want], pos)
+	}
 	if err == nil && n < len(p) {
 		err = io.EOF
 	}

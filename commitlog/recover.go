@@ -56,7 +56,7 @@ func (l *Log) recover() error {
 		if err != nil {
 			return fmt.Errorf("commitlog: open segment %s: %w", segmentName(b), err)
 		}
-		l.segs = append(l.segs, &segment{base: b, path: path, f: f})
+		l.segs = append(l.segs, newSegmentOf(b, path, f))
 	}
 	if len(l.segs) == 0 {
 		// A new log, or every segment is gone: never reuse offsets that

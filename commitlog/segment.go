@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"syscall"
 )
 
 // segmentName formats a segment's file name from its base offset.
@@ -40,6 +41,24 @@ type segment struct {
 	mu     sync.RWMutex
 	f      File
 	closed bool
+	// fd is f's descriptor, for reads from the page cache only (readCached),
+	// if hasFd; it is valid while f is open (readers hold mu shared).
+	fd    uintptr
+	hasFd bool
+}
+
+// newSegmentOf returns the segment of base held by f, opened on path.
+func newSegmentOf(base Offset, path string, f File) *segment {
+	s := &segment{base: base, path: path, f: f}
+	// NB: the descriptor of an *os.File stays the same until it is closed.
+	if sc, ok := f.(interface {
+		SyscallConn() (syscall.RawConn, error)
+	}); ok {
+		if rc, err := sc.SyscallConn(); err == nil {
+			_ = rc.Control(func(fd uintptr) { s.fd, s.hasFd = fd, true })
+		}
+	}
+	return s
 }
 
 func (s *segment) name() string { return filepath.Base(s.path) }
@@ -52,6 +71,29 @@ func (s *segment) readAt(p []byte, pos int64) (int, error) {
 		return 0, ErrOffsetRemoved
 	}
 	return s.f.ReadAt(p, pos)
+}
+
+// readAtCached is readAt that also reports whether some of the bytes were
+// not in the page cache (missed): it reads from the cache only first, then
+// the rest from the file. A file without a descriptor never misses.
+func (s *segment) readAtCached(p []byte, pos int64) (n int, missed bool, err error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return 0, false, ErrOffsetRemoved
+	}
+	if s.hasFd {
+		var ok bool
+		if n, ok = readCached(s.fd, p, pos); !ok {
+			n = 0
+		} else if n == len(p) {
+			return n, false, nil
+		} else {
+			missed = true
+		}
+	}
+	m, err := s.f.ReadAt(p[n:], pos+int64(n))
+	return n + m, missed, err
 }
 
 func (s *segment) close() error {

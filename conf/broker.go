@@ -193,6 +193,11 @@ type Store struct {
 	// fsync acknowledging a send flushes data and no file system metadata.
 	// 0 = off; otherwise 2 MiB..1 GiB.
 	WarmAhead int64 `mapstructure:"warm_ahead"`
+	// ReadAhead is how far ahead of a reader replaying the commitlog from
+	// disk (its reads miss the page cache) the log is read into the cache
+	// in the background. 0 = off (the kernel's read-ahead only); otherwise
+	// 1 MiB..1 GiB.
+	ReadAhead int64 `mapstructure:"read_ahead"`
 	// CheckCRCOnRecover verifies body CRCs while recovering the log tail.
 	CheckCRCOnRecover bool `mapstructure:"check_crc_on_recover"`
 	// FileReservedTime is the age after which a segment is deleted (>= 1s).
@@ -301,6 +306,7 @@ func DefaultBroker() Broker {
 			GroupCommitWindow:   0,
 			Preallocate:         true,
 			WarmAhead:           16 << 20,
+			ReadAhead:           16 << 20,
 			CheckCRCOnRecover:   true,
 			FileReservedTime:    72 * time.Hour,
 			RetentionInterval:   10 * time.Second,

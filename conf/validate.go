@@ -276,6 +276,9 @@ func (s Store) validate(c *checker, p string) {
 	if s.WarmAhead != 0 {
 		c.sizeRange(p+"warm_ahead", s.WarmAhead, 2<<20, 1<<30)
 	}
+	if s.ReadAhead != 0 {
+		c.sizeRange(p+"read_ahead", s.ReadAhead, 1<<20, 1<<30)
+	}
 	c.durRange(p+"file_reserved_time", s.FileReservedTime, time.Second, -1)
 	c.durRange(p+"retention_interval", s.RetentionInterval, 10*time.Millisecond, time.Hour)
 	high, full := s.DiskHighWatermark, s.DiskFullWatermark

@@ -2,6 +2,7 @@ package store
 
 import (
 	"os"
+	"syscall"
 
 	"github.com/sluicemq/sluice/commitlog"
 	"github.com/sluicemq/sluice/consumequeue"
@@ -74,6 +75,10 @@ type logFile struct {
 }
 
 func (f logFile) Sync() error { return fsync.Datasync(f.c) }
+
+// SyscallConn lets the commitlog read the file from the page cache only and
+// advise the kernel of reads ahead (commitlog.Options.ReadAhead).
+func (f logFile) SyscallConn() (syscall.RawConn, error) { return f.c.SyscallConn() }
 
 // openIndexFile is consumequeue's and keyindex's OSOpenFile (os.OpenFile)
 // with fsync through internal/fsync. F is consumequeue.File or keyindex.File,

@@ -328,6 +328,7 @@ func (s *Store) logOptions() commitlog.Options {
 		NoPreallocate:      !c.Preallocate,
 		PrecreateNext:      true, // NB: the put path never waits to create a segment
 		WarmAhead:          warmAhead,
+		ReadAhead:          c.ReadAhead,
 		DiskFullHint:       diskHint(c),
 		Retention: commitlog.RetentionOptions{
 			MaxAge:        c.FileReservedTime,
