@@ -29,6 +29,13 @@
 // the first acknowledgement of a send made after it) p50 and max, the
 // sends acknowledged, those lost (0), and the cuts refused.
 //
+// A RocketMQ 5 consumer (v5consumer_test.go: POP over the brokers' gRPC
+// ports, the official Go SDK's protocol) receives and acks the producer's
+// messages throughout: each round logs its deliveries, duplicates (the
+// messages in flight at a failover come again) and acked messages
+// delivered again (must be 0: the POP state is replicated with the log);
+// at the end every acknowledged send must have been received (lost 0).
+//
 //	go test ./scripts/failover/                       # each kind once (CI)
 //	SLUICE_FAILOVER_ROUNDS=200 go test -timeout 3h -v ./scripts/failover/
 //	SLUICE_FAILOVER_FAULT="SIGTERM master"            # one kind only
@@ -221,6 +228,7 @@ type cluster struct {
 	ctlAddrs    []string
 	brokers     []*proc
 	brokerAddrs []string
+	grpcAddrs   []string // each broker's gRPC port (RocketMQ 5 clients: the v5 consumer)
 	storeDirs   []string
 	nsAddr      string
 	rc          *remoting.Client
@@ -336,10 +344,10 @@ func startCluster(t *testing.T, h *hosts) *cluster {
 	nsAddr := ns.args[1]
 	c.nsAddr = nsAddr
 	for i := range 3 {
-		addr, haAddr := freeAddr(t), freeAddr(t)
+		addr, haAddr, grpcAddr := freeAddr(t), freeAddr(t), freeAddr(t)
 		haAdvertise := haAddr
 		if h != nil {
-			addr, haAddr = h.addr[i]+":10911", h.addr[i]+":10912" // NB: the namespace is the broker's own
+			addr, haAddr, grpcAddr = h.addr[i]+":10911", h.addr[i]+":10912", h.addr[i]+":8081" // NB: the namespace is the broker's own
 			haAdvertise = haAddr
 		} else {
 			px := newLinkProxy(t, haAddr)
@@ -349,7 +357,7 @@ func startCluster(t *testing.T, h *hosts) *cluster {
 		dir := filepath.Join(work, fmt.Sprintf("broker%d", i))
 		p := &proc{name: fmt.Sprintf("broker%d", i), bin: filepath.Join(bin, "mqbroker"),
 			args: []string{"-n", nsAddr, "--listen", addr, "--ha-listen", haAddr, "--ha-advertise", haAdvertise, "--store-dir", dir,
-				"--broker-name", "g", "--controller", strings.Join(c.ctlAddrs, ";")},
+				"--broker-name", "g", "--controller", strings.Join(c.ctlAddrs, ";"), "--grpc-listen", grpcAddr},
 			env: []string{"SLUICE_STORE_SEGMENT_SIZE=" + strconv.Itoa(segSize), "SLUICE_STORE_MAX_MESSAGE_SIZE=65536",
 				"SLUICE_STORE_PREALLOCATE=false", "SLUICE_REGISTER_INTERVAL=500ms", "SLUICE_HA_SYNC_TIMEOUT=2s",
 				"SLUICE_HA_MAX_CATCHUP_LAG=3s"},
@@ -362,6 +370,7 @@ func startCluster(t *testing.T, h *hosts) *cluster {
 		t.Cleanup(p.kill)
 		c.brokers = append(c.brokers, p)
 		c.brokerAddrs = append(c.brokerAddrs, addr)
+		c.grpcAddrs = append(c.grpcAddrs, grpcAddr)
 		c.storeDirs = append(c.storeDirs, dir)
 	}
 	var err error

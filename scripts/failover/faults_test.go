@@ -73,6 +73,8 @@ type run struct {
 	master int
 	epoch  int
 	led    ledger
+	v5     *v5consumer // nil: none (TestClockSteps)
+	v5dups []int       // the v5 consumer's duplicates in each round
 }
 
 func newRun(t *testing.T, h *hosts) *run {
@@ -91,6 +93,7 @@ func (x *run) start() {
 	x.master, x.epoch = x.c.healthy()
 	x.pr = startProducer(x.t, x.c.nsAddr)
 	x.pr.ackedBy(x.t, "", time.Now())
+	x.v5 = startV5Consumer(x.t, x.c.grpcAddrs)
 }
 
 // fault is a kind of fault: inject injects it at the current moment, heals
@@ -127,6 +130,10 @@ func (x *run) do(n int, faults []fault) {
 		time.Sleep(time.Duration(100+x.r.IntN(400)) * time.Millisecond) // NB: a random moment mid-stream
 		f := faults[round%len(faults)]
 		acked0, refused0, master0 := x.pr.count(), x.c.refused.Load(), x.master
+		var v0 v5figures
+		if x.v5 != nil {
+			v0 = x.v5.figures()
+		}
 		d := f.inject()
 		if d > 10*time.Second {
 			for _, p := range x.c.brokers {
@@ -142,8 +149,46 @@ func (x *run) do(n int, faults []fault) {
 		x.led.add(f.kind, d, acked, lost, x.c.refused.Load()-refused0)
 		x.t.Logf("round %d: %s: acknowledged send after %v; %d acknowledged, %d lost; master broker%d, then broker%d",
 			round, f.kind, d.Round(time.Millisecond), acked, lost, master0, x.master)
+		if x.v5 != nil {
+			v1 := x.v5.figures()
+			x.v5dups = append(x.v5dups, v1.dups-v0.dups)
+			x.t.Logf("round %d: v5 consumer: %d received, %d duplicates, %d acked delivered again",
+				round, v1.received-v0.received, v1.dups-v0.dups, v1.ackedAgain-v0.ackedAgain)
+		}
 	}
 	x.led.report(x.t, x.seed, x.pr.reads.Load())
+	x.v5report()
+}
+
+// v5report waits until the v5 consumer received every acknowledged send
+// (the producer paused), then logs its summary: duplicates per failover
+// (goal: at most the messages in flight), acked delivered again (0), lost
+// (0); the last two fail the test.
+func (x *run) v5report() {
+	if x.v5 == nil {
+		return
+	}
+	x.pr.paused.Store(true)
+	defer x.pr.paused.Store(false)
+	require.Eventually(x.t, func() bool { return x.pr.flying.Load() == 0 }, patience, time.Millisecond, "the sends in flight")
+	x.pr.mu.Lock()
+	ids := make([]string, 0, len(x.pr.acks))
+	for _, a := range x.pr.acks {
+		ids = append(ids, a.id)
+	}
+	x.pr.mu.Unlock()
+	lost := x.v5.lost(ids)
+	f := x.v5.figures()
+	d := slices.Sorted(slices.Values(x.v5dups))
+	if len(d) == 0 {
+		d = []int{0}
+	}
+	x.t.Logf("summary: v5 consumer: %d received, %d duplicates (per failover p50 %d, max %d), %d acked delivered again, %d of %d acknowledged sends lost",
+		f.received, f.dups, d[len(d)/2], d[len(d)-1], f.ackedAgain, len(lost), len(ids))
+	if f.ackedAgain > 0 || len(lost) > 0 {
+		x.t.Errorf("v5 consumer: %d acked messages delivered again, %d acknowledged sends never received (first: %v)",
+			f.ackedAgain, len(lost), lost[:min(len(lost), 5)])
+	}
 }
 
 // hold keeps a fault on for a random while within [lo, hi).
