@@ -72,6 +72,9 @@ type options struct {
 	probeWait time.Duration
 	protocol  string // remoting or v5
 	grpcAddr  string // --protocol v5: the broker's v5 endpoint
+	// hold: consume --protocol v5 receives this many messages per
+	// consumer with auto_renew and holds them unacked until the run ends.
+	hold int
 }
 
 // Report is mqbench's result.
@@ -163,6 +166,7 @@ func parseOptions(args []string, stderr io.Writer) (options, bool) {
 	fs.BoolVar(&o.tls.Insecure, "tls-insecure", false, cli.TLSInsecureUsage)
 	fs.StringVar(&o.protocol, "protocol", "remoting", "remoting (4.x clients) or v5 (RocketMQ 5's gRPC protocol on --grpc; produce and consume)")
 	fs.StringVar(&o.grpcAddr, "grpc", "127.0.0.1:8081", "--protocol v5: the broker's v5 (gRPC) endpoint, host:port")
+	fs.IntVar(&o.hold, "hold", 0, "consume --protocol v5: receive this many messages per consumer with auto_renew, as a PushConsumer does, and hold them unacked until --duration ends (the broker renews them); 0 = off")
 	if err := fs.Parse(args[1:]); err != nil {
 		return o, false
 	}
@@ -196,6 +200,7 @@ func parseOptions(args []string, stderr io.Writer) (options, bool) {
 		{o.duration <= 0, "--duration", "more than 0"},
 		{o.rate < 0, "--rate", "0 (flat out) or more"},
 		{o.count < 0, "--count", "0 (run for --duration) or more"},
+		{o.hold < 0, "--hold", "0 (off) or more"},
 	} {
 		if c.bad {
 			v := "?"
@@ -219,6 +224,10 @@ func parseOptions(args []string, stderr io.Writer) (options, bool) {
 				return o, false
 			}
 		}
+	}
+	if o.hold > 0 && (o.protocol != "v5" || o.mode != "consume" || set["count"]) {
+		fmt.Fprintln(stderr, "mqbench: --hold is for consume --protocol v5, without --count (it runs for --duration)")
+		return o, false
 	}
 	if set["sql"] {
 		if o.mode != "consume" {
@@ -712,6 +721,10 @@ func warmUp(ctx context.Context, o options) error {
 // the latency from the send time carried in the body.
 func consume(ctx context.Context, o options, i int, c *counters, fail func(error)) {
 	if o.protocol == "v5" {
+		if o.hold > 0 {
+			holdV5(ctx, o, i, c, fail)
+			return
+		}
 		consumeV5(ctx, o, i, c, fail)
 		return
 	}

@@ -224,7 +224,7 @@ func consumeV5(ctx context.Context, o options, i int, c *counters, fail func(err
 	defer func() { close(acks); ackers.Wait() }()
 	batch := int32(min(o.pullBatch, maxV5Batch))
 	for ctx.Err() == nil {
-		msgs, err := receiveV5(ctx, v, o, batch)
+		msgs, err := receiveV5(ctx, v, o, batch, false)
 		if err != nil {
 			if ctx.Err() == nil {
 				fail(err)
@@ -276,12 +276,82 @@ func e2eV5(m *v2.Message, now time.Time, c *counters) bool {
 	return true
 }
 
+// holdV5 is consume --hold: it receives o.hold messages with auto_renew
+// (as a PushConsumer does, its listener still busy with them), beats every
+// 10 s as the SDKs do, so that the broker keeps renewing them, and acks
+// them once the run ends. Messages counts those held, Redeliveries those
+// received with an attempt above 1.
+func holdV5(ctx context.Context, o options, i int, c *counters, fail func(error)) {
+	v, err := dialV5(o, fmt.Sprintf("mqbench-h%d-%d", os.Getpid(), i))
+	if err != nil {
+		fail(err)
+		return
+	}
+	defer v.conn.Close()
+	beat := func() error {
+		resp, err := v.c.Heartbeat(v.ctx(ctx), &v2.HeartbeatRequest{Group: &v2.Resource{Name: o.group},
+			ClientType: v2.ClientType_PUSH_CONSUMER})
+		if err == nil {
+			err = statusErr("v5 heartbeat", resp.GetStatus())
+		}
+		return err
+	}
+	if err := beat(); err != nil {
+		fail(err)
+		return
+	}
+	var held []*v2.Message
+	defer func() {
+		bg := context.WithoutCancel(ctx)
+		for _, m := range held {
+			_, _ = v.c.AckMessage(v.ctx(bg), &v2.AckMessageRequest{Group: &v2.Resource{Name: o.group}, Topic: m.GetTopic(),
+				Entries: []*v2.AckMessageEntry{{MessageId: m.GetSystemProperties().GetMessageId(),
+					ReceiptHandle: m.GetSystemProperties().GetReceiptHandle()}}})
+		}
+	}()
+	lastBeat := time.Now()
+	for ctx.Err() == nil && len(held) < o.hold {
+		msgs, err := receiveV5(ctx, v, o, int32(min(o.hold-len(held), o.pullBatch, maxV5Batch)), true)
+		if err != nil {
+			if ctx.Err() == nil {
+				fail(err)
+			}
+			return
+		}
+		for _, m := range msgs {
+			if m.GetSystemProperties().GetDeliveryAttempt() > 1 {
+				c.redelivered.Add(1)
+			}
+		}
+		held = append(held, msgs...)
+		c.msgs.Add(int64(len(msgs)))
+		if time.Since(lastBeat) > 10*time.Second {
+			_ = beat()
+			lastBeat = time.Now()
+		}
+	}
+	t := time.NewTicker(10 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := beat(); err != nil {
+				fail(err)
+				return
+			}
+		}
+	}
+}
+
 // maxV5Batch is the most messages one receive returns.
 const maxV5Batch = 32
 
 // receiveV5 is one ReceiveMessage: the messages, none when the long poll
-// (up to 5 s) found nothing.
-func receiveV5(ctx context.Context, v *v5Client, o options, batch int32) ([]*v2.Message, error) {
+// (up to 5 s) found nothing. autoRenew asks the broker to keep them
+// invisible while this client lives (a PushConsumer's receive).
+func receiveV5(ctx context.Context, v *v5Client, o options, batch int32, autoRenew bool) ([]*v2.Message, error) {
 	tags := "bench"
 	if o.mode == "e2e" {
 		tags = "bench || probe"
@@ -292,7 +362,7 @@ func receiveV5(ctx context.Context, v *v5Client, o options, batch int32) ([]*v2.
 		MessageQueue:     &v2.MessageQueue{Topic: &v2.Resource{Name: o.topic}, Id: -1},
 		FilterExpression: &v2.FilterExpression{Type: v2.FilterType_TAG, Expression: tags},
 		BatchSize:        batch, InvisibleDuration: durationpb.New(30 * time.Second),
-		LongPollingTimeout: durationpb.New(5 * time.Second)})
+		LongPollingTimeout: durationpb.New(5 * time.Second), AutoRenew: autoRenew})
 	if err != nil {
 		return nil, err
 	}

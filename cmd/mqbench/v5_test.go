@@ -79,12 +79,32 @@ func TestV5_E2E(t *testing.T) {
 	require.Zero(t, c.Messages, "nothing left unacked")
 }
 
+// TestV5_Hold: consume --hold receives that many messages per consumer
+// with auto_renew, holds them (none delivered twice meanwhile) and acks
+// them at the end: a later consumer of the group gets only the rest.
+func TestV5_Hold(t *testing.T) {
+	ns, g := startV5Cluster(t)
+	runJSON(t, "produce", "--protocol", "v5", "--grpc", g, "-n", ns, "-t", "hold5", "--size", "64", "--count", "300", "--duration", "60s", "--json")
+	h := runJSON(t, "consume", "--protocol", "v5", "--grpc", g, "-n", ns, "-t", "hold5", "-g", "gh", "--consumers", "2",
+		"--hold", "100", "--duration", "4s", "--json")
+	require.Equal(t, int64(200), h.Messages, "each consumer holds 100")
+	require.NotNil(t, h.Redeliveries)
+	require.Zero(t, *h.Redeliveries)
+	c := runJSON(t, "consume", "--protocol", "v5", "--grpc", g, "-n", ns, "-t", "hold5", "-g", "gh", "--count", "100",
+		"--duration", "60s", "--json")
+	require.Equal(t, int64(100), c.Messages, "the held messages were acked at the end")
+	require.Zero(t, *c.Redeliveries)
+}
+
 func TestV5_BadOptions(t *testing.T) {
 	for _, args := range [][]string{
 		{"produce", "--protocol", "v6"},
 		{"produce", "--protocol", "v5", "--rate", "10"},
 		{"consume", "--protocol", "v5", "--sql", "a > 1"},
 		{"e2e", "--protocol", "v5", "--sql", "a > 1"},
+		{"consume", "--hold", "5"},
+		{"consume", "--protocol", "v5", "--hold", "5", "--count", "3"},
+		{"consume", "--protocol", "v5", "--hold", "-1"},
 	} {
 		var out, errb strings.Builder
 		require.Equal(t, 2, run(args, &out, &errb), args)
