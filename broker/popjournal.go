@@ -23,19 +23,22 @@ import (
 const popStateTopic = "RMQ_SYS_POP_STATE"
 
 // popJournal writes a table's records to the store (pop.Journal).
-type popJournal struct{ b *Broker }
+type popJournal struct {
+	b  *Broker
+	sc store.PutScratch // guarded by the table's lock (Append's caller holds it)
+}
 
 // Append implements pop.Journal: called with the table's lock held, so
 // that the records' order in the log is the changes' order (the table's
 // is the only writer of the topic). The wait is the put's answer: OK
 // only once the record is as durable as a send (flushed in sync flush
 // mode, on the in-sync replicas behind a replica gate).
-func (j popJournal) Append(rec []byte) (int64, pop.Wait) {
+func (j *popJournal) Append(rec []byte) (int64, pop.Wait) {
 	b := j.b
 	now := time.Now().UnixMilli()
 	m := &message.Message{Topic: popStateTopic, BornTimestamp: now, BornHost: b.storeHost, StoreHost: b.storeHost, Body: rec}
 	done := make(chan store.PutResult, 1)
-	b.store.Submit([]store.PutRequest{{Msg: m, Done: store.AnswerFunc(func(res store.PutResult) { done <- res })}})
+	b.store.SubmitWith([]store.PutRequest{{Msg: m, Done: store.AnswerFunc(func(res store.PutResult) { done <- res })}}, &j.sc)
 	wait := func(res store.PutResult) error {
 		if res.Status != store.PutOK {
 			return &putError{res}
@@ -120,7 +123,7 @@ func (b *Broker) openPopLog() error {
 		b.pop.Clear()
 	}
 	b.popApplyLog()
-	b.pop.SetJournal(popJournal{b})
+	b.pop.SetJournal(&popJournal{b: b})
 	b.store.Subscribe(func(topic string, _ int32, _, _ int64, _ []byte) {
 		if topic == popStateTopic && b.isSlave() {
 			select {

@@ -1,6 +1,7 @@
 package pop
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 
@@ -65,14 +66,99 @@ type Record struct {
 // ErrRecord is a record that does not decode or makes no sense.
 var ErrRecord = errors.New("pop: bad state record")
 
-// Encode returns the record's bytes (msgpack).
+// Encode returns the record's bytes: the msgpack map msgpack.Marshal
+// makes of it (its tags, empty fields left out), written field by field:
+// Marshal's reflection was 40% of an ack's allocations.
 func (r *Record) Encode() []byte {
 	r.Version = RecordVersion
-	b, err := msgpack.Marshal(r)
-	if err != nil {
-		panic(fmt.Sprintf("pop: encode record: %v", err)) // NB: plain fields: cannot fail
+	var buf bytes.Buffer
+	buf.Grow(48 + len(r.Group) + len(r.Topic) + 40*len(r.Set))
+	e := msgpack.GetEncoder()
+	defer msgpack.PutEncoder(e)
+	e.Reset(&buf)
+	n := 2 // ver, g: never left out
+	for _, set := range []bool{r.Op != 0, r.Topic != "", r.Queue != 0, r.Next != 0, r.Release, len(r.Set) > 0, len(r.Wait) > 0,
+		r.Offset != 0, r.Nonce != 0, r.VisibleAt != 0} {
+		if set {
+			n++
+		}
 	}
-	return b
+	// NB: writes to a bytes.Buffer do not fail.
+	_ = e.EncodeMapLen(n)
+	str := func(k, v string) { _ = e.EncodeString(k); _ = e.EncodeString(v) }
+	num := func(k string, v int64) { _ = e.EncodeString(k); _ = e.EncodeInt(v) }
+	num("ver", int64(r.Version))
+	if r.Op != 0 {
+		num("op", int64(r.Op))
+	}
+	str("g", r.Group)
+	if r.Topic != "" {
+		str("t", r.Topic)
+	}
+	if r.Queue != 0 {
+		num("q", int64(r.Queue))
+	}
+	if r.Next != 0 {
+		num("x", r.Next)
+	}
+	if r.Release {
+		_ = e.EncodeString("r")
+		_ = e.EncodeBool(true)
+	}
+	if len(r.Set) > 0 {
+		_ = e.EncodeString("s")
+		_ = e.EncodeArrayLen(len(r.Set))
+		for _, s := range r.Set {
+			m := 4
+			if s.Group != "" {
+				m++
+			}
+			if s.Busy {
+				m++
+			}
+			_ = e.EncodeMapLen(m)
+			num("o", s.Offset)
+			num("v", s.VisibleAt)
+			num("a", int64(s.Attempt))
+			_ = e.EncodeString("n")
+			_ = e.EncodeUint(s.Nonce)
+			if s.Group != "" {
+				str("g", s.Group)
+			}
+			if s.Busy {
+				_ = e.EncodeString("b")
+				_ = e.EncodeBool(true)
+			}
+		}
+	}
+	if len(r.Wait) > 0 {
+		_ = e.EncodeString("w")
+		_ = e.EncodeArrayLen(len(r.Wait))
+		for _, w := range r.Wait {
+			_ = e.EncodeMapLen(2)
+			str("g", w.Group)
+			_ = e.EncodeString("o")
+			if w.Offsets == nil {
+				_ = e.EncodeNil()
+			} else {
+				_ = e.EncodeArrayLen(len(w.Offsets))
+				for _, off := range w.Offsets {
+					_ = e.EncodeInt(off)
+				}
+			}
+		}
+	}
+	if r.Offset != 0 {
+		num("o", r.Offset)
+	}
+	if r.Nonce != 0 {
+		_ = e.EncodeString("n")
+		_ = e.EncodeUint(r.Nonce)
+	}
+	if r.VisibleAt != 0 {
+		num("v", r.VisibleAt)
+	}
+	return buf.Bytes()
 }
 
 // DecodeRecord reads a record made by Encode, checking its version and

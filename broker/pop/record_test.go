@@ -254,3 +254,34 @@ func TestRecord_Diverged(t *testing.T) {
 	require.NoError(t, tb.Ack("g", d[1].Handle, now), "rebuilt from the log: the pop's offsets in flight")
 	require.NoError(t, tb.Ack("g", d[0].Handle, now), "the ack the log never had is not in the rebuilt state")
 }
+
+// TestRecord_EncodeIsMarshal: what Encode writes decodes (msgpack's
+// struct decoding) to the record, as msgpack.Marshal's bytes do, and is
+// no longer (its integers compact), for random records.
+func TestRecord_EncodeIsMarshal(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	n := func() int64 { return []int64{0, 1, -1, 127, 128, 1 << 20, 1 << 40, -1 << 40}[rng.IntN(8)] }
+	for range 2000 {
+		r := Record{Version: RecordVersion, Op: rng.IntN(7), Group: []string{"", "g"}[rng.IntN(2)], Topic: []string{"", "T"}[rng.IntN(2)],
+			Queue: int32(n()), Next: n(), Release: rng.IntN(2) == 0, Offset: n(), Nonce: uint64(n()), VisibleAt: n()}
+		for range rng.IntN(3) {
+			r.Set = append(r.Set, recordEntry{Offset: n(), VisibleAt: n(), Attempt: int32(n()), Nonce: uint64(n()),
+				Group: []string{"", "x"}[rng.IntN(2)], Busy: rng.IntN(2) == 0})
+		}
+		for range rng.IntN(3) {
+			w := waitingSnap{Group: []string{"", "y"}[rng.IntN(2)]}
+			for range rng.IntN(3) {
+				w.Offsets = append(w.Offsets, n())
+			}
+			r.Wait = append(r.Wait, w)
+		}
+		want, err := msgpack.Marshal(&r)
+		require.NoError(t, err)
+		got := r.Encode()
+		require.LessOrEqual(t, len(got), len(want))
+		var back, wantBack Record
+		require.NoError(t, msgpack.Unmarshal(got, &back))
+		require.NoError(t, msgpack.Unmarshal(want, &wantBack))
+		require.Equal(t, wantBack, back, "%+v", r)
+	}
+}
