@@ -94,6 +94,7 @@ type Broker struct {
 	popCounts   popCounts     // their counts (popmetrics.go)
 	popApplyMu  sync.Mutex    // one popApplyLog at a time
 	popKick     chan struct{} // a slave's POP state record arrived (popjournal.go)
+	popReady    atomic.Bool   // the POP state has the log's records (popInit); POP calls wait until then
 	restartCh   chan string   // see Restart
 	sendSem     chan struct{} // bounds sends waiting for the store
 	bursts      sync.Map      // *remoting.Conn → *sendBurst: inline sends of the reader's burst
@@ -203,10 +204,7 @@ func New(cfg conf.Broker, opts Options) (*Broker, error) {
 	}
 	b.store.Subscribe(b.popArrivals.notify)
 	b.popKick = make(chan struct{}, 1)
-	if err := b.openPopLog(); err != nil {
-		b.closeStores()
-		return nil, err
-	}
+	b.openPopLog()
 	if err := b.createSystemTopics(); err != nil {
 		b.closeStores()
 		return nil, err

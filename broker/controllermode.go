@@ -614,7 +614,7 @@ func (b *Broker) becomeMasterLocked(r controller.Role) {
 		b.logger.Error("broker: cannot become master", "err", err)
 		return
 	}
-	b.popApplyLog() // NB: SetReplica indexed the whole log: the POP state is the old master's before a receive
+	b.popInit() // NB: SetReplica indexed the whole log: the POP state is the old master's before a receive
 	end := int64(b.store.Log().Next())
 	if last := b.ctl.epochs.Last(); last.Epoch != r.MasterEpoch {
 		if err := b.ctl.epochs.Append(r.MasterEpoch, end); err != nil {

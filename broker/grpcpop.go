@@ -340,8 +340,13 @@ func (b *Broker) handleFor(topicName, s string) (pop.Handle, *v2.Status) {
 
 // popOnSlave refuses a POP call on a slave: its POP state is its
 // master's, applied from the log (popjournal.go), never changed by a
-// client of its own.
+// client of its own; and on a broker that has not read the records of
+// its log yet (popInit).
 func (b *Broker) popOnSlave() *v2.Status {
+	if !b.popReady.Load() {
+		return &v2.Status{Code: v2.Code_INTERNAL_SERVER_ERROR, Message: fmt.Sprintf(
+			"broker %s is still reading its POP state from its log (the dispatcher indexes it after a restart): try again", b.cfg.BrokerName)}
+	}
 	if !b.isSlave() {
 		return nil
 	}

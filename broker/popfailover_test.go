@@ -240,3 +240,31 @@ func TestPOPFailover_KilledMasterKeepsAcks(t *testing.T) {
 func v5PopRequest(group, topicName string) v5.PopRequest {
 	return v5.PopRequest{Group: group, Topic: topicName, Queue: -1, Max: 32, Invisible: 10 * time.Second}
 }
+
+// TestPOP_WaitsForItsRecords: a broker that has not read the POP state
+// records of its log (its dispatcher still indexing it after a restart
+// past popOpenWait) answers POP calls INTERNAL_SERVER_ERROR, which clients
+// retry, and serves them once popInit has read the records: the ack made
+// before is then known.
+func TestPOP_WaitsForItsRecords(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	b := startBroker(t, cfg, Options{})
+	popTestGroups(t, b)
+	c := newClient(t, remoting.SerializeJSON)
+	for _, body := range seq("m", 2) {
+		mustSend(t, c, b.Addr(), "pt", 0, body, nil)
+	}
+	waitIndexed(t, b)
+	got := popAll(t, b, "g", "pt")
+	ackOK(t, b, "g", "pt", got.handles["m-0"])
+	pos := b.pop.Pos()
+	b.pop.Clear() // NB: as a state file older than every record
+	b.popReady.Store(false)
+	_, st := grpcBackend{b}.Pop(context.Background(), v5PopRequest("g", "pt"))
+	require.Equal(t, v2.Code_INTERNAL_SERVER_ERROR, st.GetCode())
+	require.Equal(t, v2.Code_INTERNAL_SERVER_ERROR, grpcBackend{b}.Ack("g", "pt", got.handles["m-1"]).GetCode())
+	require.True(t, b.popInit())
+	require.Equal(t, pos, b.pop.Pos())
+	require.Nil(t, grpcBackend{b}.Ack("g", "pt", got.handles["m-1"]), "in flight, from the records")
+	require.Empty(t, popAll(t, b, "g", "pt").attempts, "m-0 acked, from the records")
+}

@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/sluicemq/sluice/broker/pop"
@@ -65,6 +64,11 @@ const popRecordsBatch = 256
 func (b *Broker) popApplyLog() {
 	b.popApplyMu.Lock()
 	defer b.popApplyMu.Unlock()
+	b.popApplyLogLocked()
+}
+
+// popApplyLogLocked is popApplyLog. REQUIRES: popApplyMu held.
+func (b *Broker) popApplyLogLocked() {
 	for {
 		from := b.pop.Pos()
 		res, err := b.store.Get(context.Background(), store.GetRequest{Topic: popStateTopic, QueueID: 0, Offset: from,
@@ -105,34 +109,58 @@ func (b *Broker) popApplyLog() {
 	}
 }
 
+// popOpenWait bounds how long New waits for the dispatcher to index the
+// log before it reads the POP state records; past it the broker serves
+// all the same, and POP calls wait (answered INTERNAL_SERVER_ERROR, which
+// clients retry) until popApplyLoop has read them.
+const popOpenWait = 30 * time.Second
+
 // openPopLog readies the POP table of New: records are written from now
-// on, and those the saved state lacks are applied (the dispatcher first
-// indexes the log: a kill -9 may have left its end unindexed). A saved
-// state past the log's records (the log was cut to agree with a new
-// master) is dropped and the records rebuilt from the start.
-func (b *Broker) openPopLog() error {
-	deadline := time.Now().Add(30 * time.Second)
-	for b.store.DispatchLag() > 0 {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("broker: the dispatcher is %d bytes behind the log after 30 s: cannot read the POP state records", b.store.DispatchLag())
-		}
-		time.Sleep(time.Millisecond) // NB: once, at open
-	}
-	if pos, end := b.pop.Pos(), b.store.MaxOffset(popStateTopic, 0); pos > end {
-		b.logger.Warn("broker: the POP state holds records the log no longer has (cut); rebuilding it from the log", "pos", pos, "end", end)
-		b.pop.Clear()
-	}
-	b.popApplyLog()
-	b.pop.SetJournal(&popJournal{b: b})
+// on, and those the saved state lacks are applied (popInit).
+func (b *Broker) openPopLog() {
 	b.store.Subscribe(func(topic string, _ int32, _, _ int64, _ []byte) {
-		if topic == popStateTopic && b.isSlave() {
+		if topic == popStateTopic && (b.isSlave() || !b.popReady.Load()) {
 			select {
 			case b.popKick <- struct{}{}:
 			default:
 			}
 		}
 	})
-	return nil
+	deadline := time.Now().Add(popOpenWait)
+	for !b.popInit() {
+		if time.Now().After(deadline) {
+			b.logger.Warn("broker: the dispatcher is still indexing the log: POP calls wait until the POP state records are read",
+				"behind_bytes", b.store.DispatchLag(), "waited", popOpenWait)
+			return
+		}
+		time.Sleep(time.Millisecond) // NB: at open only: the dispatcher indexes what recovery found
+	}
+}
+
+// popInit applies the records the saved POP state lacks once the
+// dispatcher has indexed the whole log (a kill -9 may have left its end
+// unindexed), then journals the table's changes and lets POP calls in;
+// false while the log is not indexed yet. A saved state past the log's
+// records (the log was cut to agree with a new master) is dropped and
+// rebuilt from the records. Once done, it only applies what came since.
+func (b *Broker) popInit() bool {
+	b.popApplyMu.Lock()
+	defer b.popApplyMu.Unlock()
+	if b.popReady.Load() {
+		b.popApplyLogLocked()
+		return true
+	}
+	if b.store.DispatchLag() > 0 {
+		return false
+	}
+	if pos, end := b.pop.Pos(), b.store.MaxOffset(popStateTopic, 0); pos > end {
+		b.logger.Warn("broker: the POP state holds records the log no longer has (cut); rebuilding it from the log", "pos", pos, "end", end)
+		b.pop.Clear()
+	}
+	b.popApplyLogLocked()
+	b.pop.SetJournal(&popJournal{b: b})
+	b.popReady.Store(true)
+	return true
 }
 
 // popApplyLoop applies a slave's POP state records as they arrive.
@@ -146,6 +174,10 @@ func (b *Broker) popApplyLoop() {
 			return
 		case <-b.popKick:
 		case <-t.C:
+		}
+		if !b.popReady.Load() {
+			b.popInit()
+			continue
 		}
 		if !b.isSlave() {
 			continue
