@@ -3,7 +3,6 @@ package v5
 import (
 	"context"
 	"crypto/md5"
-	"encoding/hex"
 	"strconv"
 	"strings"
 	"time"
@@ -225,19 +224,33 @@ func (s *Server) sendReceived(stream v2.MessagingService_ReceiveMessageServer, g
 	return err
 }
 
-// toV5 converts a stored message to what a v5 consumer receives.
+// toV5 converts a stored message to what a v5 consumer receives. The
+// properties are read in one pass, the user ones straight into the
+// message's map (the last pair with a name wins, as in ParseProperties).
 func toV5(p Popped, inv time.Duration) *v2.Message {
 	r := &p.Rec
-	props := message.ParseProperties(string(r.Properties))
 	user := map[string]string{}
-	for k, v := range props {
-		if !reservedProps[k] {
-			user[k] = v
+	var id, tags, keys, msgGroup, deliverAt string
+	var hasTags, hasGroup bool
+	for k, v := range message.PropertiesSeq(string(r.Properties)) {
+		switch k {
+		case message.PropUniqKey:
+			id = v
+		case message.PropTags:
+			tags, hasTags = v, true
+		case message.PropKeys:
+			keys = v
+		case PropShardingKey:
+			msgGroup, hasGroup = v, true
+		case message.PropTimerDeliverMS:
+			deliverAt = v
+		default:
+			if !reservedProps[k] {
+				user[k] = v
+			}
 		}
 	}
 	body := deliveredBody(r)
-	sum := md5.Sum(body)
-	id := props[message.PropUniqKey]
 	if id == "" {
 		id = string(message.AppendOffsetMsgID(nil, r.StoreHost, r.PhysicalOffset))
 	}
@@ -245,7 +258,7 @@ func toV5(p Popped, inv time.Duration) *v2.Message {
 	handle := p.Handle
 	sp := &v2.SystemProperties{
 		MessageId:         id,
-		BodyDigest:        &v2.Digest{Type: v2.DigestType_MD5, Checksum: strings.ToUpper(hex.EncodeToString(sum[:]))},
+		BodyDigest:        &v2.Digest{Type: v2.DigestType_MD5, Checksum: md5Upper(body)},
 		BodyEncoding:      v2.Encoding_IDENTITY,
 		MessageType:       v2.MessageType_NORMAL,
 		BornTimestamp:     timestamppb.New(time.UnixMilli(r.BornTimestamp)),
@@ -258,19 +271,30 @@ func toV5(p Popped, inv time.Duration) *v2.Message {
 		InvisibleDuration: durationpb.New(inv),
 		DeliveryAttempt:   &attempt,
 	}
-	if t, ok := props[message.PropTags]; ok {
-		sp.Tag = &t
+	if hasTags {
+		sp.Tag = &tags
 	}
-	if k := props[message.PropKeys]; k != "" {
-		sp.Keys = strings.Fields(k)
+	if keys != "" {
+		sp.Keys = strings.Fields(keys)
 	}
-	if g, ok := props[PropShardingKey]; ok {
-		sp.MessageGroup, sp.MessageType = &g, v2.MessageType_FIFO
+	if hasGroup {
+		sp.MessageGroup, sp.MessageType = &msgGroup, v2.MessageType_FIFO
 	}
-	if ms, err := strconv.ParseInt(props[message.PropTimerDeliverMS], 10, 64); err == nil {
+	if ms, err := strconv.ParseInt(deliverAt, 10, 64); err == nil {
 		sp.DeliveryTimestamp, sp.MessageType = timestamppb.New(time.UnixMilli(ms)), v2.MessageType_DELAY
 	}
 	return &v2.Message{Topic: &v2.Resource{Name: string(r.Topic)}, UserProperties: user, SystemProperties: sp, Body: body}
+}
+
+// md5Upper is body's MD5 in upper-case hex, as Java's proxy sends it.
+func md5Upper(body []byte) string {
+	const digits = "0123456789ABCDEF"
+	sum := md5.Sum(body)
+	var out [2 * md5.Size]byte
+	for i, b := range sum {
+		out[2*i], out[2*i+1] = digits[b>>4], digits[b&0xF]
+	}
+	return string(out[:])
 }
 
 // maxInflated bounds a compressed body's inflated size (a hostile one
