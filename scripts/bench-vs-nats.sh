@@ -5,7 +5,7 @@
 #   scripts/bench-vs-nats.sh                 # full scale
 #   N=20000 DURABLE_N=2000 REPLAY=100000 ROUNDS=1 scripts/bench-vs-nats.sh   # quick
 #   ROWS="async batch" scripts/bench-vs-nats.sh   # some rows only (durable async
-#                                                 # dedup batch replay e2e disk floor v5 repl)
+#                                                 # dedup batch replay cold e2e disk floor v5 repl)
 #   PERF=1 scripts/bench-vs-nats.sh          # also the servers' system calls per
 #                                            # message (perf stat, as root)
 #
@@ -24,9 +24,10 @@ cd "$(dirname "$0")/.."
 N=${N:-500000}              # messages per async produce run
 DURABLE_N=${DURABLE_N:-50000} # messages per durable produce run
 REPLAY=${REPLAY:-1000000}   # messages stored, then replayed
+COLD_REPLAY=${COLD_REPLAY:-$REPLAY} # messages stored, then replayed from disk (the cold row)
 SENDERS=${SENDERS:-128}     # concurrent senders in the durable run
 ROUNDS=${ROUNDS:-3}         # alternating rounds per row
-ROWS=${ROWS:-durable async dedup batch replay e2e disk floor v5 repl}
+ROWS=${ROWS:-durable async dedup batch replay cold e2e disk floor v5 repl}
 V5_N=${V5_N:-$DURABLE_N}    # messages per run of the RocketMQ 5 (gRPC) rows
 REPL_N=${REPL_N:-$DURABLE_N} # messages per replicated durable produce run
 row() { [[ " $ROWS " == *" $1 "* ]]; }
@@ -278,19 +279,23 @@ median() { printf '%s\n' "$@" | sort -g | awk '{ a[NR] = $1 } END { print (NR % 
 
 # settle: write back dirty pages and let background work end, so that a
 # run does not pay for the one before it (each run writes up to 1 GB).
-# Before a produce run it also drops the page cache (when root may): on a
-# virtual machine whose memory the host backs lazily (Firecracker here), a
-# page the guest never touched costs a host fault, and a run that writes
-# into such pages is several times slower. NATS's --purge frees its
+# Before a produce run (and a cold replay) it also drops the page cache
+# (when root may): on a virtual machine whose memory the host backs lazily
+# (Firecracker here), a page the guest never touched costs a host fault,
+# and a run that writes into such pages is several times slower. NATS's --purge frees its
 # stream's pages before each run, so its runs reuse touched memory;
 # Sluice's runs go to new topics and kept growing the cache, so without
 # the drop each Sluice run paid for all the runs before it (measured:
 # auto-batch 103k msgs/s before a drop, 138-148k after).
 settle() {
 	sync
-	if [ "${1:-}" = produce ] && [ -w /proc/sys/vm/drop_caches ]; then
-		echo 3 >/proc/sys/vm/drop_caches
-	fi
+	case ${1:-} in
+	produce | cold) # NB: cold: the cold replay row's runs read from disk
+		if [ -w /proc/sys/vm/drop_caches ]; then
+			echo 3 >/proc/sys/vm/drop_caches
+		fi
+		;;
+	esac
 	sleep 2
 }
 
@@ -409,6 +414,44 @@ if row replay; then
 	pair "replay of $REPLAY stored 1 KiB messages (pull batch 32, RocketMQ's default)" sluice_replay nats_replay replay
 	pull=128
 	pair "replay of $REPLAY stored 1 KiB messages (pull batch 128)" sluice_replay nats_replay replay
+fi
+
+# The cold replay row (issue 44's peak shaving, where the backlog outgrew
+# memory): COLD_REPLAY stored 1 KiB messages replayed by one consumer with
+# the page cache dropped before each run (settle cold), then the same
+# replay warm (every store file read once before the pair), so that each
+# side's cold replay reads as a share of its warm one. Needs root (a
+# writable /proc/sys/vm/drop_caches); skipped, and said so, without.
+# NB: nats-server keeps recently used message blocks in its own memory for
+# a few seconds; settle's 2 s and the sync before the drop leave its
+# replay reading the files too.
+cold_note=
+if row cold; then
+	if [ ! -w /proc/sys/vm/drop_caches ]; then
+		cold_note="cold replay row skipped: /proc/sys/vm/drop_caches is not writable (run as root to drop the page cache between runs)"
+		echo "$cold_note" >&2
+	else
+		"$bin/mqbench" produce -n "$ns_async" -t cold-replay --size 1024 --batch 32 --inflight 256 --count "$COLD_REPLAY" --json >/dev/null 2>&1
+		"$bin/nats" -s "$nats_async" bench js pub async bench.c --stream coldreplay --size 1024 --msgs "$COLD_REPLAY" --batch 256 \
+			--create --storage file --purge --no-progress >/dev/null 2>&1
+		sluice_cold_replay() {
+			measured sluice-async "$COLD_REPLAY" "$bin/mqbench" consume -n "$ns_async" -t cold-replay -g "cold-$cold_kind-$1" \
+				--pull-batch 32 --count "$COLD_REPLAY" --json 2>/dev/null | sluice_rate
+		}
+		nats_cold_replay() {
+			measured nats-async "$COLD_REPLAY" "$bin/nats" -s "$nats_async" bench js ordered --stream coldreplay --msgs "$COLD_REPLAY" \
+				--no-progress 2>&1 | nats_rate
+		}
+		cold_kind=cold
+		pair "replay of $COLD_REPLAY stored 1 KiB messages from disk (page cache dropped before each run; pull batch 32)" \
+			sluice_cold_replay nats_cold_replay cold
+		cold_s=$last_sluice cold_n=$last_nats
+		find "$work/sluice-async/store/commitlog" "$work/sluice-async/store/consumequeue" "$work/nats-async/store" -type f \
+			-exec cat {} + >/dev/null
+		cold_kind=warm
+		pair "the same replay warm (its files in the page cache)" sluice_cold_replay nats_cold_replay replay
+		cold_note="Replay from disk as a share of the same replay warm (medians): Sluice $(awk -v c="$cold_s" -v w="$last_sluice" 'BEGIN { printf "%.2f", c / w }'), NATS $(awk -v c="$cold_n" -v w="$last_nats" 'BEGIN { printf "%.2f", c / w }')."
+	fi
 fi
 
 # The e2e row: ROUNDS runs, each after settle as every other row's. NB:
@@ -588,6 +631,10 @@ if [ -n "$disk" ]; then
 	if [ -n "$batch_mbps" ]; then
 		echo "Batch 32 × 1 KiB produce: $batch_mbps MB/s of bodies, $(awk -v b="$batch_mbps" -v d="$disk" 'BEGIN { printf "%.2f", b / d }') of the disk's."
 	fi
+fi
+if [ -n "$cold_note" ]; then
+	echo
+	echo "$cold_note"
 fi
 if [ ${#e2e_runs[@]} -gt 0 ]; then
 	echo
