@@ -74,7 +74,9 @@ type run struct {
 	epoch  int
 	led    ledger
 	v5     *v5consumer // nil: none (TestClockSteps)
-	v5dups []int       // the v5 consumer's duplicates in each round
+	v5fifo *v5consumer // the orderly group's, of fifo's messages
+	fifo   *fifoSender
+	v5dups []int // the v5 consumers' duplicates in each round
 }
 
 func newRun(t *testing.T, h *hosts) *run {
@@ -93,7 +95,10 @@ func (x *run) start() {
 	x.master, x.epoch = x.c.healthy()
 	x.pr = startProducer(x.t, x.c.nsAddr)
 	x.pr.ackedBy(x.t, "", time.Now())
-	x.v5 = startV5Consumer(x.t, x.c.grpcAddrs)
+	x.v5 = startV5Consumer(x.t, x.c.grpcAddrs, "v5failover", "orders", false)
+	x.c.createFIFO(x.t)
+	x.v5fifo = startV5Consumer(x.t, x.c.grpcAddrs, "v5fifo", "fifo", true)
+	x.fifo = startFIFOSender(x.t, x.v5fifo.clients, x.pr)
 }
 
 // fault is a kind of fault: inject injects it at the current moment, heals
@@ -127,13 +132,16 @@ func pick(t *testing.T, all []fault) []fault {
 // followed by the checks, and logs the summary.
 func (x *run) do(n int, faults []fault) {
 	for round := range n {
+		// NB: a round's v5 figures run from its start to the next's: a
+		// message in flight at a fault comes again after its invisible
+		// time, often after the round's checks.
+		var v0, f0 v5figures
+		if x.v5 != nil {
+			v0, f0 = x.v5.figures(), x.v5fifo.figures()
+		}
 		time.Sleep(time.Duration(100+x.r.IntN(400)) * time.Millisecond) // NB: a random moment mid-stream
 		f := faults[round%len(faults)]
 		acked0, refused0, master0 := x.pr.count(), x.c.refused.Load(), x.master
-		var v0 v5figures
-		if x.v5 != nil {
-			v0 = x.v5.figures()
-		}
 		d := f.inject()
 		if d > 10*time.Second {
 			for _, p := range x.c.brokers {
@@ -150,10 +158,11 @@ func (x *run) do(n int, faults []fault) {
 		x.t.Logf("round %d: %s: acknowledged send after %v; %d acknowledged, %d lost; master broker%d, then broker%d",
 			round, f.kind, d.Round(time.Millisecond), acked, lost, master0, x.master)
 		if x.v5 != nil {
-			v1 := x.v5.figures()
-			x.v5dups = append(x.v5dups, v1.dups-v0.dups)
-			x.t.Logf("round %d: v5 consumer: %d received, %d duplicates, %d acked delivered again",
-				round, v1.received-v0.received, v1.dups-v0.dups, v1.ackedAgain-v0.ackedAgain)
+			v1, f1 := x.v5.figures(), x.v5fifo.figures()
+			x.v5dups = append(x.v5dups, v1.dups-v0.dups+f1.dups-f0.dups)
+			x.t.Logf("round %d: v5 consumers: %d received, %d duplicates, %d acked delivered again; FIFO: %d received, %d duplicates, %d acked delivered again, %d out of order",
+				round, v1.received-v0.received, v1.dups-v0.dups, v1.ackedAgain-v0.ackedAgain,
+				f1.received-f0.received, f1.dups-f0.dups, f1.ackedAgain-f0.ackedAgain, f1.disorder-f0.disorder)
 		}
 	}
 	x.led.report(x.t, x.seed, x.pr.reads.Load())
@@ -178,16 +187,32 @@ func (x *run) v5report() {
 	}
 	x.pr.mu.Unlock()
 	lost := x.v5.lost(ids)
-	f := x.v5.figures()
+	fids := x.fifo.ids()
+	flost := x.v5fifo.lost(fids)
+	f, ff := x.v5.figures(), x.v5fifo.figures()
+	if n := len(x.v5dups); n > 0 {
+		// NB: the duplicates since the last round's figures (its messages
+		// in flight came again during the drain) are the last round's.
+		sum := 0
+		for _, d := range x.v5dups {
+			sum += d
+		}
+		x.v5dups[n-1] += f.dups + ff.dups - sum
+	}
 	d := slices.Sorted(slices.Values(x.v5dups))
 	if len(d) == 0 {
 		d = []int{0}
 	}
-	x.t.Logf("summary: v5 consumer: %d received, %d duplicates (per failover p50 %d, max %d), %d acked delivered again, %d of %d acknowledged sends lost",
-		f.received, f.dups, d[len(d)/2], d[len(d)-1], f.ackedAgain, len(lost), len(ids))
-	if f.ackedAgain > 0 || len(lost) > 0 {
-		x.t.Errorf("v5 consumer: %d acked messages delivered again, %d acknowledged sends never received (first: %v)",
-			f.ackedAgain, len(lost), lost[:min(len(lost), 5)])
+	x.t.Logf("summary: v5 consumers: %d received, %d duplicates (per failover p50 %d, max %d), %d acked delivered again, %d of %d acknowledged sends lost",
+		f.received+ff.received, f.dups+ff.dups, d[len(d)/2], d[len(d)-1], f.ackedAgain+ff.ackedAgain, len(lost)+len(flost), len(ids)+len(fids))
+	x.t.Logf("summary: v5 FIFO consumer (8 message groups): %d received, %d duplicates, %d out of order, %d of %d acknowledged sends lost",
+		ff.received, ff.dups, ff.disorder, len(flost), len(fids))
+	if f.ackedAgain+ff.ackedAgain > 0 || len(lost)+len(flost) > 0 || ff.disorder > 0 {
+		_, again := x.v5.disordered()
+		disorder, fagain := x.v5fifo.disordered()
+		x.t.Errorf("v5 consumers: %d acked messages delivered again (%v %v), %d acknowledged sends never received (first: %v %v), %d FIFO messages before their predecessor (%v)",
+			f.ackedAgain+ff.ackedAgain, again, fagain, len(lost)+len(flost), lost[:min(len(lost), 5)], flost[:min(len(flost), 5)], ff.disorder,
+			disorder)
 	}
 }
 
