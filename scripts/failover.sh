@@ -9,7 +9,9 @@
 # process, steps of the brokers' and controllers' clocks. After each
 # fault heals, every replica must equal the master byte for byte and hold
 # every acknowledged message. Prints each round and, per fault kind, the
-# count, the failover time p50/max, the acknowledged and lost messages.
+# count, the failover time p50/max, the acknowledged and lost messages;
+# and the RocketMQ 5 (POP) consumers' duplicates per failover, acked
+# messages delivered again, FIFO order breaks and losses.
 #
 #   scripts/failover.sh [ROUNDS]      # default 100
 #   SLUICE_FAILOVER_SEED=N SLUICE_FAILOVER_FAULT="SIGTERM master" scripts/failover.sh 20

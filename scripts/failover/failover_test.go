@@ -29,11 +29,13 @@
 // the first acknowledgement of a send made after it) p50 and max, the
 // sends acknowledged, those lost (0), and the cuts refused.
 //
-// A RocketMQ 5 consumer (v5consumer_test.go: POP over the brokers' gRPC
-// ports, the official Go SDK's protocol) receives and acks the producer's
-// messages throughout: each round logs its deliveries, duplicates (the
-// messages in flight at a failover come again) and acked messages
-// delivered again (must be 0: the POP state is replicated with the log);
+// RocketMQ 5 consumers (v5consumer_test.go: POP over the brokers' gRPC
+// ports, the official Go SDK's protocol) receive and ack the producer's
+// messages throughout, and an orderly group's the FIFO messages of 8
+// message groups sent over gRPC: each round logs their deliveries,
+// duplicates (the messages in flight at a failover come again), acked
+// messages delivered again and FIFO messages delivered before their
+// predecessor (both must be 0: the POP state is replicated with the log);
 // at the end every acknowledged send must have been received (lost 0).
 //
 //	go test ./scripts/failover/                       # each kind once (CI)
