@@ -26,6 +26,10 @@
 // the active one is created, preallocated and synced in the background, so
 // that the append that rolls into it does not wait for that; an unused one
 // is removed at Close, or by recovery as an empty trailing segment.
+// With Options.ReadAhead a reader going forward through bytes the page cache
+// no longer holds (a consumer replaying a backlog) gets the log read into the
+// cache a window ahead of it by a goroutine of the log (readahead.go), so that
+// its reads do not each wait for the disk and fill the cache themselves.
 // Offsets are global byte positions: the byte at Offset o lives in segment
 // o - o%SegmentSize.
 //

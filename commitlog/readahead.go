@@ -27,6 +27,7 @@ import (
 // log never misses and so is never advised; advice stops at the log's end.
 type readAhead struct {
 	window int64
+	idle   int64 // raIdle; tests set it longer
 	// active counts the streams in the table: while it is zero, a read
 	// that did not miss takes no lock.
 	active atomic.Int32
@@ -63,7 +64,7 @@ type raStream struct {
 }
 
 func newReadAhead(window int64) *readAhead {
-	return &readAhead{window: window, kick: make(chan struct{}, 1), advise: willNeed}
+	return &readAhead{window: window, idle: raIdle, kick: make(chan struct{}, 1), advise: willNeed}
 }
 
 // observe records a read of the log's [off, end), of which some bytes
@@ -78,7 +79,7 @@ func (r *readAhead) observe(off, end int64, missed bool, logEnd, now int64) (fro
 	slot, oldest := -1, -1
 	for i := range r.streams {
 		st := &r.streams[i]
-		if st.seen != 0 && now-st.seen > raIdle {
+		if st.seen != 0 && now-st.seen > r.idle {
 			r.drop(st)
 		}
 		if st.seen == 0 {
@@ -130,7 +131,8 @@ func (r *readAhead) observe(off, end int64, missed bool, logEnd, now int64) (fro
 	return from, to
 }
 
-// drop frees a stream's slot; r.mu is held.
+// drop frees a stream's slot, and with it the advice it asked for that was
+// not given yet (the reader is past it, or gone); r.mu is held.
 func (r *readAhead) drop(s *raStream) {
 	if s.seen != 0 {
 		*s = raStream{}
