@@ -282,8 +282,8 @@ median() { printf '%s\n' "$@" | sort -g | awk '{ a[NR] = $1 } END { print (NR % 
 # Before a produce run (and a cold replay) it also drops the page cache
 # (when root may): on a virtual machine whose memory the host backs lazily
 # (Firecracker here), a page the guest never touched costs a host fault,
-# and a run that writes into such pages is several times slower. NATS's --purge frees its
-# stream's pages before each run, so its runs reuse touched memory;
+# and a run that writes into such pages is several times slower. NATS's
+# --purge frees its stream's pages before each run, so its runs reuse touched memory;
 # Sluice's runs go to new topics and kept growing the cache, so without
 # the drop each Sluice run paid for all the runs before it (measured:
 # auto-batch 103k msgs/s before a drop, 138-148k after).
