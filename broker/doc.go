@@ -44,6 +44,8 @@
 //	| fsync reaper           | internal/fsync (process; the  | an AIO fsync completed: hands     | no fsync waits      |
 //	|                        | first fsync waiting starts it)| each its result                   |                     |
 //	| warmer (sync mode)     | commitlog.Log                 | the log end nears the warm edge   | Log.Close           |
+//	| read-ahead adviser     | commitlog.Log (ReadAhead)     | a stream of reads that miss the   | Log.Close           |
+//	|                        |                               | page cache asks for advice        |                     |
 //	| next segment's creation| commitlog.Log (PrecreateNext) | a roll (and Open): one at a time  | segment made; Close |
 //	|                        |                               |                                   | waits for it        |
 //	| durableLoop (sync mode)| store.Store                   | fsync done, put waiting, 10 ms    | Store.Close         |
