@@ -22,7 +22,10 @@ func LoadFile(path string) (*Rules, error) {
 	if err != nil {
 		return nil, fmt.Errorf("acl: read ACL file: %w", err)
 	}
-	var doc map[string]any
+	// NB: into any, not map[string]any: yaml drops a null key (~: 1) from
+	// a map[string]any without a word, where stringKeys makes it a key
+	// the decoder refuses.
+	var doc any
 	if err := yaml.Unmarshal(data, &doc); err != nil {
 		return nil, fmt.Errorf("acl: parse ACL file %s: %w", path, err)
 	}

@@ -79,6 +79,8 @@ func TestLoadACL_Errors(t *testing.T) {
 		"bad perm":    {"accounts:\n  - accessKey: alice1\n    secretKey: 12345678\n    defaultTopicPerm: ALL\n", `line 4: accounts[0].defaultTopicPerm: permission "ALL"`},
 		"bad address": {"globalWhiteRemoteAddresses:\n  - 10.*\n", `line 2: globalWhiteRemoteAddresses[0]: address pattern "10.*"`},
 		"not yaml":    {"accounts: [", "parse ACL file"},
+		"null key":    {"~: x\naccounts: []\n", "invalid keys: <nil>"},
+		"not a map":   {"- accounts\n", "expected a map"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			path := filepath.Join(dir, strings.ReplaceAll(name, " ", "_")+".yml")
