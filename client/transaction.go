@@ -212,7 +212,6 @@ func (c *core) onCheckTransaction(req *remoting.Command, conn *remoting.Conn) {
 	if !c.txClaim(m.MsgID) {
 		return // its ExecuteLocal, or another check of it, is running: the broker asks again
 	}
-	defer c.txRelease(m.MsgID)
 	ctx, cancel := c.quitCtx()
 	defer cancel()
 	// NB: a check of a message this producer decided lately (the broker
@@ -223,10 +222,17 @@ func (c *core) onCheckTransaction(req *remoting.Command, conn *remoting.Conn) {
 		checkCtx, cancelCheck := c.callCtx(ctx)
 		state = runListener(func() TransactionState { return l.CheckLocal(checkCtx, m) })
 		cancelCheck()
-		if state == TransactionUnknown {
-			return // NB: the broker asks again at its next check
+		if state != TransactionUnknown {
+			c.txRemember(m.MsgID, state)
 		}
-		c.txRemember(m.MsgID, state)
+	}
+	// NB: released before the answer goes: a check that follows it (the
+	// broker's next, or one that crossed it) gets the decision remembered
+	// instead of being dropped as running (TestTransaction_LateCheck-
+	// GetsTheDecision lost its second check so under load)
+	c.txRelease(m.MsgID)
+	if state == TransactionUnknown {
+		return // NB: the broker asks again at its next check
 	}
 	end := &protocol.EndTransactionRequestHeader{ProducerGroup: group, TranStateTableOffset: h.TranStateTableOffset,
 		CommitLogOffset: h.CommitLogOffset, CommitOrRollback: txType(state), FromTransactionCheck: true,
