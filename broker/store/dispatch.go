@@ -61,6 +61,7 @@ func (s *Store) dispatchLoop() {
 			kick, durable = nil, nil
 			retry = time.After(retryDelay(s.dispFails))
 		}
+		s.loopPasses.Add(1)
 		if s.health.indexDegraded.Load() {
 			s.catchUpIndex()
 			if retry == nil && s.health.indexDegraded.Load() {

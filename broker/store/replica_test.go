@@ -3,6 +3,7 @@ package store
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -95,7 +96,12 @@ func TestReplica_IndexReplica(t *testing.T) {
 	replica := mustOpen(t, testConf(t.TempDir()), testOpts())
 	defer replica.Close()
 	require.NoError(t, replica.SetReplica(true))
-	waitDispatched(t, replica) // NB: the dispatcher idles: nothing else dispatches below
+	// NB: the dispatcher idles: nothing else dispatches below. An empty
+	// log has no lag from the start, so waitDispatched alone could return
+	// before the loop's first pass, which then held dispMu when
+	// IndexReplica tried it (12 failures in 300 runs with -race).
+	require.Eventually(t, func() bool { return replica.loopPasses.Load() > 0 }, 10*time.Second, time.Millisecond)
+	waitDispatched(t, replica)
 
 	for i, body := range seqBodies("small", 0, 5) {
 		mustPut(t, master, msg("t", int32(i%2), body))
