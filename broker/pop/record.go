@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/sluicemq/sluice/internal/remoting"
 )
 
 // Records: every change of a journaled Table (SetJournal) is also written
@@ -165,6 +167,11 @@ func (r *Record) Encode() []byte {
 // fields.
 func DecodeRecord(b []byte) (Record, error) {
 	var r Record
+	// NB: checked first: msgpack allocates what an array header claims
+	// (FuzzDecodeRecord: 0xdd 0xdddddddd ran the fuzzer out of memory)
+	if _, err := remoting.CheckMsgpack(b); err != nil {
+		return Record{}, fmt.Errorf("%w: %v", ErrRecord, err)
+	}
 	if err := msgpack.Unmarshal(b, &r); err != nil {
 		return Record{}, fmt.Errorf("%w: %v", ErrRecord, err)
 	}

@@ -108,3 +108,9 @@ func jsonValues(b []byte, max int) int {
 	}
 	return n
 }
+
+// CheckMsgpack checks that b is one msgpack value whose every claimed
+// length fits in the bytes left (checkMsgpackBody), for a caller about to
+// hand b to the msgpack library, which allocates what an array header
+// claims; it returns the values in b's arrays and maps.
+func CheckMsgpack(b []byte) (int, error) { return checkMsgpackBody(b) }
