@@ -14,9 +14,10 @@
 #                                 no compat suite, no fuzzing
 #
 # The full run's stages run side by side, each writing its own log, shown
-# whole when the stage ends: the race tests on one side; on the other the
-# compat suite's two passes at once (they mostly wait on the official
-# client's timers), then the fuzz smoke. SLUICE_TEST_SERIAL=1 runs the
+# whole when the stage ends: the race tests; the compat suite's two passes
+# at once, then the order example (both mostly wait on timers and
+# processes: 40 s of CPU in 300 s); the fuzz smoke, one worker per target.
+# Each step reports its wall time and CPU. SLUICE_TEST_SERIAL=1 runs the
 # stages one after another instead.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -157,12 +158,24 @@ wait_stages() {
 # main module's dependencies) at a small scale, and the soak runner's unit
 # tests (scripts/soak.sh drives a soak; none runs here).
 race_tests() {
-	go test -race -count=1 -timeout 12m ./...
-	(cd scripts/peakshave && go test -race -count=1 -timeout 5m ./...)
-	(cd scripts/soak && go test -race -count=1 -timeout 5m ./...)
-	# NB: examples/orders without -race: its programs run as processes, and
-	# a race build of its pure-Go SQLite took 6 minutes of the 2 cores.
-	(cd examples/orders && go test -count=1 -timeout 5m ./...)
+	timed "the main module, -race" go test -race -count=1 -timeout 12m ./...
+	timed "peakshave, -race" bash -c 'cd scripts/peakshave && go test -race -count=1 -timeout 5m ./...'
+	timed "soak, -race" bash -c 'cd scripts/soak && go test -race -count=1 -timeout 5m ./...'
+}
+
+# The order example (a module of its own: its SQL drivers stay out of the
+# main module). NB: without -race: its programs run as processes, and a
+# race build of its pure-Go SQLite took 6 minutes of the 2 cores.
+orders() {
+	timed "examples/orders" bash -c 'cd examples/orders && go test -count=1 -timeout 5m ./...'
+}
+
+# timed NAME COMMAND... runs the command and then reports its wall time
+# and the CPU it and its children used.
+timed() {
+	local TIMEFORMAT="-- $1: %0R s, CPU %0U s user + %0S s sys"
+	shift
+	time "$@"
 }
 
 # The compatibility suite is a separate module (scripts/compat, its own
@@ -175,13 +188,13 @@ compat() {
 	# The compat suite's Node.js SDK tests need node and the pinned npm packages:
 	# installed when missing (scripts/compat/node/install.sh says how).
 	# NB: here, beside the race tests, not before them (npm ci in a fresh clone).
-	bash scripts/compat/node/install.sh
+	timed "npm packages" bash scripts/compat/node/install.sh
 	mkdir -p "$tmp/bin"
-	go build -o "$tmp/bin/" ./cmd/mqnamesrv ./cmd/mqbroker ./cmd/mqadmin ./cmd/mqcontroller
+	timed "build the binaries" go build -o "$tmp/bin/" ./cmd/mqnamesrv ./cmd/mqbroker ./cmd/mqadmin ./cmd/mqcontroller
 	export SLUICE_COMPAT_BIN="$tmp/bin"
-	(cd scripts/compat && go test -count=1 -timeout 10m ./... >"$tmp/compat-plain.out" 2>&1) &
+	timed "compat, plain" bash -c 'cd scripts/compat && go test -count=1 -timeout 10m ./...' >"$tmp/compat-plain.out" 2>&1 &
 	local plain=$!
-	(cd scripts/compat && SLUICE_COMPAT_TLS=1 go test -count=1 -timeout 10m ./... >"$tmp/compat-tls.out" 2>&1) &
+	timed "compat, over TLS" bash -c 'cd scripts/compat && SLUICE_COMPAT_TLS=1 go test -count=1 -timeout 10m ./...' >"$tmp/compat-tls.out" 2>&1 &
 	local tls=$!
 	local rc=0
 	wait $plain || rc=1
@@ -194,7 +207,9 @@ compat() {
 # The fuzz smoke: every Fuzz target of the main module for FUZZTIME. Each
 # package's fuzz-instrumented test binary is built once, then run once per
 # target (go test -fuzz would build and link it again for each), with the
-# same corpus cache go test -fuzz uses.
+# same corpus cache go test -fuzz uses. NB: one worker per target
+# (-test.parallel=1): the smoke runs beside the race tests, and a second
+# worker only took a core from them.
 fuzz() {
 	local fuzzlog=$tmp/fuzz.out cachedir pkg dir bin target attempt
 	cachedir=$(go env GOCACHE)/fuzz
@@ -218,7 +233,8 @@ fuzz() {
 			for attempt in 1 2 3 4; do
 				if (cd "$dir" && "$bin" -test.run='^$' -test.fuzz="^${target}\$" -test.fuzztime="$FUZZTIME" \
 					-test.fuzzminimizetime=1s -test.fuzzcachedir="$cachedir/$pkg" -test.timeout=5m \
-					-test.paniconexit0) >"$fuzzlog" 2>&1; then
+					-test.parallel=1 -test.paniconexit0) >"$fuzzlog" 2>&1; then
+					grep -o 'elapsed: [0-9]*s, execs: [0-9]*' "$fuzzlog" | tail -1 || true
 					break
 				fi
 				tail -40 "$fuzzlog"
@@ -230,11 +246,13 @@ fuzz() {
 		done
 	done
 }
+fuzz_timed() { timed "the fuzz smoke" fuzz; }
 
 : "${FUZZTIME:=5s}"
 export tmp FUZZTIME
-export -f race_tests compat fuzz
+export -f timed race_tests compat orders fuzz fuzz_timed
 stage "go test -race; peakshave, soak" race_tests
-stage "compat (plain and over TLS), then the fuzz smoke ($FUZZTIME per target)" compat fuzz
+stage "compat (plain and over TLS), then examples/orders" compat orders
+stage "the fuzz smoke ($FUZZTIME per target)" fuzz_timed
 wait_stages
 echo "== all checks passed in $((SECONDS - started)) s"
