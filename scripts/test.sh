@@ -10,8 +10,8 @@
 #                                 over TLS, and a 5 s fuzz smoke of every
 #                                 fuzz target
 #   bash scripts/test.sh --quick  the inner loop: gofmt, go vet and the main
-#                                 module's tests without the race detector;
-#                                 no compat suite, no fuzzing
+#                                 module's tests with -short and without the
+#                                 race detector; no compat suite, no fuzzing
 #
 # The full run's stages run side by side, each writing its own log, shown
 # whole when the stage ends: the race tests; the compat suite's two passes
@@ -101,8 +101,12 @@ if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
 fi
 
 if $quick; then
-	echo "== go test (no -race)"
-	go test -count=1 -timeout 10m ./...
+	# NB: -short skips what the full run has and the inner loop can wait
+	# for (the failover fault campaigns, the docs' multi-process examples,
+	# timing reports); -p 4: most packages' tests wait on timers and
+	# processes more than they compute.
+	echo "== go test -short (no -race)"
+	go test -short -p 4 -count=1 -timeout 10m ./...
 	echo "== quick checks passed in $((SECONDS - started)) s (the full run: bash scripts/test.sh)"
 	exit 0
 fi
@@ -153,12 +157,14 @@ wait_stages() {
 	done
 }
 
-# The main module's tests with the race detector; then the peak-shaving
+# The main module's tests with the race detector (-p 4: four packages at
+# once, since most wait on timers and processes: at -p 2 the stage used
+# about one core of the two); then the peak-shaving
 # demo (a module of its own, so that its chart library stays out of the
 # main module's dependencies) at a small scale, and the soak runner's unit
 # tests (scripts/soak.sh drives a soak; none runs here).
 race_tests() {
-	timed "the main module, -race" go test -race -count=1 -timeout 12m ./...
+	timed "the main module, -race" go test -race -p 4 -count=1 -timeout 12m ./...
 	timed "peakshave, -race" bash -c 'cd scripts/peakshave && go test -race -count=1 -timeout 5m ./...'
 	timed "soak, -race" bash -c 'cd scripts/soak && go test -race -count=1 -timeout 5m ./...'
 }

@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -38,6 +39,25 @@ func (c *stepClock) step(d time.Duration) { c.off.Add(int64(d)) }
 func TestClockSteps(t *testing.T) {
 	x := newRun(t, nil)
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	// Each controller's and broker's log goes to a file, whose tail a
+	// failure shows (as the processes' logs in the other campaigns).
+	logDir := t.TempDir()
+	var logPaths []string
+	logTo := func(name string) *slog.Logger {
+		path := filepath.Join(logDir, name+".log")
+		f, err := os.Create(path)
+		require.NoError(t, err)
+		t.Cleanup(func() { f.Close() })
+		logPaths = append(logPaths, path)
+		return slog.New(slog.NewTextHandler(f, nil))
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, path := range logPaths {
+				t.Logf("---- %s\n%s", path, tail(path))
+			}
+		}
+	})
 	ctlClocks := []*stepClock{{}, {}, {}}
 	brokerClocks := []*stepClock{{}, {}, {}}
 	ctls := make([]*controller.Standalone, 3)
@@ -87,9 +107,10 @@ func TestClockSteps(t *testing.T) {
 	}
 	var ctlAddrs []string
 	for i := range 3 {
-		s, err := controller.StartStandalone("127.0.0.1:0", remoting.ServerOptions{Logger: quiet}, controller.Config{
+		lg := logTo(peers[i].ID)
+		s, err := controller.StartStandalone("127.0.0.1:0", remoting.ServerOptions{Logger: lg}, controller.Config{
 			ID: peers[i].ID, Peers: peers, Dir: filepath.Join(t.TempDir(), "ctl"), Listener: lns[i],
-			Now: ctlClocks[i].Now, Logger: quiet})
+			Now: ctlClocks[i].Now, Logger: lg})
 		require.NoError(t, err)
 		t.Cleanup(func() { s.Close() })
 		ctls[i] = s
@@ -114,7 +135,7 @@ func TestClockSteps(t *testing.T) {
 		cfg.Store.Preallocate = false
 		cfg.BrokerName, cfg.NamesrvAddr, cfg.Controller = "g", ns.Addr(), strings.Join(ctlAddrs, ";")
 		cfg.RegisterInterval, cfg.HA.SyncTimeout, cfg.HA.MaxCatchupLag = 500*time.Millisecond, 2*time.Second, 3*time.Second
-		b, err := broker.New(cfg, broker.Options{Logger: quiet, Clock: brokerClocks[i]})
+		b, err := broker.New(cfg, broker.Options{Logger: logTo(fmt.Sprintf("broker%d", i)), Clock: brokerClocks[i]})
 		require.NoError(t, err)
 		require.NoError(t, b.Start())
 		t.Cleanup(func() { b.Close() })

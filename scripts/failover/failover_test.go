@@ -408,14 +408,24 @@ func (c *cluster) runtime(i int) map[string]string {
 // epoch, and returns the master's index and epoch.
 func (c *cluster) healthy() (int, int) {
 	master, epoch := -1, -1
+	seen := make([]string, len(c.brokers)) // each broker's last state, for a failure
+	defer func() {
+		if c.t.Failed() {
+			c.t.Logf("the brokers as last seen:\n%s", strings.Join(seen, "\n"))
+		}
+	}()
 	require.Eventually(c.t, func() bool {
 		master, epoch = -1, -1
 		var slaves []int
 		for i := range c.brokers {
 			rt := c.runtime(i)
 			if rt == nil {
+				seen[i] = fmt.Sprintf("broker%d: unreachable", i)
 				return false
 			}
+			seen[i] = fmt.Sprintf("broker%d: %s epoch %s syncStateSet %s haState %s maxOffset %s confirmed %s refusedCutTo %q",
+				i, rt["brokerRole"], rt["controllerEpoch"], rt["syncStateSet"], rt["haState"],
+				rt["commitLogMaxOffset"], rt["confirmedOffset"], rt["refusedCutTo"])
 			if to := rt["refusedCutTo"]; to != "" {
 				c.allowCut(i, to)
 				return false

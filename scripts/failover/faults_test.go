@@ -389,6 +389,9 @@ func (x *run) cutHALink() time.Duration {
 // turn; SLUICE_FAILOVER_FAULT runs one kind; SLUICE_FAILOVER_SEED replays
 // the random moments.
 func TestFailover_Faults(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a fault campaign of real processes (the full run has it; -short is the inner loop)")
+	}
 	x := newRun(t, nil)
 	faults := pick(t, []fault{
 		{"kill -9 master", x.killMaster},
@@ -501,6 +504,9 @@ func (x *run) brokerLinks(cut bool, brokers ...int) {
 // stay up. Each kind once by default (CI); SLUICE_FAILOVER_ROUNDS runs a
 // third as many rounds as TestFailover_Faults.
 func TestFailover_Partitions(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a fault campaign of real processes (the full run has it; -short is the inner loop)")
+	}
 	h := netHosts(t)
 	x := newRun(t, h)
 	faults := pick(t, []fault{
