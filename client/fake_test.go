@@ -425,6 +425,52 @@ func TestProducer_AsyncCallbackSendsAgain(t *testing.T) {
 	}
 }
 
+// TestProducer_StaleDerivedRouteAskedOnce: when a new topic's route
+// derived from the template goes stale under a burst of sends, one of
+// them asks the name servers again, not each send in flight (they asked
+// once each while the answer was on its way, a CI failure of
+// TestProducer_NewTopicAsksNameServerOnceAMoment).
+func TestProducer_StaleDerivedRouteAskedOnce(t *testing.T) {
+	var asked atomic.Int32
+	addr := startFakeRoutes(t, func(topic, addr string) (protocol.TopicRouteData, bool) {
+		if topic == "brand-new" {
+			asked.Add(1)
+			time.Sleep(50 * time.Millisecond) // NB: a slow answer keeps the other sends in flight meanwhile
+			return protocol.TopicRouteData{}, false
+		}
+		route := fakeRoute(addr)
+		route.QueueDatas[0].Perm |= protocol.PermInherit
+		return route, true
+	}, fakeSendOK)
+	p, err := NewProducer(WithNameServers(addr), WithLogger(quiet()))
+	require.NoError(t, err)
+	require.NoError(t, p.Start())
+	defer p.Close()
+	ctx := ctxT(t, 20*time.Second)
+	_, err = p.Send(ctx, &Message{Topic: "brand-new", Body: []byte("x")})
+	require.NoError(t, err)
+	require.EqualValues(t, 1, asked.Load())
+
+	v, ok := p.derived.Load("brand-new")
+	require.True(t, ok, "the derived route is kept")
+	p.derived.Store("brand-new", derivedRoute{route: v.(derivedRoute).route, until: time.Now().Add(-time.Millisecond)})
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range 100 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := p.Send(ctx, &Message{Topic: "brand-new", Body: []byte("x")})
+			assert.NoError(t, err)
+		}()
+	}
+	wg.Wait()
+	again := asked.Load() - 1
+	// NB: one ask for the stale route, and one more per moment the burst lasted.
+	require.LessOrEqual(t, again, int32(time.Since(start)/derivedRouteTTL)+1, "asked %d times in %v", again, time.Since(start))
+	require.GreaterOrEqual(t, again, int32(1), "the stale route is asked for again")
+}
+
 // TestProducer_NewTopicAsksNameServerOnceAMoment: while the name servers
 // do not know a new topic yet, its sends go through the template topic's
 // route, and a burst of them asks the name servers again once per moment,
