@@ -425,17 +425,15 @@ func TestProducer_AsyncCallbackSendsAgain(t *testing.T) {
 	}
 }
 
-// TestProducer_StaleDerivedRouteAskedOnce: when a new topic's route
-// derived from the template goes stale under a burst of sends, one of
-// them asks the name servers again, not each send in flight (they asked
-// once each while the answer was on its way, a CI failure of
-// TestProducer_NewTopicAsksNameServerOnceAMoment).
-func TestProducer_StaleDerivedRouteAskedOnce(t *testing.T) {
-	var asked atomic.Int32
+// newTopicProducer starts a producer against fake name servers that know
+// the template topic and not "brand-new", each ask for which they count
+// and answer after delay.
+func newTopicProducer(t *testing.T, delay time.Duration) (*Producer, *atomic.Int32) {
+	asked := new(atomic.Int32)
 	addr := startFakeRoutes(t, func(topic, addr string) (protocol.TopicRouteData, bool) {
 		if topic == "brand-new" {
 			asked.Add(1)
-			time.Sleep(50 * time.Millisecond) // NB: a slow answer keeps the other sends in flight meanwhile
+			time.Sleep(delay)
 			return protocol.TopicRouteData{}, false
 		}
 		route := fakeRoute(addr)
@@ -445,9 +443,20 @@ func TestProducer_StaleDerivedRouteAskedOnce(t *testing.T) {
 	p, err := NewProducer(WithNameServers(addr), WithLogger(quiet()))
 	require.NoError(t, err)
 	require.NoError(t, p.Start())
-	defer p.Close()
+	t.Cleanup(func() { p.Close() })
+	return p, asked
+}
+
+// TestProducer_StaleDerivedRouteAskedOnce: when a new topic's route
+// derived from the template goes stale under a burst of sends, one of
+// them asks the name servers again, not each send in flight (they asked
+// once each while the answer was on its way, a CI failure of
+// TestProducer_NewTopicAsksNameServerOnceAMoment).
+func TestProducer_StaleDerivedRouteAskedOnce(t *testing.T) {
+	// NB: a slow answer keeps the other sends in flight meanwhile.
+	p, asked := newTopicProducer(t, 50*time.Millisecond)
 	ctx := ctxT(t, 20*time.Second)
-	_, err = p.Send(ctx, &Message{Topic: "brand-new", Body: []byte("x")})
+	_, err := p.Send(ctx, &Message{Topic: "brand-new", Body: []byte("x")})
 	require.NoError(t, err)
 	require.EqualValues(t, 1, asked.Load())
 
@@ -476,21 +485,7 @@ func TestProducer_StaleDerivedRouteAskedOnce(t *testing.T) {
 // route, and a burst of them asks the name servers again once per moment,
 // not once per send.
 func TestProducer_NewTopicAsksNameServerOnceAMoment(t *testing.T) {
-	var asked atomic.Int32
-	addr := startFakeRoutes(t, func(topic, addr string) (protocol.TopicRouteData, bool) {
-		if topic == "brand-new" {
-			asked.Add(1)
-			return protocol.TopicRouteData{}, false
-		}
-		route := fakeRoute(addr)
-		route.QueueDatas[0].Perm |= protocol.PermInherit
-		return route, true
-	}, fakeSendOK)
-
-	p, err := NewProducer(WithNameServers(addr), WithLogger(quiet()))
-	require.NoError(t, err)
-	require.NoError(t, p.Start())
-	defer p.Close()
+	p, asked := newTopicProducer(t, 0)
 	ctx := ctxT(t, 20*time.Second)
 	start := time.Now()
 	for range 300 {
