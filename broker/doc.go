@@ -62,8 +62,7 @@
 //	| rebuildDedupLoop       | store.Store (Open / Close)    | once after Open: the window's     | rebuilt, Store.Close|
 //	|                        |                               | last minutes of log               |                     |
 //	| expireLoop             | longpoll.Hold                 | earliest deadline                 | Hold.Close          |
-//	| woken pull (workpool)  | longpoll.Hold                 | arrival or deadline (an arrival's | reply written       |
-//	|                        |                               | first: on the dispatching one)    |                     |
+//	| woken pull (workpool)  | longpoll.Hold                 | arrival or deadline               | reply written       |
 //	| persistLoop (offsets)  | offset.Table                  | 5 s ticker                        | Table.Close         |
 //	| registerLoop           | Broker (Start / Close)        | register_interval, topic change   | Close               |
 //	| housekeepingLoop       | Broker                        | 10 s ticker                       | Close               |

@@ -122,22 +122,11 @@ func (b *Broker) park(w remoting.ResponseWriter, req *remoting.Command, h *proto
 	}
 	topic, qid := h.Topic, h.QueueID
 	remoting.Parked(w)
-	// NB: answered through WriteSoon, which never waits for the peer: the
-	// hold may run the wake on the goroutine that stored the message
-	// (longpoll.Request.Quick).
 	b.hold.Park(&longpoll.Request{Topic: topic, QueueID: qid, Offset: h.QueueOffset,
-		Deadline: time.Now().Add(wait), Match: pf.match, Quick: true,
-		Wake: func(bool) { b.pull(soonWriter{w}, req, h, false) },
+		Deadline: time.Now().Add(wait), Match: pf.match,
+		Wake: func(bool) { b.pull(w, req, h, false) },
 	}, func() int64 { return b.store.MaxOffset(topic, qid) })
 }
-
-// soonWriter is a ResponseWriter whose Write is its WriteSoon: a woken
-// pull's, whose answer must not wait for its peer (it may run on the
-// store's dispatching goroutine). Such an answer's body is copied into the
-// frame, so the pull's buffer is free again once Write returns.
-type soonWriter struct{ remoting.ResponseWriter }
-
-func (s soonWriter) Write(resp *remoting.Command) error { return s.WriteSoon(resp) }
 
 // suggestBroker is a pull answer's suggestWhichBrokerId: with
 // slave_read_enable, a master sends a consumer reading far behind the log's

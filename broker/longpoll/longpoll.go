@@ -2,14 +2,10 @@
 // them when a message arrives in their queue or their suspend time runs out
 // (RocketMQ's PullRequestHoldService).
 //
-// Park never blocks. Wake-ups run each parked request's Wake function
-// never under the hold's lock: an expired request's, and those of a queue's
-// arrival but the first, on a goroutine of its own (a workpool one); the
-// first request an arrival wakes runs on the notifying goroutine (the
-// store's dispatcher, or a put dispatching its own records) when its Wake
-// never waits (Request.Quick), sparing it a hand-over to another
-// goroutine. A slow connection still cannot stall arrivals: a Quick Wake
-// writes its answer without waiting for the peer.
+// Park never blocks. Wake-ups run each parked request's Wake function on a
+// goroutine of its own (a workpool one), never under the hold's lock and
+// never on the dispatcher's goroutine, so a slow connection cannot stall
+// arrivals.
 package longpoll
 
 import (
@@ -36,9 +32,6 @@ type Request struct {
 	// Wake answers the pull; expired is true when its time ran out (or the
 	// hold closed). It is called exactly once.
 	Wake func(expired bool)
-	// Quick says Wake never waits (for a peer, a disk, a lock held across
-	// either): an arrival may then run it on the notifying goroutine.
-	Quick bool
 
 	woken atomic.Bool
 	index int // in the deadline heap; -1 when not in it
@@ -142,28 +135,9 @@ func (h *Hold) notify(topic string, queueID int32, next int64, match func(*Reque
 	}
 	h.wakes.Add(len(woken)) // NB: under mu, so before any Close's Wait
 	h.mu.Unlock()
-	var here *Request
 	for _, r := range woken {
-		if here == nil && r.Quick {
-			here = r
-			continue
-		}
 		h.wake(r, false)
 	}
-	if here != nil {
-		// NB: after the others are on their way: they run meanwhile.
-		h.wakeHere(here)
-	}
-}
-
-// wakeHere runs r.Wake once, on the caller's goroutine. REQUIRES: as wake.
-func (h *Hold) wakeHere(r *Request) {
-	defer h.wakes.Done()
-	if !r.woken.CompareAndSwap(false, true) {
-		return
-	}
-	h.count.Add(-1)
-	r.Wake(false)
 }
 
 // wake runs r.Wake once, on a goroutine of its own. REQUIRES: the caller

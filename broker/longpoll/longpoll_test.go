@@ -1,8 +1,6 @@
 package longpoll
 
 import (
-	"runtime"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -134,44 +132,3 @@ func TestHold_WakeOnlyForMatch(t *testing.T) {
 		Wake:  func(expired bool) { out <- result{"b", expired} }}, func() int64 { return 9 })
 	require.Equal(t, result{"b", false}, <-out)
 }
-
-// TestHold_QuickWakeRunsOnTheNotifier: an arrival runs the first Quick
-// request it wakes on its own goroutine (no hand-over), and every other
-// request it wakes (a second Quick one, one that may wait) on a goroutine
-// of its own, so that Notify returns while they still run.
-func TestHold_QuickWakeRunsOnTheNotifier(t *testing.T) {
-	h := New()
-	defer h.Close()
-	// NB: a Wake tells whether it runs on the goroutine that called
-	// Notify (notifyHere's frame is on its stack).
-	onNotifier := func() bool {
-		buf := make([]byte, 64<<10)
-		return strings.Contains(string(buf[:runtime.Stack(buf, false)]), "longpoll.notifyHere")
-	}
-	ran := make(chan string, 3)
-	release := make(chan struct{})
-	park := func(name string, quick bool) {
-		h.Park(&Request{Topic: "t", QueueID: 0, Offset: 0, Deadline: time.Now().Add(time.Hour), Quick: quick,
-			Wake: func(bool) {
-				if onNotifier() {
-					ran <- name + " here"
-				} else {
-					ran <- name + " elsewhere"
-				}
-				if !quick {
-					<-release // NB: one that waits: Notify must not wait for it
-				}
-			}}, nil)
-	}
-	park("slow", false)
-	park("quick1", true)
-	park("quick2", true)
-	notifyHere(h)
-	close(release)
-	got := []string{<-ran, <-ran, <-ran}
-	require.ElementsMatch(t, []string{"slow elsewhere", "quick1 here", "quick2 elsewhere"}, got)
-	require.Zero(t, h.Parked())
-}
-
-//go:noinline
-func notifyHere(h *Hold) { h.Notify("t", 0, 1, 0, nil) }
