@@ -160,10 +160,9 @@ wait_stages() {
 # The main module's tests with the race detector (NB: -p 4 was tried: the
 # stage took 559 s against 546 at the default -p 2, with 13% more CPU, as
 # the three stages together already keep the two cores 85-90% busy); then
-# the peak-shaving
-# demo (a module of its own, so that its chart library stays out of the
-# main module's dependencies) at a small scale, and the soak runner's unit
-# tests (scripts/soak.sh drives a soak; none runs here).
+# the peak-shaving demo (a module of its own, so that its chart library
+# stays out of the main module's dependencies) at a small scale, and the
+# soak runner's unit tests (scripts/soak.sh drives a soak; none runs here).
 race_tests() {
 	timed "the main module, -race" go test -race -count=1 -timeout 12m ./...
 	timed "peakshave, -race" bash -c 'cd scripts/peakshave && go test -race -count=1 -timeout 5m ./...'
