@@ -32,6 +32,7 @@ E2E_RATE=${E2E_RATE:-10000}
 E2E_DURATION=${E2E_DURATION:-6s}
 REPLAY_N=${REPLAY_N:-300000}
 REPL_N=${REPL_N:-200000}
+COLD_N=${COLD_N:-4000000}
 
 work=$(mktemp -d /tmp/sluice-ab.XXXXXX)
 cleanup() {
@@ -101,6 +102,26 @@ cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 run() {
 	local side=$1 row=$2 flush=async args n=$N pid c0 r
 	case $row in
+	cold)
+		read -r dir ns < <(start "$side" "$flush")
+		pid=$(cat "$dir/pid")
+		"$work/$side/mqbench" produce -n "$ns" -t ab-cold --size 1024 --batch 32 --inflight 256 --count "$COLD_N" \
+			--json >/dev/null 2>&1
+		sync
+		echo 3 >/proc/sys/vm/drop_caches
+		c0=$(cpu "$pid")
+		r=$("$work/$side/mqbench" consume -n "$ns" -t ab-cold -g ab-cold --pull-batch 32 --count "$COLD_N" \
+			--json 2>/dev/null | rate)
+		r="$r $(python3 -c "print(round(($(cpu "$pid") - $c0) / $(getconf CLK_TCK) / $COLD_N * 1e6, 1))")"
+		local warm
+		warm=$("$work/$side/mqbench" consume -n "$ns" -t ab-cold -g ab-cold-warm --pull-batch 32 --count "$COLD_N" \
+			--json 2>/dev/null | rate)
+		echo "$side ${r%% *} $warm" >>"$work/coldwarm"
+		stop "$dir"
+		sync
+		echo "$r"
+		return
+		;;
 	e2e | replay32)
 		read -r dir ns < <(start "$side" "$flush")
 		pid=$(cat "$dir/pid")
@@ -185,3 +206,7 @@ for row in $ROWS; do
 	done
 	printf '%-16s%s\n' "$row" "$line"
 done
+if [ -f "$work/coldwarm" ]; then
+	echo "cold replays as a share of the same side's warm one, in run order:"
+	awk '{ printf "  %s: cold %d, warm %d msgs/s: %.2f\n", $1, $2, $3, $2 / $3 }' "$work/coldwarm"
+fi
