@@ -90,6 +90,9 @@ type Conn struct {
 	// input backlog (closeBacklogged).
 	backlogged atomic.Bool
 
+	// fd is nc's socket for writeNoWait (-1: not known, every frame goes
+	// through netpoll).
+	fd      int
 	wmu     sync.Mutex    // serializes Malloc/WriteBinary/Flush on nc
 	wclosed bool          // guarded by wmu; set before netpoll frees the buffers
 	dirty   bool          // guarded by wmu: frames written but not flushed
@@ -103,8 +106,9 @@ type Conn struct {
 	laterN     atomic.Int32
 	laterSpare []*[]byte // guarded by wmu: the drained queue's slice, for reuse
 	// Guarded by wmu: frames written and flushes made (benchmarks report
-	// frames per flush).
-	framesOut, flushes uint64
+	// frames per flush), and of those flushes the WriteSoon frames written
+	// without waiting (writeNoWait) whole.
+	framesOut, flushes, noWaits uint64
 	// busy counts exchanges in progress on this connection: calls waiting
 	// for a response, and requests being served. A lone exchange flushes
 	// its frame at once (lowest latency); with company, frames wait for
@@ -158,6 +162,10 @@ func newConn(ep endpoint, nc netpoll.Connection, id uint64, opaque *atomic.Int32
 		opaque:     opaque,
 		followPeer: followPeer,
 		pending:    make(map[int32]*call),
+		fd:         -1,
+	}
+	if fc, ok := nc.(netpoll.Conn); ok {
+		c.fd = fc.Fd()
 	}
 	c.ctx, c.cancel = context.WithCancel(parent)
 	c.kick = make(chan struct{}, 1)

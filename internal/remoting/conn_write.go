@@ -8,6 +8,7 @@ import (
 	"syscall"
 
 	"github.com/cloudwego/netpoll"
+	"golang.org/x/sys/unix"
 )
 
 var framePrefixPool = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
@@ -71,16 +72,36 @@ func (c *Conn) writeMode(cmd *Command, mode flushMode) error {
 		framePrefixPool.Put(bp)
 		return c.err()
 	}
-	// NB: whatever the mode becomes, a flushLater frame is flushed by
-	// another goroutine, never by its writer.
+	// NB: whatever the mode becomes, a flushLater frame is never flushed
+	// by its writer: it is written without waiting, or left to another
+	// goroutine.
 	later := mode == flushLater
 	if c.inBatchEnd && mode != flushByReader {
 		mode = flushByReader // the flush after the batch-end hooks takes it
 	}
 	err = c.drainLaterLocked()
 	w := c.nc.Writer()
+	out := buf // what netpoll is given of the frame
+	if err == nil && later && c.fd >= 0 && !c.dirty && !c.inBatchEnd && c.busy.Load() <= 1 {
+		// NB: a lone answer from a goroutine that answers many (the
+		// store's notifier): written here, as a flushSoon frame would be,
+		// without waking the flusher; what the socket does not take at
+		// once is left to the flusher, so its writer never waits.
+		var n int
+		n, err = c.writeNoWait(buf)
+		if err == nil && n == len(buf) {
+			c.framesOut++
+			c.flushes++
+			c.noWaits++
+			c.wmu.Unlock()
+			*bp = buf[:0]
+			framePrefixPool.Put(bp)
+			return nil
+		}
+		out = buf[n:]
+	}
 	if err == nil {
-		_, err = w.WriteBinary(buf)
+		_, err = w.WriteBinary(out)
 	}
 	if err == nil && len(body) > 0 {
 		_, err = w.WriteBinary(body)
@@ -94,8 +115,9 @@ func (c *Conn) writeMode(cmd *Command, mode flushMode) error {
 	// reuse it. A lone exchange flushes at once too (see busy). Other
 	// copied frames wait for one flush shared with other frames. A
 	// flushLater frame is never flushed by its writer (the flusher, or the
-	// reader after its batch, does); a large one is referenced until then,
-	// and its buffer is left to the collector instead of the pool.
+	// reader after its batch, does; a lone one went out above as far as the
+	// socket took it); a large one is referenced until then, and its
+	// buffer is left to the collector instead of the pool.
 	referenced := false
 	if err == nil {
 		switch {
@@ -106,7 +128,7 @@ func (c *Conn) writeMode(cmd *Command, mode flushMode) error {
 			c.flushes++
 		default:
 			c.dirty = true
-			referenced = len(buf) > netpoll.BinaryInplaceThreshold
+			referenced = len(out) > netpoll.BinaryInplaceThreshold
 			if mode != flushByReader && !c.kicked {
 				c.kicked = true
 				c.kickFlusher()
@@ -209,6 +231,26 @@ func (c *Conn) drainLaterLocked() error {
 func (c *Conn) abort(cause error) {
 	_ = c.nc.Close()
 	c.closeWith(cause)
+}
+
+// writeNoWait writes as much of frame as the socket takes at once, with
+// one system call that never waits, and returns how much that was (0 and
+// no error when the socket takes none now). REQUIRES: c.wmu held, nothing
+// unflushed in netpoll's buffer (not c.dirty): the frame then goes out in
+// its place, after every frame written before it.
+func (c *Conn) writeNoWait(frame []byte) (int, error) {
+	for {
+		n, err := unix.SendmsgN(c.fd, frame, nil, nil, unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL)
+		switch {
+		case err == nil:
+			return n, nil
+		case errors.Is(err, unix.EINTR):
+			continue
+		case errors.Is(err, unix.EAGAIN):
+			return 0, nil
+		}
+		return 0, err
+	}
 }
 
 // kickFlusher wakes the flusher, unless a wake is pending already.

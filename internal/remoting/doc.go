@@ -104,10 +104,13 @@
 // answer; a request parked with Parked and a LongPoll call waiting for
 // its answer do not count); by the reader once it has no whole frame left to read, for
 // answers written by InlineHandlers (one write answers a burst); otherwise
-// by the connection's flusher goroutine (WriteSoon always goes there, for
-// writers that must not wait on one peer), which first yields once so that
+// by the connection's flusher goroutine, which first yields once so that
 // writers woken together (callers a burst of responses completed) share
-// its flush. Close flushes what is pending
+// its flush. WriteSoon is for writers that must not wait on one peer (the
+// store's notifier): a lone answer on a connection with nothing unflushed
+// is written by its writer in one system call that never waits
+// (MSG_DONTWAIT); what the socket does not take then, and every frame
+// with company, goes to the flusher. Close flushes what is pending
 // first. Flush returns once the kernel has the bytes or the WriteTimeout
 // passes; a failed write closes the connection. A flush waiting for a
 // peer that does not read holds the connection's write lock, so WriteSoon

@@ -49,6 +49,47 @@ func TestWriteSoon_PeerThatStopsReading(t *testing.T) {
 	}
 }
 
+// TestWriteSoon_LoneAnswerWrittenAtOnce: the answer to a connection's only
+// request in progress goes out from its WriteSoon writer, in one write that
+// does not wait, instead of waking the connection's flusher; with a
+// second request in progress it is left to the flusher. The counts failed (0 written at once) before
+// writeNoWait.
+func TestWriteSoon_LoneAnswerWrittenAtOnce(t *testing.T) {
+	got := make(chan parkedRequest, 2)
+	s := startServer(t, ServerOptions{}, map[int16]Handler{codeEcho: func(_ context.Context, w ResponseWriter, req *Command) {
+		got <- parkedRequest{w, req}
+	}})
+	conn := dialRaw(t, s)
+	noWaits := func(c *Conn) uint64 { c.wmu.Lock(); defer c.wmu.Unlock(); return c.noWaits }
+	body := bytes.Repeat([]byte{'a'}, 3000)
+
+	writeRaw(t, conn, NewRequest(codeEcho, nil, nil))
+	r := <-got
+	require.NoError(t, answerSoon(t, r, body))
+	require.Equal(t, uint64(1), noWaits(r.w.Conn()), "the lone answer was not written at once")
+	require.Equal(t, body, readRaw(t, conn).Body)
+
+	// NB: two requests in progress: the first answer has company.
+	for i := range 2 {
+		req := NewRequest(codeEcho, nil, nil)
+		req.Opaque = int32(10 + i)
+		writeRaw(t, conn, req)
+	}
+	r1, r2 := <-got, <-got
+	require.NoError(t, answerSoon(t, r1, body))
+	require.Equal(t, uint64(1), noWaits(r1.w.Conn()), "an answer with company was written by its writer")
+	// NB: alone now, r2's answer goes at once or, if the flusher has not
+	// sent r1's yet, after it: both arrive either way.
+	require.NoError(t, answerSoon(t, r2, body))
+	seen := map[int32]bool{}
+	for range 2 {
+		resp := readRaw(t, conn)
+		require.Equal(t, body, resp.Body)
+		seen[resp.Opaque] = true
+	}
+	require.Equal(t, map[int32]bool{10: true, 11: true}, seen)
+}
+
 // TestWriteSoon_ClosesAPeerThatNeverReads: the queue behind a stuck flush
 // is bounded: past maxLater bytes the answer fails and the connection
 // closes.
