@@ -162,10 +162,9 @@ type sendState struct {
 
 // NB: without a caller's deadline, a send is bounded by a deadline checked
 // between attempts and handed to each attempt, not by a context with a
-// timer (a cost per message that showed in profiles). A value, so that a
-// sync send keeps it on its stack.
-func (p *Producer) newSendState(ctx context.Context) sendState {
-	return sendState{deadline: p.sendDeadline(ctx, time.Now()), backoff: p.cfg.busyBackoff}
+// timer (a cost per message that showed in profiles).
+func (p *Producer) newSendState(ctx context.Context) *sendState {
+	return &sendState{deadline: p.sendDeadline(ctx, time.Now()), backoff: p.cfg.busyBackoff}
 }
 
 // sendDeadline is ctx's deadline, or the producer's bound on a send.
@@ -184,8 +183,7 @@ func (p *Producer) attemptTimeout(st *sendState, now time.Time) time.Duration {
 // send runs the attempts of one send: retries on another queue for
 // connection failures and retryable codes, backoff for SYSTEM_BUSY.
 func (p *Producer) send(ctx context.Context, o *outgoing, oneway bool) (SendResult, error) {
-	st := p.newSendState(ctx)
-	return p.sendFrom(ctx, o, oneway, &st)
+	return p.sendFrom(ctx, o, oneway, p.newSendState(ctx))
 }
 
 // sendFrom runs the attempts of a send from state st.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/sluicemq/sluice/internal/protocol"
@@ -279,49 +278,31 @@ func (c *Conn) invoke(ctx context.Context, req *Command, o CallOption) (*Command
 	if ctx.Err() != nil {
 		return nil, c.invokeErr(req.Code, ctxError(ctx))
 	}
-	cl := callPool.Get().(*call)
-	cl.deadline, cl.idle = o.deadline, o.flags&callLongPoll != 0
+	cl := &call{ch: make(chan result, 1), deadline: o.deadline, idle: o.flags&callLongPoll != 0}
 	if err := c.register(ctx, req, cl); err != nil {
-		putCall(cl)
 		return nil, c.invokeErr(req.Code, err)
 	}
 	opaque := req.Opaque
 	if err := c.write(req); err != nil {
-		if c.take(opaque) == nil {
-			<-cl.ch // NB: completed meanwhile (the close): drained before reuse
-		}
-		putCall(cl)
+		c.take(opaque)
 		return nil, c.invokeErr(req.Code, err)
 	}
-	var r result
 	select {
-	case r = <-cl.ch:
+	case r := <-cl.ch:
+		if r.err != nil {
+			return nil, c.invokeErr(req.Code, r.err)
+		}
+		return r.cmd, nil
 	case <-ctx.Done():
 		if c.take(opaque) != nil {
-			putCall(cl)
 			return nil, c.invokeErr(req.Code, ctxError(ctx))
 		}
-		r = <-cl.ch // completed while we were giving up
+		r := <-cl.ch // completed while we were giving up
+		if r.err != nil {
+			return nil, c.invokeErr(req.Code, r.err)
+		}
+		return r.cmd, nil
 	}
-	putCall(cl)
-	if r.err != nil {
-		return nil, c.invokeErr(req.Code, r.err)
-	}
-	return r.cmd, nil
-}
-
-// callPool recycles invoke's calls: a call, its channel and the channel's
-// buffer were three allocations a sync send. A call's completer (whoever
-// took it from pending) only sends on its channel and never touches it
-// after, so once invoke has received, or has taken the call back itself,
-// nothing else holds it.
-var callPool = sync.Pool{New: func() any { return &call{ch: make(chan result, 1)} }}
-
-// putCall returns an invoke's call to callPool. REQUIRES: not registered,
-// its channel empty.
-func putCall(cl *call) {
-	*cl = call{ch: cl.ch}
-	callPool.Put(cl)
 }
 
 // expire fails the calls whose deadline is before now with ErrTimeout.
