@@ -237,7 +237,11 @@ func (c *Conn) abort(cause error) {
 // one system call that never waits, and returns how much that was (0 and
 // no error when the socket takes none now). REQUIRES: c.wmu held, nothing
 // unflushed in netpoll's buffer (not c.dirty): the frame then goes out in
-// its place, after every frame written before it.
+// its place, after every frame written before it; and not c.wclosed.
+// NB: c.fd is this connection's socket while wmu is held and wclosed is
+// false: netpoll closes the descriptor (its finalizer, the first close
+// callback registered, runs last) only after onNetpollClose has set
+// wclosed under wmu, so the number cannot have been reused meanwhile.
 func (c *Conn) writeNoWait(frame []byte) (int, error) {
 	for {
 		n, err := unix.SendmsgN(c.fd, frame, nil, nil, unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL)
