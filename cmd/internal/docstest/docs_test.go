@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -927,6 +928,12 @@ func examples(t *testing.T) map[string]block {
 
 // freePorts returns a free port for each port an example names, each with
 // the port after it free too (a broker's HA port is its listen port + 1).
+// The ports are taken below the kernel's ephemeral range when it leaves
+// room there: a port picked by listening on port 0 is an ephemeral one,
+// which any process's outgoing connection may take as its source port
+// between this test closing it and the example binding it (in CI a broker
+// of the controller example failed with "address already in use", with
+// the race tests' connections coming and going beside it).
 func freePorts(t *testing.T, ports []string) map[string]string {
 	t.Helper()
 	out := map[string]string{}
@@ -936,10 +943,17 @@ func freePorts(t *testing.T, ports []string) map[string]string {
 			l.Close()
 		}
 	}()
+	lo, hi := belowEphemeral()
 	for _, p := range ports {
-		for range 100 {
-			l, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
+		for range 1000 {
+			var l net.Listener
+			var err error
+			if hi-lo >= 1000 {
+				l, err = net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", lo+rand.IntN(hi-lo)))
+				if err != nil {
+					continue // NB: taken: another one
+				}
+			} else if l, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
 				t.Fatal(err)
 			}
 			port := l.Addr().(*net.TCPAddr).Port
@@ -957,6 +971,46 @@ func freePorts(t *testing.T, ports []string) map[string]string {
 		}
 	}
 	return out
+}
+
+// belowEphemeral returns the ports [lo, hi) below the kernel's ephemeral
+// range (/proc/sys/net/ipv4/ip_local_port_range) from 10000 on, each with
+// the port after it below the range too; hi <= lo when there is none.
+func belowEphemeral() (lo, hi int) {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	var first, last int
+	if err == nil {
+		_, err = fmt.Sscan(string(b), &first, &last)
+	}
+	if err != nil {
+		return 0, 0
+	}
+	return 10000, first - 1
+}
+
+// TestFreePorts_BelowEphemeral: the ports an example is moved to, and the
+// port after each, lie below the kernel's ephemeral range, where no
+// outgoing connection takes them as its source port.
+func TestFreePorts_BelowEphemeral(t *testing.T) {
+	lo, hi := belowEphemeral()
+	if hi-lo < 1000 {
+		t.Skipf("no room below the ephemeral range here (ports %d to %d)", lo, hi)
+	}
+	got := freePorts(t, []string{"9876", "10911", "10912"})
+	seen := map[string]bool{}
+	for p, port := range got {
+		n, err := strconv.Atoi(port)
+		if err != nil || n < lo || n >= hi {
+			t.Errorf("port %s moved to %s: want %d <= port < %d", p, port, lo, hi)
+		}
+		if seen[port] {
+			t.Errorf("port %s given twice", port)
+		}
+		seen[port] = true
+	}
+	if len(got) != 3 {
+		t.Errorf("got %d ports for 3: %v", len(got), got)
+	}
 }
 
 var loopbackPort = regexp.MustCompile(`127\.0\.0\.1:(\d+)`)
