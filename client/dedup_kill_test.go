@@ -117,14 +117,14 @@ func restartKillServers(t *testing.T, c conf.Broker) *broker.Broker {
 	return b
 }
 
-// freePorts returns n loopback ports free at the time of the call.
+// freePorts returns n loopback ports free at the time of the call (see
+// testutil.FreeAddrs).
 func freePorts(t *testing.T, n int) []int {
 	var ports []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	for _, a := range testutil.FreeAddrs(t, n) {
+		addr, err := net.ResolveTCPAddr("tcp", a)
 		require.NoError(t, err)
-		defer l.Close()
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+		ports = append(ports, addr.Port)
 	}
 	return ports
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -44,19 +43,9 @@ func buildBinary(t *testing.T) string {
 // NB: Raft peers must be known before the processes start, so the port is
 // closed again; another process taking it in between fails the test
 // loudly, it cannot pass wrongly.
-// freePorts returns n distinct free addresses on 127.0.0.1.
-// NB: each listener stays open until all are picked: closed one by one,
-// the kernel handed the same port out twice (a CI run's flake).
-func freePorts(t *testing.T, n int) []string {
-	addrs := make([]string, n)
-	for i := range addrs {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		defer ln.Close()
-		addrs[i] = ln.Addr().String()
-	}
-	return addrs
-}
+// freePorts returns n distinct free addresses on 127.0.0.1 (see
+// testutil.FreeAddrs).
+func freePorts(t *testing.T, n int) []string { return testutil.FreeAddrs(t, n) }
 
 // proc is one mqcontroller process.
 type proc struct {

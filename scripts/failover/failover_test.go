@@ -57,7 +57,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -77,6 +76,7 @@ import (
 	"github.com/sluicemq/sluice/internal/message"
 	"github.com/sluicemq/sluice/internal/protocol"
 	"github.com/sluicemq/sluice/internal/remoting"
+	"github.com/sluicemq/sluice/internal/testutil"
 	"github.com/sluicemq/sluice/nameserver/controller"
 )
 
@@ -192,25 +192,9 @@ func cleanEnv() []string {
 	return env
 }
 
-// handedOut are the addresses freeAddrOn gave this process's tests.
-var handedOut sync.Map
-
 // freeAddrOn returns an address of host whose port was free a moment ago
-// and that it has not returned before.
-// NB: a listener closed before the next is opened frees its port for
-// the kernel to hand out again: the controller peers of a CI run of
-// mqcontroller's tests once got the same port twice.
-func freeAddrOn(t *testing.T, host string) string {
-	for {
-		ln, err := net.Listen("tcp", host+":0")
-		require.NoError(t, err)
-		addr := ln.Addr().String()
-		require.NoError(t, ln.Close())
-		if _, dup := handedOut.LoadOrStore(addr, true); !dup {
-			return addr
-		}
-	}
-}
+// and that was not handed out before (testutil.FreeAddrsOn).
+func freeAddrOn(t *testing.T, host string) string { return testutil.FreeAddrsOn(t, host, 1)[0] }
 
 // freeAddr is freeAddrOn of loopback (the processes restart on the same
 // addresses; a port taken in between fails the test loudly).

@@ -23,6 +23,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/sluicemq/sluice/conf"
+	"github.com/sluicemq/sluice/internal/testutil"
 )
 
 var update = flag.Bool("update", false, "rewrite the key tables of docs/configuration.md from conf")
@@ -943,7 +944,7 @@ func freePorts(t *testing.T, ports []string) map[string]string {
 			l.Close()
 		}
 	}()
-	lo, hi := belowEphemeral()
+	lo, hi := testutil.BelowEphemeral()
 	for _, p := range ports {
 		for range 1000 {
 			var l net.Listener
@@ -973,26 +974,11 @@ func freePorts(t *testing.T, ports []string) map[string]string {
 	return out
 }
 
-// belowEphemeral returns the ports [lo, hi) below the kernel's ephemeral
-// range (/proc/sys/net/ipv4/ip_local_port_range) from 10000 on, each with
-// the port after it below the range too; hi <= lo when there is none.
-func belowEphemeral() (lo, hi int) {
-	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
-	var first, last int
-	if err == nil {
-		_, err = fmt.Sscan(string(b), &first, &last)
-	}
-	if err != nil {
-		return 0, 0
-	}
-	return 10000, first - 1
-}
-
 // TestFreePorts_BelowEphemeral: the ports an example is moved to, and the
 // port after each, lie below the kernel's ephemeral range, where no
 // outgoing connection takes them as its source port.
 func TestFreePorts_BelowEphemeral(t *testing.T) {
-	lo, hi := belowEphemeral()
+	lo, hi := testutil.BelowEphemeral()
 	if hi-lo < 1000 {
 		t.Skipf("no room below the ephemeral range here (ports %d to %d)", lo, hi)
 	}
