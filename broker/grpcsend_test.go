@@ -68,6 +68,9 @@ func TestV5Send_ConcurrentCallsMerged(t *testing.T) {
 		require.NoError(t, err)
 	}
 	require.Len(t, seen, senders*calls)
+	// NB: an answer says stored, not dispatched: the queues' offsets move
+	// once the dispatcher has indexed (a CI run read 499 of 1,280).
+	waitIndexed(t, b)
 	require.Equal(t, int64(senders*calls), b.store.MaxOffset("merged", 0)+b.store.MaxOffset("merged", 1))
 	for key, id := range seen {
 		rec, err := b.readAt(context.Background(), "merged", key.q, key.off)
@@ -101,5 +104,6 @@ func TestV5Puts_HandOff(t *testing.T) {
 	}
 	require.False(t, v.busy)
 	require.Empty(t, v.pending)
+	waitIndexed(t, b) // NB: answered means stored, not yet dispatched
 	require.Equal(t, int64(3), b.store.MaxOffset("handoff", 0))
 }

@@ -91,6 +91,7 @@ func TestReplication_EmptySlaveCatchesUp(t *testing.T) {
 		copied>>20, took.Round(time.Millisecond), float64(copied>>20)/took.Seconds(), heapBefore>>20, peak>>20)
 	require.Less(t, peak, heapBefore+256<<20, "heap grew by more than 256 MiB while copying %d MiB", copied>>20)
 	require.Equal(t, master.Store().Log().Min(), slave.Store().Log().Min())
+	waitIndexed(t, master)
 	waitIndexed(t, slave)
 	for q := range int32(4) {
 		require.Equal(t, master.Store().MaxOffset("big", q), slave.Store().MaxOffset("big", q), "queue %d max", q)

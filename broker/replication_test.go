@@ -144,6 +144,7 @@ func TestReplication_AsyncMasterSlaveRestarts(t *testing.T) {
 	require.Eventually(t, func() bool { return slave.Store().Log().Next() == master.Store().Log().Next() }, 10*time.Second, time.Millisecond)
 	require.Greater(t, int64(master.Store().Log().Next()), int64(3*mc.Store.SegmentSize))
 	requireSameLog(t, master.Store().Log(), slave.Store().Log())
+	waitIndexed(t, master)
 	waitIndexed(t, slave)
 	for q := range int32(4) {
 		require.Equal(t, master.Store().MaxOffset("t", q), slave.Store().MaxOffset("t", q), "queue %d", q)
