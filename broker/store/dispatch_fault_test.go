@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -62,6 +63,13 @@ func (l *logCount) Handle(_ context.Context, r slog.Record) error {
 }
 func (l *logCount) WithAttrs([]slog.Attr) slog.Handler { return l }
 func (l *logCount) WithGroup(string) slog.Handler      { return l }
+
+// all returns the messages logged so far.
+func (l *logCount) all() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.msgs)
+}
 
 func (l *logCount) count(word string) int {
 	l.mu.Lock()
@@ -123,8 +131,11 @@ func TestDispatch_QueueWriteRetried(t *testing.T) {
 	requireQueue(t, s, 0, want[0])
 	requireQueue(t, s, 1, want[1])
 	require.Equal(t, int64(5), s.DispatchRetries())
-	require.Equal(t, 1, logs.count("dispatch failed"), logs.msgs)
-	require.Equal(t, 1, logs.count("dispatch resumed"), logs.msgs)
+	// NB: the pass that succeeds logs "resumed" after it has dispatched:
+	// waitDispatched may return first.
+	require.Eventually(t, func() bool { return logs.count("dispatch resumed") > 0 }, 10*time.Second, time.Millisecond, logs.all())
+	require.Equal(t, 1, logs.count("dispatch failed"), logs.all())
+	require.Equal(t, 1, logs.count("dispatch resumed"), logs.all())
 }
 
 // TestDispatch_KeyIndexDegraded: a key index that cannot write does not stop
@@ -153,14 +164,16 @@ func TestDispatch_KeyIndexDegraded(t *testing.T) {
 	waitDispatched(t, s)
 	requireQueue(t, s, 0, append([]string{"first"}, want...))
 	require.Eventually(t, s.KeyIndexDegraded, 10*time.Second, time.Millisecond)
-	require.Equal(t, 1, logs.count("key index degraded"), logs.msgs)
+	// NB: the flag is set before the line is logged.
+	require.Eventually(t, func() bool { return logs.count("key index degraded") > 0 }, 10*time.Second, time.Millisecond, logs.all())
+	require.Equal(t, 1, logs.count("key index degraded"), logs.all())
 	time.Sleep(50 * time.Millisecond) // NB: room for checkpoints, which must not cover the index
 	cp := s.loadCheckpoint(filepath.Join(dir, "index"))
 	require.Less(t, cp, s.Dispatched(), "the index checkpoint stays behind")
 
 	d.full.Store(false)
 	require.Eventually(t, func() bool { return !s.KeyIndexDegraded() }, 20*time.Second, time.Millisecond)
-	require.Equal(t, 1, logs.count("key index healthy again"), logs.msgs)
+	require.Equal(t, 1, logs.count("key index healthy again"), logs.all())
 	for i := range 600 {
 		recs, err := s.QueryByKey("t", fmt.Sprint("k", i), 0, time.Now().UnixMilli()+1000, 10)
 		require.NoError(t, err)

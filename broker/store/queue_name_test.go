@@ -54,5 +54,5 @@ func TestDispatch_SkipsRecordNoQueueCanHold(t *testing.T) {
 	waitDispatched(t, s)
 	requireQueue(t, s, 0, []string{"before", "after"})
 	require.Zero(t, s.DispatchRetries())
-	require.Equal(t, 1, logs.count("no possible consume queue"), logs.msgs)
+	require.Equal(t, 1, logs.count("no possible consume queue"), logs.all())
 }
