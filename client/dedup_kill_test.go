@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"os"
 	"strconv"
 	"sync"
@@ -119,15 +118,7 @@ func restartKillServers(t *testing.T, c conf.Broker) *broker.Broker {
 
 // freePorts returns n loopback ports free at the time of the call (see
 // testutil.FreeAddrs).
-func freePorts(t *testing.T, n int) []int {
-	var ports []int
-	for _, a := range testutil.FreeAddrs(t, n) {
-		addr, err := net.ResolveTCPAddr("tcp", a)
-		require.NoError(t, err)
-		ports = append(ports, addr.Port)
-	}
-	return ports
-}
+func freePorts(t *testing.T, n int) []int { return testutil.FreePorts(t, n) }
 
 // uniqCounts counts the stored copies of each UNIQ_KEY in topic.
 func uniqCounts(t *testing.T, s *store.Store, topic string, queues int) map[string]int {

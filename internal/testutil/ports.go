@@ -31,29 +31,63 @@ func FreeAddrs(t testing.TB, n int) []string {
 // network namespace the test made).
 func FreeAddrsOn(t testing.TB, host string, n int) []string {
 	t.Helper()
-	var held []net.Listener
-	defer func() {
-		for _, l := range held {
-			l.Close()
-		}
-	}()
-	addrs := make([]string, 0, n)
-	for len(addrs) < n {
-		l, err := listenFree(host)
-		if err != nil {
-			t.Fatalf("testutil: no free port: %v", err)
-		}
-		held = append(held, l)
-		addr := l.Addr().String()
-		if _, dup := handedOut.LoadOrStore(addr, true); !dup {
-			addrs = append(addrs, addr)
-		}
+	var addrs []string
+	for _, p := range freePorts(t, host, n, false) {
+		addrs = append(addrs, net.JoinHostPort(host, strconv.Itoa(p)))
 	}
 	return addrs
 }
 
 // FreeAddr is FreeAddrs of one.
 func FreeAddr(t testing.TB) string { return FreeAddrs(t, 1)[0] }
+
+// FreePorts is FreeAddrs' ports.
+func FreePorts(t testing.TB, n int) []int {
+	t.Helper()
+	return freePorts(t, "127.0.0.1", n, false)
+}
+
+// FreePortPairs is FreePorts with the port after each free too (a
+// broker's HA port is its listen port + 1).
+func FreePortPairs(t testing.TB, n int) []int {
+	t.Helper()
+	return freePorts(t, "127.0.0.1", n, true)
+}
+
+// freePorts picks n ports of host (with the next one too if pair), each
+// held until all are picked and never handed out before.
+func freePorts(t testing.TB, host string, n int, pair bool) []int {
+	t.Helper()
+	var held []net.Listener
+	defer func() {
+		for _, l := range held {
+			l.Close()
+		}
+	}()
+	var ports []int
+	for len(ports) < n {
+		l, err := listenFree(host)
+		if err != nil {
+			t.Fatalf("testutil: no free port on %s: %v", host, err)
+		}
+		held = append(held, l)
+		port := l.Addr().(*net.TCPAddr).Port
+		if pair {
+			next, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port+1)))
+			if err != nil {
+				continue
+			}
+			held = append(held, next)
+			if _, dup := handedOut.LoadOrStore(net.JoinHostPort(host, strconv.Itoa(port+1)), true); dup {
+				continue
+			}
+		}
+		if _, dup := handedOut.LoadOrStore(l.Addr().String(), true); !dup {
+			ports = append(ports, port)
+		}
+	}
+	return ports
+}
 
 // handedOut are the addresses FreeAddrs gave this process.
 var handedOut sync.Map

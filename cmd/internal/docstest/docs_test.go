@@ -4,8 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"path"
@@ -928,48 +926,16 @@ func examples(t *testing.T) map[string]block {
 }
 
 // freePorts returns a free port for each port an example names, each with
-// the port after it free too (a broker's HA port is its listen port + 1).
-// The ports are taken below the kernel's ephemeral range when it leaves
-// room there: a port picked by listening on port 0 is an ephemeral one,
-// which any process's outgoing connection may take as its source port
-// between this test closing it and the example binding it (in CI a broker
-// of the controller example failed with "address already in use", with
-// the race tests' connections coming and going beside it).
+// the port after it free too (a broker's HA port is its listen port + 1),
+// below the kernel's ephemeral range (testutil.FreePortPairs: a port picked
+// by listening on port 0 is ephemeral, and in CI an outgoing connection of
+// the race tests running beside took one as its source port before the
+// controller example's broker bound it).
 func freePorts(t *testing.T, ports []string) map[string]string {
 	t.Helper()
 	out := map[string]string{}
-	var held []net.Listener
-	defer func() {
-		for _, l := range held {
-			l.Close()
-		}
-	}()
-	lo, hi := testutil.BelowEphemeral()
-	for _, p := range ports {
-		for range 1000 {
-			var l net.Listener
-			var err error
-			if hi-lo >= 1000 {
-				l, err = net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", lo+rand.IntN(hi-lo)))
-				if err != nil {
-					continue // NB: taken: another one
-				}
-			} else if l, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
-				t.Fatal(err)
-			}
-			port := l.Addr().(*net.TCPAddr).Port
-			next, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port+1))
-			if err != nil {
-				l.Close()
-				continue
-			}
-			held = append(held, l, next)
-			out[p] = strconv.Itoa(port)
-			break
-		}
-		if out[p] == "" {
-			t.Fatal("no free pair of ports")
-		}
+	for i, port := range testutil.FreePortPairs(t, len(ports)) {
+		out[ports[i]] = strconv.Itoa(port)
 	}
 	return out
 }
