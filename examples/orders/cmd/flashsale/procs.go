@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/sluicemq/sluice/internal/freeport"
 )
 
 // proc is one program of the pipeline, run as a process so that it can be
@@ -105,26 +106,13 @@ func tail(path string) string {
 	return strings.Join(lines[max(0, len(lines)-10):], "\n")
 }
 
-// freeAddr returns a loopback address with a port free right now.
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
-}
-
 // broker is a standalone mqbroker with its embedded nameserver, on
 // addresses fixed at its first start, so that a restart is found again
 // by the clients.
 func newBroker(bin, dir, console string, env ...string) (*proc, error) {
-	var addrs [3]string
-	for i := range addrs {
-		var err error
-		if addrs[i], err = freeAddr(); err != nil {
-			return nil, err
-		}
+	addrs, err := freeport.Addrs("127.0.0.1", 3)
+	if err != nil {
+		return nil, err
 	}
 	if console == "" {
 		console = "off"

@@ -19,6 +19,7 @@ import (
 
 	"github.com/sluicemq/sluice/client"
 	"github.com/sluicemq/sluice/examples/orders"
+	"github.com/sluicemq/sluice/internal/freeport"
 )
 
 // Config is one flash sale.
@@ -97,9 +98,11 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if ns == "" {
 		console := cfg.Console
 		if console == "" {
-			if console, err = freeAddr(); err != nil {
+			addrs, err := freeport.Addrs("127.0.0.1", 1)
+			if err != nil {
 				return Result{}, err
 			}
+			console = addrs[0]
 		}
 		if broker, err = newBroker(filepath.Join(bin, "mqbroker"), dir, console); err != nil {
 			return Result{}, err
