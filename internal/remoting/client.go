@@ -253,11 +253,14 @@ func (c *Client) dial(ctx context.Context, addr string, e *dialEntry) {
 	if c.opts.TLS != nil {
 		nc, remote, err = c.dialTLS(ctx, addr, timeout)
 	} else {
-		var stream *streamConn
-		stream, err = dialStream(ctx, addr, timeout)
-		if err == nil {
-			nc = stream
-		}
+		nc, err = netpoll.DialConnection("tcp", addr, timeout)
+	}
+	if c.opts.TLS == nil && errors.Is(err, netpoll.ErrConnClosed) {
+		// NB: a hang-up while connecting (see refusedError). netpoll also
+		// reports it, now and then, for a connect that a listening peer
+		// accepted (under load, with descriptors reused quickly: "operator
+		// has critical problem"), so it dials once more before it fails.
+		nc, err = netpoll.DialConnection("tcp", addr, timeout)
 	}
 	if err != nil {
 		if errors.Is(err, netpoll.ErrDialTimeout) {
@@ -281,12 +284,7 @@ func (c *Client) dial(ctx context.Context, addr string, e *dialEntry) {
 	}
 	conn.addr = addr
 	_ = nc.AddCloseCallback(conn.onNetpollClose)
-	if stream, ok := nc.(*streamConn); ok {
-		conn.frameTimeout = c.opts.ReadTimeout
-		go conn.readLoop(stream)
-	} else {
-		_ = nc.SetOnRequest(conn.onRequest)
-	}
+	_ = nc.SetOnRequest(conn.onRequest)
 
 	c.mu.Lock()
 	closed := c.closed
