@@ -11,8 +11,7 @@ import (
 // process that listens on it starts (a child process, a restart on the
 // same address). The ports are distinct, never handed out before by this
 // process, and taken below the kernel's ephemeral range when it leaves
-// room there.
-// See package freeport for why.
+// room there (see package freeport for why).
 func FreeAddrs(t testing.TB, n int) []string {
 	t.Helper()
 	return FreeAddrsOn(t, "127.0.0.1", n)
