@@ -105,7 +105,8 @@
 // # Pull consumer
 //
 // Pull answers at once; PullWait long-polls an empty queue (suspend time
-// of WithLongPolling, bounded by the caller's deadline), as RocketMQ's
+// of WithLongPolling, bounded by the caller's deadline less a third of it,
+// at least 100 ms, for the answer to come back), as RocketMQ's
 // pullBlockIfNotFound does.
 //
 // # Push consumer

@@ -222,7 +222,8 @@ func (c *PullConsumer) PullWait(ctx context.Context, q MessageQueue, offset int6
 	if dl, ok := ctx.Deadline(); ok {
 		// NB: the broker answers at the end of the suspension; leave the
 		// answer time to come back before ctx ends.
-		suspend = min(suspend, time.Until(dl)-pullAnswerMargin)
+		left := time.Until(dl)
+		suspend = min(suspend, left-max(pullAnswerMargin, left/3))
 	}
 	if suspend < time.Millisecond { // NB: the header carries milliseconds; 0 asks for no suspension
 		return c.Pull(ctx, q, offset, maxMsgs)
@@ -243,8 +244,11 @@ func (c *PullConsumer) subscription(topic string) subscription {
 	return parseExpr(topic, "*", nil)
 }
 
-// pullAnswerMargin is the time PullWait leaves for the broker's answer
-// before the caller's deadline.
+// pullAnswerMargin is the least time PullWait leaves for the broker's
+// answer before the caller's deadline; it leaves a third of the time left
+// when that is more (Java's pullBlockIfNotFound suspends 20 s of a 30 s
+// call). NB: 100 ms alone was not enough under load: in CI a 250 ms
+// PullWait failed with a timeout, its answer more than 100 ms late.
 const pullAnswerMargin = 100 * time.Millisecond
 
 func (c *PullConsumer) addr(ctx context.Context, q MessageQueue) (string, error) {

@@ -330,17 +330,22 @@ func TestPullConsumer_PullWait(t *testing.T) {
 	require.Equal(t, PullNoNewMsg, res.Status)
 	require.GreaterOrEqual(t, time.Since(start), 350*time.Millisecond, "PullWait did not wait for the suspend time")
 
-	// NB: a deadline shorter than the suspend time bounds the wait.
-	short, cancel := context.WithTimeout(ctx, 250*time.Millisecond)
-	res, err = pc.PullWait(short, q, 0, 32)
-	cancel()
-	require.NoError(t, err)
-	require.Equal(t, PullNoNewMsg, res.Status)
-
 	pc2, err := NewPullConsumer("g-pullwait2", c.opts(WithInstanceName("pw2"), WithLongPolling(10*time.Second, 15*time.Second))...)
 	require.NoError(t, err)
 	require.NoError(t, pc2.Start())
 	defer pc2.Close()
+
+	// NB: a deadline shorter than the suspend time bounds the wait, and
+	// leaves a third of it (here 500 ms) for the answer to come back.
+	start = time.Now()
+	short, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
+	res, err = pc2.PullWait(short, q, 0, 32)
+	cancel()
+	require.NoError(t, err)
+	require.Equal(t, PullNoNewMsg, res.Status)
+	waited := time.Since(start)
+	require.GreaterOrEqual(t, waited, 950*time.Millisecond, "PullWait waited until a third of its deadline was left")
+	require.Less(t, waited, 1500*time.Millisecond, "the deadline bounds the wait")
 	sent := make(chan error, 1)
 	go func() {
 		time.Sleep(200 * time.Millisecond)
