@@ -42,7 +42,8 @@ type tailBlock struct {
 func newTailCache() *tailCache {
 	t := &tailCache{empty: true}
 	for i := range t.blocks {
-		t.blocks[i].base.Store(-1) // NB: buf is made at its first use: a replica never fills one
+		t.blocks[i].base.Store(-1)
+		t.blocks[i].buf = make([]byte, tailBlockSize)
 	}
 	return t
 }
@@ -60,9 +61,6 @@ func (t *tailCache) dst(at Offset, size int) []byte {
 		t.cur = (t.cur + 1) % tailBlocks
 		b = &t.blocks[t.cur]
 		b.mu.Lock()
-		if b.buf == nil {
-			b.buf = make([]byte, tailBlockSize)
-		}
 		b.base.Store(int64(at))
 		b.filled.Store(0)
 		b.mu.Unlock()
