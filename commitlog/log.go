@@ -181,8 +181,7 @@ type Log struct {
 	// and by Open and Close.
 	active *segment
 	wpos   int64        // write position in active
-	wbuf   []byte       // encode buffer handed to fill when the tail cannot take it
-	tail   *tailCache   // the newest bytes appended, for readers (tail.go)
+	wbuf   []byte       // encode buffer handed to fill
 	warm   *warmer      // nil unless Options.WarmAhead
 	ra     *readAhead   // nil unless Options.ReadAhead
 	raw    rawParser    // record boundaries of AppendRaw (replicas)
@@ -249,7 +248,6 @@ func Open(dir string, opts Options) (*Log, error) {
 		dir:       dir,
 		opts:      opts,
 		wbuf:      make([]byte, 0, 64<<10),
-		tail:      newTailCache(),
 		tailStart: -1,
 		durCh:     make(chan struct{}),
 		nextCh:    make(chan struct{}),
@@ -344,14 +342,10 @@ func (l *Log) Append(size int, fill func(at Offset, dst []byte) error) (Offset, 
 		}
 	}
 	at := l.active.base + Offset(l.wpos)
-	buf := l.tail.dst(at, size)
-	inTail := buf != nil
-	if !inTail {
-		if cap(l.wbuf) < size {
-			l.wbuf = make([]byte, 0, size)
-		}
-		buf = l.wbuf[:size]
+	if cap(l.wbuf) < size {
+		l.wbuf = make([]byte, 0, size)
 	}
+	buf := l.wbuf[:size]
 	if err := fill(at, buf); err != nil {
 		return 0, err
 	}
@@ -367,9 +361,6 @@ func (l *Log) Append(size int, fill func(at Offset, dst []byte) error) (Offset, 
 		return 0, l.stickyErr()
 	}
 	l.wpos += int64(size)
-	if inTail {
-		l.tail.wrote(size)
-	}
 	// NB: the tail is the batch's last record, so that a checkpoint taken
 	// at this end names one record that ends there (verifyCheckpoint).
 	l.publish(at+Offset(last), at+Offset(size))
@@ -651,14 +642,6 @@ func (l *Log) ReadAt(p []byte, off Offset) (int, error) {
 	}
 	if lim := l.opts.SegmentSize - pos; int64(want) > lim {
 		want = int(lim)
-	}
-	// NB: the newest bytes are copied from memory (tail.go); they are in
-	// the page cache too, so the read-ahead has nothing to learn from them.
-	if n := l.tail.read(p[:want], off, want); n == want {
-		if n < len(p) {
-			return n, io.EOF
-		}
-		return n, nil
 	}
 	var n int
 	var err error

@@ -48,7 +48,6 @@ func (l *Log) AppendRaw(at Offset, data []byte) error {
 	if len(data) == 0 {
 		return nil
 	}
-	l.tail.reset() // NB: a replica's appends do not fill the tail
 	ss := Offset(l.opts.SegmentSize)
 	if w := l.Written(); at != w {
 		if !l.emptyLog() || at%ss != 0 {
@@ -154,7 +153,6 @@ func (l *Log) rawCorrupt(at Offset, reason string) error {
 // Next. The bytes are zeroed so that recovery cannot take them for data.
 // REQUIRES: appender.
 func (l *Log) dropPartial() {
-	l.tail.reset()
 	next := l.Next()
 	l.raw = rawParser{}
 	if w := Offset(l.written.Load()); w > next && l.active != nil && next >= l.active.base {

@@ -271,7 +271,6 @@ func (l *Log) dropSegmentsAfter(end Offset) (*segment, error) {
 // it. NB: under tailMu: an empty replica's first AppendRaw moves its end
 // while the flusher runs.
 func (l *Log) setEnd(end, tail Offset) {
-	l.tail.reset()
 	l.tailMu.Lock()
 	l.next.Store(int64(end))
 	l.durable.Store(int64(end))

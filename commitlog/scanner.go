@@ -165,12 +165,6 @@ func (s *Scanner) read(off Offset, n int, segEnd Offset) ([]byte, error) {
 			return nil, s.corrupt(fmt.Sprintf("a %d-byte read runs past the end of the log", n))
 		}
 	}
-	if !s.recover && off >= s.l.Min() { // NB: retention may have removed it, tail or not
-		if got := s.l.tail.read(s.buf[:want], off, n); got > 0 {
-			s.bufAt, s.bufN = off, got
-			return s.buf[:n], nil
-		}
-	}
 	seg := s.l.segmentFor(off)
 	if seg == nil {
 		return nil, fmt.Errorf("%w: %d", ErrOffsetRemoved, off)
