@@ -88,9 +88,15 @@ type renewals struct {
 	attemptOrder []attemptSlot
 	attemptBytes int    // the kept answers' sizes; guarded by mu
 	renewed      uint64 // renewals made; guarded by mu
-	running      bool   // the renewal loop was started; guarded by mu
-	stopped      bool   // Close: no loop starts; guarded by mu
-	wg           sync.WaitGroup
+	// releasing counts deliveries taken out of m to be released whose
+	// release (an Extend to releaseAfter) is not applied yet: Renewals
+	// counts them as held until it is. Guarded by mu.
+	// NB: a CI run's test saw 0 held, moved its clock on, and found the
+	// message still invisible: the release came after, from the new time.
+	releasing int
+	running   bool // the renewal loop was started; guarded by mu
+	stopped   bool // Close: no loop starts; guarded by mu
+	wg        sync.WaitGroup
 }
 
 func renewalKey(group, handle string) string { return group + "\x00" + handle }
@@ -142,7 +148,16 @@ func (r *renewals) takeClient(client string) []*renewal {
 			delete(r.m, k)
 		}
 	}
+	r.releasing += len(out)
 	return out
+}
+
+// released records that n deliveries taken to be released (takeClient,
+// dropToRelease) have their release applied.
+func (r *renewals) released(n int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.releasing -= n
 }
 
 // due returns the renewals due at now; they stay listed (an ack or a
@@ -176,12 +191,26 @@ func (r *renewals) drop(e *renewal) {
 	}
 }
 
-// Renewals reports the deliveries auto_renew holds and the renewals made
-// so far.
+// dropToRelease is drop for a delivery about to be released: it is still
+// counted as held until released. It reports whether e was listed.
+func (r *renewals) dropToRelease(e *renewal) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	k := renewalKey(e.group, e.handle)
+	if r.m[k] != e {
+		return false
+	}
+	delete(r.m, k)
+	r.releasing++
+	return true
+}
+
+// Renewals reports the deliveries auto_renew holds (those being released
+// count until their release is applied) and the renewals made so far.
 func (s *Server) Renewals() (held int, renewed uint64) {
 	s.renew.mu.Lock()
 	defer s.renew.mu.Unlock()
-	return len(s.renew.m), s.renew.renewed
+	return len(s.renew.m) + s.renew.releasing, s.renew.renewed
 }
 
 // startRenewing starts the renewal loop once; it ends at Close.
@@ -223,8 +252,10 @@ func (s *Server) renewDue(rn Renewer) {
 	now := rn.PopNow()
 	for _, e := range s.renew.due(now) {
 		if !s.clients.live(e.client, s.opts.Now()) || now.After(e.until) {
-			s.renew.drop(e)
-			rn.Extend(e.group, e.topic, e.handle, releaseAfter)
+			if s.renew.dropToRelease(e) {
+				rn.Extend(e.group, e.topic, e.handle, releaseAfter)
+				s.renew.released(1)
+			}
 			continue
 		}
 		if st := rn.Extend(e.group, e.topic, e.handle, e.inv); st != nil && st.GetCode() != v2.Code_OK {
@@ -242,9 +273,11 @@ func (s *Server) releaseClient(client string) {
 	if !ok {
 		return
 	}
-	for _, e := range s.renew.takeClient(client) {
+	taken := s.renew.takeClient(client)
+	for _, e := range taken {
 		rn.Extend(e.group, e.topic, e.handle, releaseAfter)
 	}
+	s.renew.released(len(taken))
 }
 
 // replay returns the answer kept for a receive's attempt id, if any.
