@@ -31,6 +31,7 @@ var (
 	nameserverAddr string
 	brokerAddr     string
 	brokerLog      string // the broker's log file (v5_test reads its gRPC address)
+	workDir        string // the run's temporary directory, removed at its end
 	mqadmin        string // path of the mqadmin binary built with the servers
 	// nameservers is what applications pass to WithNameServer.
 	nameservers primitive.NamesrvAddr
@@ -56,6 +57,7 @@ func testMain(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(work)
+	workDir = work
 	ns, br, err := startServers(work)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "compat:", err)

@@ -35,9 +35,9 @@ func grpcEndpoint(t *testing.T) string {
 		v5Endpoint = string(m[1])
 		// NB: the SDK logs under ~/logs unless told; its TLS switch is a
 		// package variable (per-client options have no effect in v5.1.4).
-		dir, err := os.MkdirTemp("", "sluice-compat-v5-")
-		require.NoError(t, err)
-		os.Setenv("rocketmq.client.logRoot", filepath.Join(dir, "logs"))
+		// Its logs go in the run's directory, removed at the end (a
+		// directory of their own was left in /tmp by every run).
+		os.Setenv("rocketmq.client.logRoot", filepath.Join(workDir, "v5-sdk-logs"))
 		rmq.ResetLogger()
 		rmq.EnableSsl = overTLS
 	})
