@@ -250,11 +250,12 @@ func (s *Server) stopRenewing() {
 // longer current (acked, changed, delivered again) is dropped.
 func (s *Server) renewDue(rn Renewer) {
 	now := rn.PopNow()
+	freed := 0
 	for _, e := range s.renew.due(now) {
 		if !s.clients.live(e.client, s.opts.Now()) || now.After(e.until) {
 			if s.renew.dropToRelease(e) {
 				rn.Extend(e.group, e.topic, e.handle, releaseAfter)
-				s.renew.released(1)
+				freed++
 			}
 			continue
 		}
@@ -264,6 +265,7 @@ func (s *Server) renewDue(rn Renewer) {
 		}
 		s.renew.renewedAt(e, now.Add(e.inv*2/3))
 	}
+	s.renew.released(freed)
 }
 
 // releaseClient stops renewing a client's deliveries (its last Telemetry

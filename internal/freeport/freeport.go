@@ -52,19 +52,26 @@ func Ports(host string, n int, pair bool) ([]int, error) {
 		}
 		held = append(held, l)
 		port := l.Addr().(*net.TCPAddr).Port
+		nextAddr := net.JoinHostPort(host, strconv.Itoa(port+1))
 		if pair {
-			next, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port+1)))
+			next, err := net.Listen("tcp", nextAddr)
 			if err != nil {
 				continue
 			}
 			held = append(held, next)
-			if _, dup := handedOut.LoadOrStore(net.JoinHostPort(host, strconv.Itoa(port+1)), true); dup {
+			if _, dup := handedOut.Load(nextAddr); dup {
 				continue
 			}
 		}
-		if _, dup := handedOut.LoadOrStore(l.Addr().String(), true); !dup {
-			ports = append(ports, port)
+		// NB: marked only once the whole pick is free: a port held here
+		// cannot be picked by another call meanwhile.
+		if _, dup := handedOut.LoadOrStore(l.Addr().String(), true); dup {
+			continue
 		}
+		if pair {
+			handedOut.Store(nextAddr, true)
+		}
+		ports = append(ports, port)
 	}
 	return ports, nil
 }

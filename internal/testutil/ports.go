@@ -53,6 +53,3 @@ func freePorts(t testing.TB, host string, n int, pair bool) []int {
 	}
 	return ports
 }
-
-// BelowEphemeral is freeport.BelowEphemeral.
-func BelowEphemeral() (lo, hi int) { return freeport.BelowEphemeral() }

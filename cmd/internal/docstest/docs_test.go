@@ -21,6 +21,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/sluicemq/sluice/conf"
+	"github.com/sluicemq/sluice/internal/freeport"
 	"github.com/sluicemq/sluice/internal/testutil"
 )
 
@@ -944,7 +945,7 @@ func freePorts(t *testing.T, ports []string) map[string]string {
 // port after each, lie below the kernel's ephemeral range, where no
 // outgoing connection takes them as its source port.
 func TestFreePorts_BelowEphemeral(t *testing.T) {
-	lo, hi := testutil.BelowEphemeral()
+	lo, hi := freeport.BelowEphemeral()
 	if hi-lo < 1000 {
 		t.Skipf("no room below the ephemeral range here (ports %d to %d)", lo, hi)
 	}
