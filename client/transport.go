@@ -244,7 +244,12 @@ func (t *transport) tryInline(ctx context.Context, addr string, r request, cb fu
 	if err != nil {
 		return false
 	}
-	if _, err := c.Invoke(ctx, addr, cmd, remoting.Deadline(r.deadline()), remoting.Inline(cb), remoting.NoDial()); err == nil {
+	opts := [4]remoting.CallOption{remoting.Deadline(r.deadline()), remoting.Inline(cb), remoting.NoDial()}
+	n := 3
+	if r.longPoll {
+		opts[n], n = remoting.LongPoll(), n+1
+	}
+	if _, err := c.Invoke(ctx, addr, cmd, opts[:n]...); err == nil {
 		return true
 	}
 	if c != t.mp1 {
@@ -256,7 +261,7 @@ func (t *transport) tryInline(ctx context.Context, addr string, r request, cb fu
 	if _, err := c.Conn(ctx, addr); err != nil {
 		return false
 	}
-	_, err = c.Invoke(ctx, addr, cmd, remoting.Deadline(r.deadline()), remoting.Inline(cb), remoting.NoDial())
+	_, err = c.Invoke(ctx, addr, cmd, opts[:n]...)
 	return err == nil
 }
 
