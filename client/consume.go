@@ -34,47 +34,13 @@ func (c *PushConsumer) submit(pq *processQueue, msgs []*Message) {
 // consumeLoop is one consume goroutine of a concurrent consumer.
 func (c *PushConsumer) consumeLoop() {
 	for {
-		if t, ok := c.takeOverflow(); ok {
-			c.consumeConcurrently(t)
-			continue
-		}
 		select {
 		case <-c.quit:
 			return
 		case t := <-c.tasks:
 			c.consumeConcurrently(t)
-		case <-c.overflowKick:
 		}
 	}
-}
-
-// overflow queues t for the consume goroutines when c.tasks is full, for
-// a connection's reader, which must not wait for room (handedPull). Such
-// tasks are few: a reader hands over an answer only when it saw room for
-// all of it, so only answers handed over at the same moment overflow.
-func (c *PushConsumer) overflow(t consumeTask) {
-	c.overflowMu.Lock()
-	c.overflowed = append(c.overflowed, t)
-	c.overflowMu.Unlock()
-	c.overflowN.Add(1)
-	kick(c.overflowKick)
-}
-
-// takeOverflow takes the oldest overflowed task, if any.
-func (c *PushConsumer) takeOverflow() (consumeTask, bool) {
-	if c.overflowN.Load() == 0 {
-		return consumeTask{}, false
-	}
-	c.overflowMu.Lock()
-	defer c.overflowMu.Unlock()
-	if len(c.overflowed) == 0 {
-		return consumeTask{}, false
-	}
-	t := c.overflowed[0]
-	c.overflowed[0] = consumeTask{}
-	c.overflowed = c.overflowed[1:]
-	c.overflowN.Add(-1)
-	return t, true
 }
 
 // handleQueue handles a batch of pq and counts it in the consumer's stats.

@@ -144,17 +144,10 @@ type PushConsumer struct {
 	offsets offsetStore
 	inner   *Producer // sends messages back when CONSUMER_SEND_MSG_BACK fails
 
-	tasks chan consumeTask
-	// overflowed holds tasks a connection's reader could not put in tasks
-	// without waiting (overflow); overflowKick wakes a consume goroutine
-	// for them, overflowN counts them.
-	overflowMu   sync.Mutex
-	overflowed   []consumeTask // guarded by overflowMu
-	overflowN    atomic.Int64
-	overflowKick chan struct{}
-	rebalanceCh  chan struct{}
-	quit         chan struct{}
-	wg           sync.WaitGroup
+	tasks       chan consumeTask
+	rebalanceCh chan struct{}
+	quit        chan struct{}
+	wg          sync.WaitGroup
 	// NB: a lifetime context, not a request one: handlers receive it and
 	// see it cancelled when Close starts.
 	handlerCtx  context.Context
@@ -207,7 +200,7 @@ func NewPushConsumer(group string, opts ...Option) (*PushConsumer, error) {
 	}
 	c := &PushConsumer{cfg: cfg, core: newCore(cfg), group: group, rebalanceCh: make(chan struct{}, 1),
 		quit: make(chan struct{}), subs: make(map[string]subscription), queues: make(map[MessageQueue]*processQueue),
-		tasks: make(chan consumeTask, cfg.consumeGoroutines), overflowKick: make(chan struct{}, 1)}
+		tasks: make(chan consumeTask, cfg.consumeGoroutines)}
 	c.handlerCtx, c.stopHandler = context.WithCancel(context.Background())
 	if cfg.model == Broadcasting {
 		c.offsets = newLocalOffsets(cfg.offsetDir, group, cfg.instance)

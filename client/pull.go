@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/internal/protocol"
-	"github.com/sluicemq/sluice/internal/remoting"
 )
 
 // PullStatus is the outcome of a pull.
@@ -41,8 +40,6 @@ type PullResult struct {
 	MinOffset  int64
 	MaxOffset  int64
 	Messages   []*Message
-
-	submitted bool // added to the window and handed to the consume side already (handedPull)
 }
 
 // pullRequest is one PULL_MESSAGE.
@@ -57,9 +54,6 @@ type pullRequest struct {
 	timeout time.Duration
 }
 
-// pullOK are the answers to a pull that are not errors.
-var pullOK = []int16{protocol.PullNotFound, protocol.PullRetryImmediately, protocol.PullOffsetMoved}
-
 // pull sends one PULL_MESSAGE to the master of q's broker (a slave while
 // it has none: readAddr) and decodes the answer. Messages not matching
 // sub's tags are filtered out; messages of a retry topic get their
@@ -69,20 +63,6 @@ func pull(ctx context.Context, c *core, r pullRequest) (PullResult, error) {
 	if err != nil {
 		return PullResult{}, err
 	}
-	pctx, cancel := context.WithTimeout(ctx, r.timeout)
-	defer cancel()
-	req := r.request()
-	req.timeout = 0 // NB: pctx bounds it
-	resp, err := c.tr.call(pctx, addr, req, pullOK...)
-	if err != nil {
-		c.connFailed(addr, err)
-		return PullResult{}, err
-	}
-	return decodePull(c, addr, r, resp)
-}
-
-// request is r's PULL_MESSAGE.
-func (r *pullRequest) request() request {
 	flag := int32(protocol.PullFlagSubscription)
 	if r.suspend > 0 {
 		flag |= protocol.PullFlagSuspend
@@ -95,13 +75,15 @@ func (r *pullRequest) request() request {
 		SuspendTimeoutMillis: r.suspend.Milliseconds(), Subscription: r.sub.expr, SubVersion: r.sub.version,
 		ExpressionType: r.sub.typ,
 		BrokerName:     r.q.BrokerName}
-	return request{code: protocol.PullMessage, hdr: h, longPoll: r.suspend > 0, timeout: r.timeout}
-}
-
-// decodePull reads the answer addr gave to r.
-func decodePull(c *core, addr string, r pullRequest, resp *remoting.Command) (PullResult, error) {
+	pctx, cancel := context.WithTimeout(ctx, r.timeout)
+	defer cancel()
+	resp, err := c.tr.call(pctx, addr, request{code: protocol.PullMessage, hdr: h, longPoll: r.suspend > 0},
+		protocol.PullNotFound, protocol.PullRetryImmediately, protocol.PullOffsetMoved)
+	if err != nil {
+		c.connFailed(addr, err)
+		return PullResult{}, err
+	}
 	var rh protocol.PullMessageResponseHeader
-	var err error
 	if resp.ExtFields == nil && resp.ExtPairs.Valid() {
 		err = rh.FromExtPairs(resp.ExtPairs) // NB: msgpack answers come so
 	} else {
@@ -182,10 +164,6 @@ func (c *PushConsumer) pullLoop(pq *processQueue) {
 	}
 	sub, _ := c.subscription(pq.mq.Topic)
 	orderlyLocks := c.cfg.orderly && c.cfg.model == Clustering
-	var hp *handedPull
-	if !c.cfg.orderly {
-		hp = newHandedPull(c, pq)
-	}
 	for ctx.Err() == nil {
 		if pq.overLimit(c.cfg.pullThresholdCount, c.cfg.pullThresholdBytes) {
 			if pq.flowPaused.Add(1) == 1 {
@@ -206,17 +184,8 @@ func (c *PushConsumer) pullLoop(pq *processQueue) {
 			commit = pq.offset.Load()
 		}
 		began := time.Now()
-		r := pullRequest{group: c.group, q: pq.mq, offset: pq.nextOffset(), max: c.cfg.pullBatch,
-			sub: sub, suspend: c.cfg.suspendTimeout, commit: commit, timeout: c.cfg.pullTimeout}
-		var res PullResult
-		var err error
-		handed := false
-		if hp != nil {
-			res, err, handed = hp.pull(ctx, r)
-		}
-		if !handed {
-			res, err = pull(ctx, c.core, r)
-		}
+		res, err := pull(ctx, c.core, pullRequest{group: c.group, q: pq.mq, offset: pq.nextOffset(), max: c.cfg.pullBatch,
+			sub: sub, suspend: c.cfg.suspendTimeout, commit: commit, timeout: c.cfg.pullTimeout})
 		if err != nil {
 			if ctx.Err() != nil || errors.Is(err, ErrClosed) {
 				return
@@ -230,9 +199,6 @@ func (c *PushConsumer) pullLoop(pq *processQueue) {
 		switch res.Status {
 		case PullFound:
 			c.stats.pulledMsgs(pq.mq.Topic, len(res.Messages), end.Sub(began), end)
-			if res.submitted {
-				break // NB: by the connection's reader (handedPull)
-			}
 			pq.add(res.Messages, res.NextOffset)
 			if !c.cfg.orderly {
 				c.submit(pq, res.Messages)
@@ -269,106 +235,4 @@ func (c *PushConsumer) relock(ctx context.Context, pq *processQueue) {
 		return
 	}
 	_ = sleepCtx(ctx, min(c.cfg.pullBackoff, time.Second))
-}
-
-// handedPull is a concurrent push consumer's pull whose answer the
-// connection's reader decodes, adds to the queue's window and hands to the
-// consume goroutines itself, when it is small and they have room: the
-// pull loop, woken next, only sends the next pull. A message thus reaches
-// its handler with one goroutine hand-off fewer (the reader's to the pull
-// loop). A large answer (a backlog), or one the consume side has no room
-// for, goes to the pull loop as before: decoding it on the reader would
-// hold up the connection's other answers.
-type handedPull struct {
-	c    *PushConsumer
-	pq   *processQueue
-	addr string
-	r    pullRequest
-	done chan handedOutcome // cap 1: one pull at a time
-	cb   func(*remoting.Command, error)
-}
-
-type handedOutcome struct {
-	res  PullResult
-	resp *remoting.Command // to decode on the pull loop; nil when res is the answer
-	err  error
-}
-
-// handedDecodeMax is the largest answer body the reader decodes itself.
-const handedDecodeMax = 16 << 10
-
-func newHandedPull(c *PushConsumer, pq *processQueue) *handedPull {
-	hp := &handedPull{c: c, pq: pq, done: make(chan handedOutcome, 1)}
-	hp.cb = hp.complete
-	return hp
-}
-
-// pull sends r with its answer handled by complete. ok is false, with
-// nothing sent, when no connection to the queue's broker is open yet (the
-// caller pulls the plain way, which dials).
-func (hp *handedPull) pull(ctx context.Context, r pullRequest) (res PullResult, err error, ok bool) {
-	c := hp.c.core
-	addr, err := c.readAddr(ctx, r.q)
-	if err != nil {
-		return PullResult{}, err, true
-	}
-	hp.addr, hp.r = addr, r
-	if !c.tr.tryInline(ctx, addr, r.request(), hp.cb) {
-		return PullResult{}, nil, false
-	}
-	var o handedOutcome
-	select {
-	case o = <-hp.done:
-	case <-ctx.Done():
-		return PullResult{}, ctx.Err(), true
-	}
-	if o.err != nil {
-		c.connFailed(addr, o.err)
-		return PullResult{}, o.err, true
-	}
-	if o.resp != nil {
-		o.res, o.err = decodePull(c, addr, r, o.resp)
-	}
-	return o.res, o.err, true
-}
-
-// complete runs on the connection's reader (or where the call failed): it
-// must not block.
-func (hp *handedPull) complete(resp *remoting.Command, err error) {
-	c, pq := hp.c, hp.pq
-	if err = settle(hp.addr, protocol.PullMessage, pullOK, resp, err); err != nil {
-		hp.done <- handedOutcome{err: err}
-		return
-	}
-	if resp.Code != protocol.Success || len(resp.Body) > handedDecodeMax {
-		hp.done <- handedOutcome{resp: resp}
-		return
-	}
-	res, err := decodePull(c.core, hp.addr, hp.r, resp)
-	batches := (len(res.Messages) + c.cfg.consumeBatch - 1) / c.cfg.consumeBatch
-	if err != nil || res.Status != PullFound || cap(c.tasks)-len(c.tasks) < batches || pq.dropped() {
-		hp.done <- handedOutcome{res: res, err: err}
-		return
-	}
-	pq.add(res.Messages, res.NextOffset)
-	res.submitted = true
-	// NB: the pull loop is woken first and the consume goroutine last: the
-	// goroutine woken last runs next on this core (the runtime's runnext),
-	// so the message goes first, while the pull loop, queued behind it,
-	// can be taken by the other core and send the next pull meanwhile.
-	// The other order (the pull loop last, yielding before its next pull
-	// when caught up) measured as the build before this (e2e at 10,000
-	// msgs/s, 6 alternated rounds: CPU a message within 1% both sides).
-	hp.done <- handedOutcome{res: res}
-	msgs := res.Messages
-	for len(msgs) > 0 {
-		n := min(len(msgs), c.cfg.consumeBatch)
-		t := consumeTask{pq: pq, msgs: msgs[:n]}
-		msgs = msgs[n:]
-		select {
-		case c.tasks <- t:
-		default:
-			c.overflow(t) // NB: other queues' answers took the room meanwhile
-		}
-	}
 }

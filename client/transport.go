@@ -244,12 +244,7 @@ func (t *transport) tryInline(ctx context.Context, addr string, r request, cb fu
 	if err != nil {
 		return false
 	}
-	opts := [4]remoting.CallOption{remoting.Deadline(r.deadline()), remoting.Inline(cb), remoting.NoDial()}
-	n := 3
-	if r.longPoll {
-		opts[n], n = remoting.LongPoll(), n+1
-	}
-	if _, err := c.Invoke(ctx, addr, cmd, opts[:n]...); err == nil {
+	if _, err := c.Invoke(ctx, addr, cmd, remoting.Deadline(r.deadline()), remoting.Inline(cb), remoting.NoDial()); err == nil {
 		return true
 	}
 	if c != t.mp1 {
@@ -261,7 +256,7 @@ func (t *transport) tryInline(ctx context.Context, addr string, r request, cb fu
 	if _, err := c.Conn(ctx, addr); err != nil {
 		return false
 	}
-	_, err = c.Invoke(ctx, addr, cmd, opts[:n]...)
+	_, err = c.Invoke(ctx, addr, cmd, remoting.Deadline(r.deadline()), remoting.Inline(cb), remoting.NoDial())
 	return err == nil
 }
 
