@@ -61,7 +61,6 @@ func (s *Store) dispatchLoop() {
 			kick, durable = nil, nil
 			retry = time.After(retryDelay(s.dispFails))
 		}
-		s.loopPasses.Add(1)
 		if s.health.indexDegraded.Load() {
 			s.catchUpIndex()
 			if retry == nil && s.health.indexDegraded.Load() {
@@ -69,6 +68,7 @@ func (s *Store) dispatchLoop() {
 			}
 		}
 		s.dispMu.Unlock()
+		s.loopPasses.Add(1) // NB: once dispMu is free: a test that waits for a pass then finds the loop idle
 		select {
 		case <-s.quit:
 			// Close synced the log first: drain to its end.

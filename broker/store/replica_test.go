@@ -99,7 +99,10 @@ func TestReplica_IndexReplica(t *testing.T) {
 	// NB: the dispatcher idles: nothing else dispatches below. An empty
 	// log has no lag from the start, so waitDispatched alone could return
 	// before the loop's first pass, which then held dispMu when
-	// IndexReplica tried it (12 failures in 300 runs with -race).
+	// IndexReplica tried it (12 failures in 300 runs with -race). A pass is
+	// counted once it released dispMu: counted before, a pass preempted
+	// between its count and its unlock still held it (CI, 2026-12-06; a
+	// 50 ms pause put there failed 3 runs of 3).
 	require.Eventually(t, func() bool { return replica.loopPasses.Load() > 0 }, 10*time.Second, time.Millisecond)
 	waitDispatched(t, replica)
 

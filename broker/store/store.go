@@ -110,7 +110,7 @@ type Store struct {
 	dispSc           *commitlog.Scanner // the loop's; nil before it starts and once it stopped
 	dispFails        int                // failed passes in a row (the loop backs off)
 	inlineDispatches atomic.Int64       // passes run by puts (tests)
-	loopPasses       atomic.Int64       // passes run by dispatchLoop (tests)
+	loopPasses       atomic.Int64       // passes run by dispatchLoop, counted once each has released dispMu (tests)
 	// Dispatcher-owned.
 	indexFrom int64                                    // records below are already in the key index
 	scanned   message.DispatchInfo                     // read by the loop's scanner's check (validateForDispatch); Size 0: none
