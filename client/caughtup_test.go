@@ -44,7 +44,7 @@ func TestPushConsumer_CaughtUpSmallAndLarge(t *testing.T) {
 		}
 	}
 	rec.mu.Unlock()
-	waitLag(t, c.admin(), "g-caughtup", topic, 0)
+	waitConsumed(t, c, "g-caughtup", topic)
 }
 
 // TestPushConsumer_NoRoomToConsume: answers arriving while the consume
@@ -73,16 +73,5 @@ func TestPushConsumer_NoRoomToConsume(t *testing.T) {
 	close(release)
 	rec.waitDistinct(t, n, 30*time.Second)
 	require.Zero(t, rec.duplicates())
-	waitLag(t, c.admin(), "g-noroom", topic, 0)
-}
-
-// waitLag waits until group's lag on topic is want.
-func waitLag(t *testing.T, a *Admin, group, topic string, want int64) {
-	t.Helper()
-	var last ConsumerProgress
-	require.Eventually(t, func() bool {
-		pr, err := a.ConsumeStats(ctxT(t, 5*time.Second), group, topic)
-		last = pr
-		return err == nil && pr.UnknownLag == 0 && pr.Lag == want
-	}, 30*time.Second, 50*time.Millisecond, "lag of %s on %s: %+v", group, topic, &last)
+	waitConsumed(t, c, "g-noroom", topic)
 }

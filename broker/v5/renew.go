@@ -153,7 +153,7 @@ func (r *renewals) takeClient(client string) []*renewal {
 }
 
 // released records that n deliveries taken to be released (takeClient,
-// dropToRelease) have their release applied.
+// drop) have their release applied.
 func (r *renewals) released(n int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -182,18 +182,10 @@ func (r *renewals) renewedAt(e *renewal, due time.Time) {
 	e.due = due
 }
 
-// drop forgets e unless a newer delivery took its handle's place.
-func (r *renewals) drop(e *renewal) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if k := renewalKey(e.group, e.handle); r.m[k] == e {
-		delete(r.m, k)
-	}
-}
-
-// dropToRelease is drop for a delivery about to be released: it is still
-// counted as held until released. It reports whether e was listed.
-func (r *renewals) dropToRelease(e *renewal) bool {
+// drop forgets e unless a newer delivery took its handle's place, and
+// reports whether it did. With release, e is about to be released and
+// counts as held until it is (released).
+func (r *renewals) drop(e *renewal, release bool) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	k := renewalKey(e.group, e.handle)
@@ -201,7 +193,9 @@ func (r *renewals) dropToRelease(e *renewal) bool {
 		return false
 	}
 	delete(r.m, k)
-	r.releasing++
+	if release {
+		r.releasing++
+	}
 	return true
 }
 
@@ -253,14 +247,14 @@ func (s *Server) renewDue(rn Renewer) {
 	freed := 0
 	for _, e := range s.renew.due(now) {
 		if !s.clients.live(e.client, s.opts.Now()) || now.After(e.until) {
-			if s.renew.dropToRelease(e) {
+			if s.renew.drop(e, true) {
 				rn.Extend(e.group, e.topic, e.handle, releaseAfter)
 				freed++
 			}
 			continue
 		}
 		if st := rn.Extend(e.group, e.topic, e.handle, e.inv); st != nil && st.GetCode() != v2.Code_OK {
-			s.renew.drop(e)
+			s.renew.drop(e, false)
 			continue
 		}
 		s.renew.renewedAt(e, now.Add(e.inv*2/3))

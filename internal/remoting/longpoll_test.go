@@ -56,19 +56,18 @@ func TestLongPoll_NotBusy(t *testing.T) {
 		call(parkCode, LongPoll())
 	}
 	parked.Wait()
-	server := s.Conns()
-	require.Len(t, server, 1)
-	require.Equal(t, int32(0), server[0].busy.Load(), "parked requests are not busy")
+	server := oneConn(t, s)
+	require.Equal(t, int32(0), server.busy.Load(), "parked requests are not busy")
 	require.Equal(t, int32(0), conn.busy.Load(), "long polls are not busy")
 
 	call(plainCode)
 	parked.Wait()
-	require.Equal(t, int32(1), server[0].busy.Load(), "a request being served is")
+	require.Equal(t, int32(1), server.busy.Load(), "a request being served is")
 	require.Equal(t, int32(1), conn.busy.Load(), "a call waiting for its answer is")
 
 	close(release)
 	calls.Wait()
-	require.Eventually(t, func() bool { return server[0].busy.Load() == 0 }, 5*time.Second, time.Millisecond,
+	require.Eventually(t, func() bool { return server.busy.Load() == 0 }, 5*time.Second, time.Millisecond,
 		"the counts come back to zero")
 	require.Equal(t, int32(0), conn.busy.Load())
 }

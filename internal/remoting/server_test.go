@@ -725,7 +725,7 @@ func TestClient_DialErrors(t *testing.T) {
 	for _, cn := range conns {
 		require.Same(t, conns[0], cn)
 	}
-	require.Eventually(t, func() bool { return len(s2.Conns()) == 1 }, 5*time.Second, time.Millisecond)
+	oneConn(t, s2)
 	require.Never(t, func() bool { return len(s2.Conns()) > 1 }, 50*time.Millisecond, 5*time.Millisecond)
 }
 
